@@ -1,0 +1,51 @@
+// swift-tools-version:6.0
+// The architecture, bottom up: C libraries → Posix/Wire (import nothing of ours) → Store →
+// Engine (no sockets) → Daemon → storekitd. The client library sees only Wire and Posix.
+import PackageDescription
+
+let package = Package(
+    name: "storekitd",
+    products: [
+        .library(name: "OpenStoreKit", targets: ["OpenStoreKit"]),
+        .executable(name: "storekitd", targets: ["storekitd"]),
+        .executable(name: "storekitctl", targets: ["storekitctl"]),
+        .executable(name: "storekit-example-app", targets: ["storekit-example-app"]),
+        .executable(name: "storekitd-bench", targets: ["storekitd-bench"]),
+    ],
+    targets: [
+        // C libraries from Debian, no Swift in them.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .systemLibrary(name: "CPosix"),
+
+        // Foundations: no dependency on anything else of ours.
+        .target(name: "StoreKitPosix", dependencies: ["CPosix"]),
+        .target(name: "StoreKitWire"),
+
+        // Durable state and the logic over it.
+        .target(name: "StoreKitStore", dependencies: ["CSQLite", "StoreKitWire"]),
+        .target(name: "StoreKitEngine", dependencies: ["StoreKitStore", "StoreKitWire"]),
+
+        // The daemon as a library, and its tiny main.
+        .target(name: "StoreKitDaemon", dependencies: [
+            "StoreKitEngine", "StoreKitStore", "StoreKitWire", "StoreKitPosix", "CSystemd",
+        ]),
+        .executableTarget(name: "storekitd", dependencies: ["StoreKitDaemon"]),
+
+        // What apps and admins run.
+        .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitPosix"]),
+        .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitPosix"]),
+        .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
+        .executableTarget(name: "storekitd-bench", dependencies: ["OpenStoreKit", "StoreKitWire", "StoreKitPosix"]),
+
+        // Tests.
+        .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire"]),
+        .testTarget(name: "StoreKitWireTests", dependencies: ["StoreKitWire"]),
+        .testTarget(name: "StoreKitStoreTests", dependencies: ["StoreKitStore", "StoreKitTestSupport"]),
+        .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitTestSupport"]),
+        .testTarget(name: "StoreKitDaemonTests", dependencies: ["StoreKitDaemon", "StoreKitTestSupport"]),
+        .testTarget(name: "OpenStoreKitTests", dependencies: ["OpenStoreKit", "StoreKitTestSupport"]),
+        .testTarget(name: "StoreKitIntegrationTests", dependencies: ["StoreKitTestSupport", "StoreKitWire", "StoreKitPosix"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
