@@ -1,9 +1,7 @@
 /* What Glibc's Swift overlay does not import: struct ucred, accept4, epoll. */
 #ifndef STOREKIT_CPOSIX_SHIM_H
 #define STOREKIT_CPOSIX_SHIM_H
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
+/* No _GNU_SOURCE here: the headers must match the Glibc module's. What needs it is declared below. */
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -15,15 +13,15 @@
 #include <errno.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/signalfd.h>
+#include <grp.h>
 
-struct storekit_ucred { pid_t pid; uid_t uid; gid_t gid; };
+struct storekit_ucred { pid_t pid; uid_t uid; gid_t gid; }; /* layout of Linux struct ucred */
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 
 static inline int storekit_peer_credentials(int fd, struct storekit_ucred *out) {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) return -1;
-    out->pid = cred.pid; out->uid = cred.uid; out->gid = cred.gid;
-    return 0;
+    socklen_t len = sizeof(*out);
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len);
 }
 
 static inline int storekit_accept(int fd) {
@@ -78,5 +76,22 @@ static inline int storekit_set_nonblocking(int fd, int on) {
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0) return -1;
     return fcntl(fd, F_SETFL, on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK));
+}
+/* Blocks SIGTERM, SIGINT, SIGHUP in this thread (and in threads started later) and returns a
+   signalfd that reads them; SIGPIPE is ignored (writes use MSG_NOSIGNAL anyway). */
+static inline int storekit_signalfd(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT); sigaddset(&set, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) return -1;
+    signal(SIGPIPE, SIG_IGN);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* Reads one pending signal number from a signalfd; 0 when none. */
+static inline int storekit_read_signal(int fd) {
+    struct signalfd_siginfo info;
+    ssize_t n = read(fd, &info, sizeof(info));
+    return n == (ssize_t)sizeof(info) ? (int)info.ssi_signo : 0;
 }
 #endif

@@ -1,1 +1,6 @@
-print("not yet")
+import StoreKitDaemon
+#if canImport(Glibc)
+import Glibc
+#endif
+
+exit(Daemon.main(CommandLine.arguments))

@@ -1,0 +1,63 @@
+/// One app the daemon serves, from an `apps.d/*.conf` file's `[App]` section.
+public struct AppRegistration: Sendable, Equatable {
+    /// `ID=`: reverse-DNS identifier, characters `[A-Za-z0-9._-]`, at most 255 bytes.
+    public var id: String
+    /// `Catalog=`: absolute path of the `.storekit` catalogue (a relative value is resolved
+    /// against the directory holding storekitd.conf).
+    public var catalogPath: String
+    /// `Executable=`: when set, only processes running this absolute path may act as the app.
+    public var executable: String?
+    /// `ObserverUnit=`: a `.service` unit started when an update finds no connected observer.
+    public var observerUnit: String?
+    /// The file and line of `ID=`, for messages about the app.
+    public var file: String
+    public var line: Int
+    /// The line of `Catalog=` in `file`, for messages about the catalogue.
+    public var catalogLine: Int
+
+    public init(id: String, catalogPath: String, executable: String? = nil, observerUnit: String? = nil,
+                file: String, line: Int, catalogLine: Int? = nil) {
+        self.id = id
+        self.catalogPath = catalogPath
+        self.executable = executable
+        self.observerUnit = observerUnit
+        self.file = file
+        self.line = line
+        self.catalogLine = catalogLine ?? line
+    }
+
+    /// An error pointing at this app's `Catalog=` line, e.g. for an unreadable catalogue.
+    public func catalogError(_ message: String) -> ConfigError {
+        ConfigError(file: file, line: catalogLine, message: message)
+    }
+
+    /// Whether `id` is an acceptable app ID: 1…255 bytes of `[A-Za-z0-9._-]`, no empty
+    /// dot-separated component.
+    public static func isValidID(_ id: String) -> Bool {
+        let bytes = Array(id.utf8)
+        guard !bytes.isEmpty, bytes.count <= 255 else { return false }
+        guard bytes.allSatisfy({ isIDByte($0) }) else { return false }
+        return !id.split(separator: ".", omittingEmptySubsequences: false).contains(where: \.isEmpty)
+    }
+
+    /// Whether `name` is a valid systemd service unit name (`name.service`, template instances allowed).
+    public static func isValidServiceName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        let suffix = Array(".service".utf8)
+        guard bytes.count > suffix.count, bytes.count <= 255, bytes.suffix(suffix.count).elementsEqual(suffix) else {
+            return false
+        }
+        let stem = bytes.dropLast(suffix.count)
+        return stem.allSatisfy { isIDByte($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: "@") || $0 == UInt8(ascii: "\\") }
+    }
+
+    private static func isIDByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "-"), UInt8(ascii: "_"):
+            return true
+        default:
+            return false
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import StoreKitEngine
+import StoreKitStore
+import StoreKitWire
+
+/// The control plane behind `storekitctl`: each command reads or changes the store and answers
+/// with a JSON document (the stable `-o json` interface). Arguments arrive as `key=value` strings.
+struct ControlCommands {
+    let engine: PaymentQueueEngine
+    let configuration: DaemonConfiguration
+    unowned let server: Server
+
+    struct Result {
+        var code: ResultCode = .ok
+        var message = ""
+        var json: JSONValue = .null
+        var effects: [Effect] = []
+
+        static func failure(_ code: ResultCode, _ message: String) -> Result {
+            Result(code: code, message: message, json: .object([("error", .string(message))]))
+        }
+    }
+
+    struct Arguments {
+        var values: [String: String] = [:]
+
+        init(_ raw: [String]) {
+            for argument in raw {
+                guard let equals = argument.firstIndex(of: "=") else { continue }
+                values[String(argument[..<equals])] = String(argument[argument.index(after: equals)...])
+            }
+        }
+
+        subscript(_ key: String) -> String? { values[key] }
+    }
+
+    func execute(command: String, arguments raw: [String], writesStopped: String?) throws(StoreError) -> Result {
+        let arguments = Arguments(raw)
+        switch command {
+        case "status":
+            return status()
+        case "apps":
+            return apps()
+        case "products":
+            return products(arguments)
+        case "transactions":
+            return try transactions(arguments)
+        case "buy":
+            if let writesStopped { return .failure(.storageFailure, writesStopped) }
+            return try buy(arguments)
+        default:
+            return .failure(.invalidArgument, "unknown command '\(command)'")
+        }
+    }
+
+    private func status() -> Result {
+        let unfinished = (try? engine.store.unfinishedCount()) ?? 0
+        return Result(json: .object([
+            ("database", .string(engine.store.path)),
+            ("connections", .int(Int64(server.connectionCount))),
+            ("observers", .int(Int64(server.observerCount))),
+            ("unfinishedTransactions", .int(Int64(unfinished))),
+            ("apps", .int(Int64(engine.catalogs.count))),
+            ("storefront", .string(engine.storefront)),
+            ("clock", .string(RFC3339.string(milliseconds: engine.clock.now()))),
+            ("protocolVersion", .int(Int64(ProtocolVersion.current))),
+        ]))
+    }
+
+    private func apps() -> Result {
+        let list: [JSONValue] = configuration.apps.map { app in
+            .object([
+                ("app", .string(app.id)),
+                ("catalog", .string(app.catalogPath)),
+                ("products", .int(Int64(engine.catalogs[app.id]?.products.count ?? 0))),
+                ("executable", .optional(app.executable)),
+                ("observerUnit", .optional(app.observerUnit)),
+            ])
+        }
+        return Result(json: .array(list))
+    }
+
+    private func products(_ arguments: Arguments) -> Result {
+        guard let app = arguments["app"] else { return .failure(.invalidArgument, "products needs an APP") }
+        guard let catalog = engine.catalogs[app] else { return .failure(.unknownApp, "app \(app) is not registered") }
+        let records = catalog.products.map { $0.record(locale: engine.locale, currencyCode: engine.currencyCode) }
+        return Result(json: .array(records.map(\.json)))
+    }
+
+    private func transactions(_ arguments: Arguments) throws(StoreError) -> Result {
+        var uid: UInt32?
+        if let text = arguments["uid"] {
+            guard let value = UInt32(text) else { return .failure(.invalidArgument, "uid '\(text)' is not a number") }
+            uid = value
+        }
+        if let app = arguments["app"], !engine.isRegistered(app: app) {
+            return .failure(.unknownApp, "app \(app) is not registered")
+        }
+        let records = try engine.store.list(uid: uid, app: arguments["app"], unfinishedOnly: arguments["unfinished"] == "1")
+        return Result(json: .array(records.map(\.json)))
+    }
+
+    private func buy(_ arguments: Arguments) throws(StoreError) -> Result {
+        guard let app = arguments["app"], let product = arguments["product"] else {
+            return .failure(.invalidArgument, "buy needs APP and PRODUCT")
+        }
+        guard let uid = UInt32(arguments["uid"] ?? "0") else { return .failure(.invalidArgument, "uid is not a number") }
+        guard let quantity = Int32(arguments["quantity"] ?? "1") else {
+            return .failure(.invalidArgument, "quantity is not a number")
+        }
+        guard engine.isRegistered(app: app) else { return .failure(.unknownApp, "app \(app) is not registered") }
+        let payment = ClientMessage.AddPayment(requestID: 0, key: "", productID: product, quantity: quantity)
+        let outcome = try engine.addPayment(uid: uid, app: app, payment: payment)
+        guard outcome.code == .ok else {
+            return Result(code: outcome.code, message: outcome.message,
+                          json: .object([("error", .string(outcome.message)), ("code", .int(Int64(outcome.detail)))]))
+        }
+        let record = try engine.store.transaction(id: outcome.value)
+        return Result(json: record?.json ?? .null, effects: outcome.effects)
+    }
+}

@@ -1,0 +1,220 @@
+import Foundation
+import StoreKitEngine
+import StoreKitPosix
+import StoreKitStore
+import StoreKitWire
+
+/// storekitd from arguments to exit status: parse → set up → run → one exit path.
+public enum Daemon {
+    public static let version = "0.1.0"
+
+    public struct Options {
+        public var configFile: String?
+        public var runtimeDirectory: String?
+        public var stateDirectory: String?
+        public var logTarget: String?
+        public var logLevel: LogLevel?
+        public var checkConfig = false
+    }
+
+    static let usage = """
+        Usage: storekitd [OPTIONS]
+
+        The StoreKit payment queue daemon.
+
+        Options:
+          --config FILE        configuration file (default: $CONFIGURATION_DIRECTORY/storekitd.conf,
+                               else /etc/storekitd/storekitd.conf; built-in defaults when absent)
+          --runtime-dir DIR    directory for storekitd.sock and control.sock
+          --state-dir DIR      directory for the database (storekitd.sqlite)
+          --log-target T       journal or stderr (default: journal when stderr is the journal)
+          --log-level L        debug, info, notice, warning or err
+          --check-config       load configuration and catalogues, report, and exit
+          -h, --help           show this help
+          --version            show the version
+
+        """
+
+    /// Exit codes: 0 clean stop, 1 failure (config, database, sockets), 64 usage.
+    public static func main(_ arguments: [String]) -> Int32 {
+        let options: Options
+        switch parse(Array(arguments.dropFirst())) {
+        case .success(let parsed): options = parsed
+        case .failure(let exit): return exit.code
+        }
+        let environment = ProcessInfo.processInfo.environment
+        var logger = Logger(target: LogTarget.detect(requested: options.logTarget, environment: environment))
+
+        let located = DaemonConfiguration.locateConfigFile(explicit: options.configFile, environment: environment)
+        let configuration: DaemonConfiguration
+        let catalogs: [String: Catalog]
+        do {
+            configuration = try DaemonConfiguration.load(configFile: located.path, required: located.required)
+            catalogs = try loadCatalogs(configuration)
+        } catch {
+            logger.error("Failed to load configuration: \(error)")
+            return 1
+        }
+        logger.maximumPriority = LogPriority(rawValue: (options.logLevel ?? configuration.logLevel).rawValue) ?? .info
+        if options.checkConfig {
+            print("Configuration OK: \(configuration.sourceFiles.joined(separator: ", ")); \(catalogs.count) apps")
+            return 0
+        }
+
+        let uid = UInt32(getuid())
+        let runtimeDirectory = configuration.resolveRuntimeDirectory(explicit: options.runtimeDirectory, environment: environment, uid: uid)
+        let stateDirectory = configuration.resolveStateDirectory(explicit: options.stateDirectory, environment: environment, uid: uid)
+        let databasePath = stateDirectory + "/storekitd.sqlite"
+        let store: TransactionStore
+        do {
+            try makeDirectory(stateDirectory, mode: 0o700)
+            try makeDirectory(runtimeDirectory, mode: 0o755)
+            store = try TransactionStore(path: databasePath)
+        } catch {
+            logger.error("Failed to open database \(databasePath): \(error)", id: .storageFailure)
+            return 1
+        }
+        logger.info("Opened database \(databasePath): \(store.openReport)", id: .recovery)
+
+        let engine = PaymentQueueEngine(store: store, catalogs: catalogs)
+        if let storefront = configuration.storefront ?? catalogs.values.first?.settings.storefront {
+            engine.storefront = storefront
+        }
+        if let offset = try? store.setting("clock.offset").flatMap({ Int64($0) }) {
+            engine.clock.offsetMilliseconds = offset
+        }
+
+        var bound: [String] = []
+        defer { for path in bound { unlink(path) } }
+        let listeners: [Server.Listener]
+        do {
+            listeners = try openListeners(runtimeDirectory: runtimeDirectory, configuration: configuration,
+                                          logger: logger, bound: &bound)
+        } catch {
+            logger.error("Failed to listen in \(runtimeDirectory): \(error)")
+            return 1
+        }
+
+        let configFile = located
+        let reloader: Server.Reloader = {
+            do {
+                let reloaded = try DaemonConfiguration.load(configFile: configFile.path, required: configFile.required)
+                return .success((reloaded, try loadCatalogs(reloaded)))
+            } catch {
+                return .failure(Server.ReloadFailure("\(error)"))
+            }
+        }
+        do {
+            let server = try Server(engine: engine, configuration: configuration, listeners: listeners, logger: logger,
+                                    notifier: ServiceNotifier(environment: environment), reloader: reloader)
+            logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(databasePath)", id: .started)
+            server.startIntegrityCheck()
+            try server.run()
+        } catch {
+            logger.error("Serving loop failed: \(error)")
+            return 1
+        }
+        return 0
+    }
+
+    static func loadCatalogs(_ configuration: DaemonConfiguration) throws -> [String: Catalog] {
+        var catalogs: [String: Catalog] = [:]
+        for app in configuration.apps {
+            do {
+                catalogs[app.id] = try Catalog.load(path: app.catalogPath)
+            } catch {
+                throw app.catalogError("\(error)")
+            }
+        }
+        return catalogs
+    }
+
+    static func makeDirectory(_ path: String, mode: Int) throws {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: mode])
+    }
+
+    static func openListeners(runtimeDirectory: String, configuration: DaemonConfiguration, logger: Logger,
+                              bound: inout [String]) throws -> [Server.Listener] {
+        let activation = SocketActivation.receive(logger: logger)
+        var listeners: [Server.Listener] = []
+        for kind in [SocketKind.client, .control] {
+            if let fd = activation.listeners[kind] {
+                logger.info("Using the passed \(kind.rawValue) socket (fd \(fd))")
+                listeners.append(.init(fd: fd, kind: kind))
+                continue
+            }
+            let path = runtimeDirectory + (kind == .client ? "/storekitd.sock" : "/control.sock")
+            // Apps of every user connect to the client socket; the control socket is for admins,
+            // and the daemon checks the peer again on every connection whatever the mode says.
+            let mode: mode_t = kind == .client ? 0o666 : (configuration.adminGroupID() != nil ? 0o660 : 0o600)
+            let fd = try UnixSocket.listen(path: path, mode: mode)
+            if kind == .control, let gid = configuration.adminGroupID() {
+                _ = chown(path, UInt32.max, gid)
+            }
+            bound.append(path)
+            listeners.append(.init(fd: fd, kind: kind))
+        }
+        return listeners
+    }
+
+    enum ParseExit: Error {
+        case exit(Int32)
+        var code: Int32 { if case .exit(let code) = self { return code }; return 1 }
+    }
+
+    static func parse(_ arguments: [String]) -> Result<Options, ParseExit> {
+        var options = Options()
+        var index = 0
+        func value(_ name: String) -> String? {
+            index += 1
+            return index < arguments.count ? arguments[index] : nil
+        }
+        func fail(_ message: String) -> Result<Options, ParseExit> {
+            FileHandle.standardError.write(Data("storekitd: \(message)\n\(usage)".utf8))
+            return .failure(.exit(64))
+        }
+        while index < arguments.count {
+            var argument = arguments[index]
+            var inline: String?
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                inline = String(argument[argument.index(after: equals)...])
+                argument = String(argument[..<equals])
+            }
+            func take() -> String? { inline ?? value(argument) }
+            switch argument {
+            case "-h", "--help":
+                print(usage, terminator: "")
+                return .failure(.exit(0))
+            case "--version":
+                print("storekitd \(version)")
+                return .failure(.exit(0))
+            case "--config":
+                guard let path = take() else { return fail("--config needs a FILE") }
+                options.configFile = path
+            case "--runtime-dir":
+                guard let path = take() else { return fail("--runtime-dir needs a DIR") }
+                options.runtimeDirectory = path
+            case "--state-dir":
+                guard let path = take() else { return fail("--state-dir needs a DIR") }
+                options.stateDirectory = path
+            case "--log-target":
+                guard let target = take(), ["journal", "stderr", "console"].contains(target) else {
+                    return fail("--log-target must be journal or stderr")
+                }
+                options.logTarget = target
+            case "--log-level":
+                guard let name = take(), let level = LogLevel(name: name) else {
+                    return fail("--log-level must be debug, info, notice, warning or err")
+                }
+                options.logLevel = level
+            case "--check-config":
+                options.checkConfig = true
+            default:
+                return fail("unknown option '\(arguments[index])'")
+            }
+            index += 1
+        }
+        return .success(options)
+    }
+}

@@ -1,0 +1,660 @@
+import CPosix
+import Foundation
+import Synchronization
+import StoreKitEngine
+import StoreKitPosix
+import StoreKitStore
+import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The serving loop: one thread, epoll over the listeners, the sessions and a signalfd.
+///
+/// Group commit falls out of the loop's shape: every request read in one turn is executed in one
+/// store unit of work, committed with one fsync, and only then are replies and pushes written.
+/// Requests that arrive while a commit is in progress wait in the socket buffers for the next turn.
+public final class Server {
+    public struct Listener {
+        public let fd: Int32
+        public let kind: SocketKind
+        public init(fd: Int32, kind: SocketKind) {
+            self.fd = fd
+            self.kind = kind
+        }
+    }
+
+    /// What the server asks of its owner when SIGHUP arrives: a new configuration and catalogues,
+    /// or a message saying why the old ones stay.
+    public typealias Reloader = () -> Result<(DaemonConfiguration, [String: Catalog]), ReloadFailure>
+
+    public struct ReloadFailure: Error {
+        public let message: String
+        public init(_ message: String) { self.message = message }
+    }
+
+    private enum Token {
+        static let signals: UInt64 = 1
+        static let wakeup: UInt64 = 2
+        static let firstListener: UInt64 = 3
+        static let firstSession: UInt64 = 16
+    }
+
+    let engine: PaymentQueueEngine
+    private(set) var configuration: DaemonConfiguration
+    let logger: Logger
+    let notifier: ServiceNotifier
+    let access: AccessPolicy
+    private let epoll: Epoll
+    private let signalFD: Int32
+    public let wakeup: WakeupEvent
+    private var listeners: [UInt64: Listener] = [:]
+    private var sessions: [UInt64: Session] = [:]
+    private var observers: [QueueKey: Set<UInt64>] = [:]
+    private var connectionsPerUID: [UInt32: Int] = [:]
+    private var nextToken = Token.firstSession
+    private var pending: [(Session, ClientMessage)] = []
+    private var dirty: [Session] = []
+    private var running = true
+    private var readBuffer = [UInt8](repeating: 0, count: 65_536)
+    private var lastWatchdog: Int64 = 0
+    private var lastStatus = ""
+    private var lastHousekeeping: Int64 = 0
+    private let reloader: Reloader?
+    /// Set when the background integrity check failed: mutating requests are refused.
+    private var writesStoppedReason: String?
+    private let backgroundResults = BackgroundResults()
+
+    public init(
+        engine: PaymentQueueEngine, configuration: DaemonConfiguration, listeners: [Listener],
+        logger: Logger, notifier: ServiceNotifier, reloader: Reloader? = nil
+    ) throws(Errno) {
+        self.engine = engine
+        self.configuration = configuration
+        self.logger = logger
+        self.notifier = notifier
+        self.reloader = reloader
+        self.access = AccessPolicy(adminGroup: configuration.adminGroup)
+        epoll = try Epoll()
+        signalFD = try retryingSyscall { storekit_signalfd() }
+        wakeup = try WakeupEvent()
+        try epoll.add(signalFD, events: .readable, token: Token.signals)
+        try epoll.add(wakeup.fd, events: .readable, token: Token.wakeup)
+        for (index, listener) in listeners.enumerated() {
+            let token = Token.firstListener + UInt64(index)
+            self.listeners[token] = listener
+            try epoll.add(listener.fd, events: .readable, token: token)
+        }
+    }
+
+    // MARK: The loop
+
+    /// Serves until SIGTERM/SIGINT, then drains and returns.
+    public func run() throws(Errno) {
+        notifier.ready(status: statusLine())
+        while running {
+            try epoll.wait(timeout: nextTimeout()) { token, events in
+                handle(token: token, events: events)
+            }
+            executePending()
+            flushDirty()
+            housekeeping()
+        }
+        shutdown()
+    }
+
+    private func nextTimeout() -> Int32 {
+        var timeout: Int64 = 1000
+        if let interval = notifier.watchdogPingInterval { timeout = min(timeout, interval) }
+        return Int32(timeout)
+    }
+
+    private func handle(token: UInt64, events: Epoll.Events) {
+        switch token {
+        case Token.signals:
+            handleSignals()
+        case Token.wakeup:
+            wakeup.drain()
+            handleBackgroundResults()
+        default:
+            if let listener = listeners[token] {
+                acceptAll(listener)
+            } else if let session = sessions[token] {
+                if events.contains(.readable) || events.contains(.hangup) || events.contains(.error) {
+                    readAvailable(session)
+                }
+                if events.contains(.writable), sessions[token] != nil {
+                    markDirty(session)
+                }
+            }
+        }
+    }
+
+    private func housekeeping() {
+        let now = ServiceNotifier.monotonicMilliseconds()
+        if let interval = notifier.watchdogPingInterval, now - lastWatchdog >= interval {
+            // Pinged from the loop itself: a loop stuck in a request stops the pings.
+            notifier.watchdog()
+            lastWatchdog = now
+        }
+        guard now - lastHousekeeping >= 1000 else { return }
+        lastHousekeeping = now
+        let deadline = configuration.partialFrameTimeout.milliseconds
+        for session in sessions.values {
+            if let since = session.partialSince, now - since > deadline {
+                refuse(session, .limitExceeded, "partial frame not completed within \(deadline) ms", id: .protocolError)
+            }
+        }
+        let status = statusLine()
+        if status != lastStatus {
+            notifier.status(status)
+            lastStatus = status
+        }
+    }
+
+    func statusLine() -> String {
+        let observerCount = sessions.values.reduce(0) { $0 + ($1.subscribed ? 1 : 0) }
+        let unfinished = (try? engine.store.unfinishedCount()) ?? -1
+        var line = "Serving \(sessions.count) connections, \(observerCount) observers, \(unfinished) unfinished transactions"
+        if let writesStoppedReason { line += "; WRITES STOPPED: \(writesStoppedReason)" }
+        return line
+    }
+
+    // MARK: Signals and background results
+
+    private func handleSignals() {
+        while true {
+            let signal = storekit_read_signal(signalFD)
+            if signal == 0 { return }
+            switch signal {
+            case SIGTERM, SIGINT:
+                logger.notice("Received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"), shutting down")
+                running = false
+            case SIGHUP:
+                reload()
+            default:
+                break
+            }
+        }
+    }
+
+    private func reload() {
+        guard let reloader else { return }
+        notifier.reloading()
+        switch reloader() {
+        case .success(let (newConfiguration, catalogs)):
+            configuration = newConfiguration
+            engine.replaceCatalogs(catalogs)
+            logger.notice("Reloaded configuration: \(catalogs.count) apps", id: .reloaded)
+            notifier.ready(status: statusLine())
+        case .failure(let failure):
+            logger.error("Reload failed, keeping the running configuration: \(failure.message)", id: .reloaded)
+            notifier.ready(status: "Reload failed, running the old configuration: \(failure.message)")
+        }
+    }
+
+    /// Reports from background threads (the integrity check), handed over under a lock.
+    final class BackgroundResults: Sendable {
+        private let integrityFailure = Mutex<String??>(nil)
+
+        func setIntegrity(_ failure: String?) {
+            integrityFailure.withLock { $0 = .some(failure) }
+        }
+
+        func takeIntegrity() -> String?? {
+            integrityFailure.withLock { value in
+                defer { value = nil }
+                return value
+            }
+        }
+    }
+
+    /// Runs `PRAGMA integrity_check` on a background thread; a failure stops new writes, loudly.
+    public func startIntegrityCheck() {
+        let path = engine.store.path
+        let results = backgroundResults
+        let wakeup = self.wakeup
+        Thread.detachNewThread {
+            let failure: String?
+            do {
+                failure = try IntegrityCheck.run(path: path)
+            } catch {
+                failure = "\(error)"
+            }
+            results.setIntegrity(failure)
+            wakeup.signal()
+        }
+    }
+
+    private func handleBackgroundResults() {
+        guard let result = backgroundResults.takeIntegrity() else { return }
+        if let failure = result {
+            writesStoppedReason = "integrity check failed"
+            logger.error("Database \(engine.store.path) failed its integrity check, new writes are stopped: \(failure)",
+                         id: .integrityFailure)
+            notifier.status(statusLine())
+        } else {
+            logger.info("Integrity check of \(engine.store.path) passed", id: .recovery)
+        }
+    }
+
+    // MARK: Connections
+
+    private func acceptAll(_ listener: Listener) {
+        while true {
+            let fd: Int32
+            do {
+                guard let accepted = try UnixSocket.accept(listener.fd) else { return }
+                fd = accepted
+            } catch {
+                logger.warning("Failed to accept on the \(listener.kind.rawValue) socket: \(error)")
+                return
+            }
+            guard let peer = try? PeerCredentials.of(fd) else {
+                UnixSocket.close(fd)
+                continue
+            }
+            let session = Session(token: nextToken, fd: fd, kind: listener.kind, peer: peer,
+                                  maximumFrameSize: configuration.maxFrameSize)
+            nextToken += 1
+            sessions[session.token] = session
+            connectionsPerUID[peer.uid, default: 0] += 1
+            do {
+                try epoll.add(fd, events: [.readable, .peerClosed], token: session.token)
+            } catch {
+                logger.warning("Failed to watch connection: \(error)")
+                close(session)
+                continue
+            }
+            if sessions.count > configuration.maxConnections {
+                refuse(session, .limitExceeded, "too many connections (\(configuration.maxConnections))")
+            } else if connectionsPerUID[peer.uid, default: 0] > configuration.maxConnectionsPerUID {
+                refuse(session, .limitExceeded, "too many connections for uid \(peer.uid) (\(configuration.maxConnectionsPerUID))")
+            } else if listener.kind == .control && !access.mayControl(peer) {
+                refuse(session, .permissionDenied, "uid \(peer.uid) may not use the control socket")
+            }
+        }
+    }
+
+    /// Sends a final error, logs the refusal and closes the connection once the error is written.
+    private func refuse(_ session: Session, _ code: ResultCode, _ message: String, requestID: UInt32 = 0,
+                        id: MessageID = .refused) {
+        guard !session.closeAfterFlush else { return }
+        logger.warning("Refused \(session.kind.rawValue) peer pid \(session.peer.pid) uid \(session.peer.uid): \(message)",
+                       id: id, fields: [("STOREKIT_UID", String(session.peer.uid)), ("STOREKIT_APP", session.app ?? ""),
+                                        ("STOREKIT_REFUSAL", code.name)])
+        session.enqueue(ServerMessage.result(requestID, code, message))
+        session.closeAfterFlush = true
+        markDirty(session)
+    }
+
+    private func close(_ session: Session) {
+        guard sessions.removeValue(forKey: session.token) != nil else { return }
+        epoll.remove(session.fd)
+        UnixSocket.close(session.fd)
+        if let count = connectionsPerUID[session.peer.uid] {
+            connectionsPerUID[session.peer.uid] = count > 1 ? count - 1 : nil
+        }
+        if session.subscribed, let app = session.app {
+            let key = QueueKey(uid: session.peer.uid, app: app)
+            observers[key]?.remove(session.token)
+            if observers[key]?.isEmpty == true { observers[key] = nil }
+            logger.info("Observer of \(app) for uid \(session.peer.uid) disconnected", id: .observerDisconnected,
+                        fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(session.peer.uid))])
+        }
+    }
+
+    private func markDirty(_ session: Session) {
+        dirty.append(session)
+    }
+
+    private func flushDirty() {
+        let sessionsToFlush = dirty
+        dirty.removeAll(keepingCapacity: true)
+        for session in sessionsToFlush where sessions[session.token] != nil {
+            guard session.flush() else {
+                close(session)
+                continue
+            }
+            if session.pendingOutput == 0 {
+                if session.closeAfterFlush {
+                    close(session)
+                } else if session.pollingWritable {
+                    session.pollingWritable = false
+                    try? epoll.modify(session.fd, events: [.readable, .peerClosed], token: session.token)
+                }
+            } else {
+                if session.pendingOutput > configuration.outputHighWaterMark {
+                    logger.warning("Cut off pid \(session.peer.pid) uid \(session.peer.uid): it stopped reading "
+                                   + "(\(session.pendingOutput) bytes unread)", id: .refused,
+                                   fields: [("STOREKIT_UID", String(session.peer.uid))])
+                    close(session)
+                } else if !session.pollingWritable {
+                    session.pollingWritable = true
+                    try? epoll.modify(session.fd, events: [.readable, .writable, .peerClosed], token: session.token)
+                }
+            }
+        }
+    }
+
+    // MARK: Reading and decoding
+
+    private func readAvailable(_ session: Session) {
+        var budget = 16
+        while budget > 0 && !session.closeAfterFlush {
+            budget -= 1
+            let result = readBuffer.withUnsafeMutableBytes { raw in
+                Result { () throws(Errno) -> IOResult in try UnixSocket.read(session.fd, into: raw) }
+            }
+            switch result {
+            case .success(.transferred(let count)):
+                readBuffer.withUnsafeBytes { session.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                decodeFrames(session)
+            case .success(.wouldBlock):
+                budget = 0
+            case .success(.endOfFile), .failure:
+                close(session)
+                return
+            }
+        }
+        if session.decoder.bufferedByteCount > 0 {
+            if session.partialSince == nil { session.partialSince = ServiceNotifier.monotonicMilliseconds() }
+        } else {
+            session.partialSince = nil
+        }
+    }
+
+    private func decodeFrames(_ session: Session) {
+        do {
+            while !session.closeAfterFlush, let body = try session.decoder.next() {
+                dispatch(session, try ClientMessage.decode(body))
+            }
+        } catch {
+            refuse(session, .malformedRequest, "protocol error: \(error)", id: .protocolError)
+        }
+    }
+
+    private func dispatch(_ session: Session, _ message: ClientMessage) {
+        if case .hello(let version, let app) = message {
+            hello(session, version: version, app: app)
+            return
+        }
+        guard session.app != nil else {
+            refuse(session, .malformedRequest, "the first message must be hello", requestID: message.requestID ?? 0,
+                   id: .protocolError)
+            return
+        }
+        if case .control = message, session.kind != .control {
+            refuse(session, .permissionDenied, "control commands are accepted on the control socket only",
+                   requestID: message.requestID ?? 0)
+            return
+        }
+        if session.kind == .control, !isControlMessage(message) {
+            refuse(session, .permissionDenied, "the control socket takes control commands only",
+                   requestID: message.requestID ?? 0)
+            return
+        }
+        pending.append((session, message))
+    }
+
+    private func isControlMessage(_ message: ClientMessage) -> Bool {
+        switch message {
+        case .control, .ping: true
+        default: false
+        }
+    }
+
+    private func hello(_ session: Session, version: UInt16, app: String) {
+        guard session.app == nil else {
+            refuse(session, .malformedRequest, "hello sent twice", id: .protocolError)
+            return
+        }
+        guard version == ProtocolVersion.current else {
+            refuse(session, .unsupportedVersion,
+                   "protocol version \(version) is not supported (server speaks \(ProtocolVersion.current))",
+                   id: .protocolError)
+            return
+        }
+        switch session.kind {
+        case .control:
+            session.app = ""
+        case .client:
+            guard let registration = configuration.app(app), engine.isRegistered(app: app) else {
+                refuse(session, .unknownApp, "app \(app) is not registered")
+                return
+            }
+            if let executable = registration.executable {
+                let actual = executablePath(of: session.peer.pid)
+                guard actual == executable else {
+                    refuse(session, .permissionDenied,
+                           "pid \(session.peer.pid) runs \(actual ?? "an unknown executable"), not \(executable), so it may not act as \(app)")
+                    return
+                }
+            }
+            session.app = app
+        }
+        session.enqueue(.welcome(version: ProtocolVersion.current, uid: session.peer.uid,
+                                 storefrontCountryCode: engine.storefront,
+                                 storefrontID: Storefronts.identifier(for: engine.storefront)))
+        markDirty(session)
+    }
+
+    // MARK: Executing a batch (group commit)
+
+    /// Frames to write once the batch is durable, in execution order.
+    struct BatchOutput {
+        var frames: [(token: UInt64, frame: [UInt8])] = []
+        var subscriptions: [(QueueKey, UInt64)] = []
+        var journal: [() -> Void] = []
+
+        mutating func reply(_ session: Session, _ message: ServerMessage) {
+            frames.append((session.token, Frame.encode(body: message.encode())))
+        }
+    }
+
+    private func executePending() {
+        guard !pending.isEmpty else { return }
+        let batch = pending
+        pending.removeAll(keepingCapacity: true)
+        var output = BatchOutput()
+        var restoring = Set<QueueKey>()
+        do {
+            try engine.store.begin()
+            for (session, message) in batch where sessions[session.token] != nil {
+                try execute(message, for: session, into: &output, restoring: &restoring)
+            }
+            try engine.store.commit()
+        } catch {
+            engine.store.rollback()
+            for (key, token) in output.subscriptions {
+                observers[key]?.remove(token)
+                sessions[token]?.subscribed = false
+            }
+            let code: ResultCode = error.code == .full ? .storageFull : .storageFailure
+            logger.error("Failed to commit \(batch.count) requests to \(engine.store.path): \(error.message)",
+                         id: .storageFailure)
+            for (session, message) in batch where sessions[session.token] != nil {
+                session.enqueue(.result(message.requestID ?? 0, code, "the store could not record this: \(error.message)"))
+                markDirty(session)
+            }
+            return
+        }
+        for entry in output.journal { entry() }
+        var lastToken: UInt64 = 0
+        var lastSession: Session?
+        for (token, frame) in output.frames {
+            if token != lastToken {
+                lastToken = token
+                lastSession = sessions[token]
+                if let lastSession { markDirty(lastSession) }
+            }
+            lastSession?.enqueue(encodedFrame: frame)
+        }
+    }
+
+    private var mutatingRefusal: String? { writesStoppedReason.map { "writes are stopped: \($0)" } }
+
+    private func execute(
+        _ message: ClientMessage, for session: Session, into output: inout BatchOutput, restoring: inout Set<QueueKey>
+    ) throws(StoreError) {
+        let uid = session.peer.uid
+        let app = session.app ?? ""
+        let queue = QueueKey(uid: uid, app: app)
+        switch message {
+        case .hello:
+            preconditionFailure("hello is handled when decoded")
+        case .ping(let id):
+            output.reply(session, .result(id, .ok))
+        case .subscribe(let id):
+            if !session.subscribed {
+                session.subscribed = true
+                observers[queue, default: []].insert(session.token)
+                output.subscriptions.append((queue, session.token))
+                let logger = self.logger
+                let pid = session.peer.pid
+                output.journal.append {
+                    logger.info("Observer of \(app) for uid \(uid) connected (pid \(pid))", id: .observerConnected,
+                                fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(uid))])
+                }
+            }
+            // Every registration gets every unfinished transaction, in frames of bounded size.
+            let unfinished = try engine.unfinished(uid: uid, app: app)
+            var start = 0
+            while start < unfinished.count {
+                let end = min(start + 2000, unfinished.count)
+                output.reply(session, .updated(Array(unfinished[start..<end])))
+                start = end
+            }
+            output.reply(session, .result(id, .ok, value: UInt64(unfinished.count)))
+        case .unsubscribe(let id):
+            if session.subscribed {
+                session.subscribed = false
+                observers[queue]?.remove(session.token)
+            }
+            output.reply(session, .result(id, .ok))
+        case .addPayment(let payment):
+            if let refusal = mutatingRefusal {
+                output.reply(session, .result(payment.requestID, .storageFailure, refusal))
+                return
+            }
+            let outcome = try engine.addPayment(uid: uid, app: app, payment: payment)
+            apply(outcome, requestID: payment.requestID, session: session, into: &output)
+        case .finish(let id, let transactionID):
+            if let refusal = mutatingRefusal {
+                output.reply(session, .result(id, .storageFailure, refusal))
+                return
+            }
+            let outcome = try engine.finish(uid: uid, app: app, transactionID: transactionID)
+            apply(outcome, requestID: id, session: session, into: &output)
+        case .restore(let id, let username):
+            if let refusal = mutatingRefusal {
+                output.reply(session, .result(id, .storageFailure, refusal))
+                return
+            }
+            // Single-flight: a second restore of the same queue in this unit of work joins the first.
+            if restoring.contains(queue) {
+                output.reply(session, .result(id, .ok))
+                return
+            }
+            restoring.insert(queue)
+            let outcome = try engine.restore(uid: uid, app: app, applicationUsername: username)
+            apply(outcome, requestID: id, session: session, into: &output)
+        case .products(let id, let identifiers):
+            let (products, invalid) = engine.products(app: app, identifiers: identifiers)
+            output.reply(session, .products(requestID: id, products: products, invalidIdentifiers: invalid))
+        case .unfinished(let id):
+            output.reply(session, .transactions(requestID: id, transactions: try engine.unfinished(uid: uid, app: app)))
+        case .control(let id, let command, let arguments):
+            let controller = ControlCommands(engine: engine, configuration: configuration, server: self)
+            let result = try controller.execute(command: command, arguments: arguments, writesStopped: mutatingRefusal)
+            for effect in result.effects { route(effect, into: &output) }
+            output.reply(session, .controlResult(requestID: id, code: result.code, message: result.message,
+                                                 json: result.json.serialized()))
+        }
+    }
+
+    private func apply(_ outcome: Outcome, requestID: UInt32, session: Session, into output: inout BatchOutput) {
+        if outcome.code != .ok {
+            let logger = self.logger
+            let uid = session.peer.uid
+            let app = session.app ?? ""
+            output.journal.append {
+                logger.info("Refused request of uid \(uid) for \(app): \(outcome.message)", id: .refused,
+                            fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(uid)),
+                                     ("STOREKIT_REFUSAL", outcome.code.name)])
+            }
+        }
+        for effect in outcome.effects { route(effect, into: &output) }
+        output.reply(session, .result(requestID: requestID, code: outcome.code, detail: outcome.detail,
+                                      value: outcome.value, message: outcome.message))
+    }
+
+    /// Turns an effect into frames for the observers registered now, and journal entries.
+    func route(_ effect: Effect, into output: inout BatchOutput) {
+        let queue: QueueKey
+        let message: ServerMessage
+        switch effect {
+        case .updated(let key, let records):
+            queue = key
+            message = .updated(records)
+            let logger = self.logger
+            output.journal.append {
+                for record in records {
+                    logger.info("Transaction \(record.id) of \(record.app) for uid \(record.uid) is \(record.state)",
+                                id: .stateChanged, fields: Self.fields(record))
+                }
+            }
+        case .removed(let key, let records):
+            queue = key
+            message = .removed(records)
+            let logger = self.logger
+            output.journal.append {
+                for record in records {
+                    logger.info("Transaction \(record.id) of \(record.app) for uid \(record.uid) was finished",
+                                id: .finished, fields: Self.fields(record))
+                }
+            }
+        case .revoked(let key, let productIDs):
+            queue = key
+            message = .entitlementsRevoked(productIDs: productIDs)
+        }
+        guard let tokens = observers[queue], !tokens.isEmpty else { return }
+        let frame = Frame.encode(body: message.encode())
+        for token in tokens { output.frames.append((token, frame)) }
+    }
+
+    static func fields(_ record: TransactionRecord) -> [(String, String)] {
+        [("STOREKIT_TRANSACTION_ID", String(record.id)), ("STOREKIT_APP", record.app),
+         ("STOREKIT_UID", String(record.uid)), ("STOREKIT_STATE", record.finished ? "finished" : record.state.name),
+         ("STOREKIT_PRODUCT", record.productID), ("STOREKIT_SEQUENCE", String(record.sequence))]
+    }
+
+    // MARK: Introspection for the control plane
+
+    var connectionCount: Int { sessions.count }
+    var observerCount: Int { sessions.values.reduce(0) { $0 + ($1.subscribed ? 1 : 0) } }
+
+    // MARK: Shutdown
+
+    private func shutdown() {
+        notifier.stopping()
+        for listener in listeners.values {
+            epoll.remove(listener.fd)
+            UnixSocket.close(listener.fd)
+        }
+        listeners.removeAll()
+        // Requests already read are finished (committed and answered); then output is drained for
+        // a bounded time so that clients hear what was made durable for them.
+        executePending()
+        for session in sessions.values { markDirty(session) }
+        let deadline = ServiceNotifier.monotonicMilliseconds() + 2000
+        flushDirty()
+        while sessions.values.contains(where: { $0.pendingOutput > 0 }) && ServiceNotifier.monotonicMilliseconds() < deadline {
+            try? epoll.wait(timeout: 50) { _, _ in }
+            for session in sessions.values where session.pendingOutput > 0 { markDirty(session) }
+            flushDirty()
+        }
+        for session in Array(sessions.values) { close(session) }
+        logger.notice("Stopped", id: .stopped)
+    }
+}

@@ -1,0 +1,45 @@
+import CSystemd
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Talks to the service manager (sd_notify): readiness, status, watchdog, stopping, reloading.
+/// Without `NOTIFY_SOCKET` every call is a cheap no-op.
+public struct ServiceNotifier: Sendable {
+    public let enabled: Bool
+    /// Half the watchdog interval in milliseconds, nil when no watchdog is set for this process.
+    public let watchdogPingInterval: Int64?
+
+    public init(environment: [String: String]) {
+        enabled = environment["NOTIFY_SOCKET"] != nil
+        var usec: UInt64 = 0
+        if sd_watchdog_enabled(0, &usec) > 0 && usec > 0 {
+            watchdogPingInterval = max(Int64(usec / 2000), 1)
+        } else {
+            watchdogPingInterval = nil
+        }
+    }
+
+    public func notify(_ state: String) {
+        guard enabled else { return }
+        _ = sd_notify(0, state)
+    }
+
+    public func ready(status: String) { notify("READY=1\nSTATUS=\(status)") }
+    public func status(_ status: String) { notify("STATUS=\(status)") }
+    public func watchdog() { notify("WATCHDOG=1") }
+    public func stopping() { notify("STOPPING=1\nSTATUS=Shutting down") }
+
+    public func reloading() {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let usec = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+        notify("RELOADING=1\nMONOTONIC_USEC=\(usec)\nSTATUS=Reloading configuration")
+    }
+
+    public static func monotonicMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+}

@@ -1,0 +1,69 @@
+import StoreKitPosix
+import StoreKitWire
+
+/// Which listening socket a connection came from; decides what it may ask.
+public enum SocketKind: String, Sendable {
+    case client
+    case control
+}
+
+/// One connected peer: its identity, its partial input and its pending output.
+/// Owned by the serving loop; its fd is closed only by `Server.close(_:)`.
+final class Session {
+    let token: UInt64
+    let fd: Int32
+    let kind: SocketKind
+    let peer: PeerCredentials
+    var decoder: FrameDecoder
+    var output: [UInt8] = []
+    var outputOffset = 0
+    /// The app this connection acts as, once the hello was accepted.
+    var app: String?
+    var subscribed = false
+    var closeAfterFlush = false
+    var pollingWritable = false
+    /// Monotonic ms when the current partial frame began arriving, nil when none is pending.
+    var partialSince: Int64?
+
+    init(token: UInt64, fd: Int32, kind: SocketKind, peer: PeerCredentials, maximumFrameSize: Int) {
+        self.token = token
+        self.fd = fd
+        self.kind = kind
+        self.peer = peer
+        self.decoder = FrameDecoder(maximumBodySize: maximumFrameSize)
+    }
+
+    var pendingOutput: Int { output.count - outputOffset }
+
+    func enqueue(frame body: [UInt8]) {
+        Frame.append(body: body, to: &output)
+    }
+
+    func enqueue(_ message: ServerMessage) {
+        enqueue(frame: message.encode())
+    }
+
+    func enqueue(encodedFrame: [UInt8]) {
+        output.append(contentsOf: encodedFrame)
+    }
+
+    /// Writes as much pending output as the socket takes. Returns false when the peer is gone.
+    func flush() -> Bool {
+        while outputOffset < output.count {
+            let result = output.withUnsafeBytes { raw in
+                Result { () throws(Errno) -> IOResult in
+                    try UnixSocket.write(fd, UnsafeRawBufferPointer(rebasing: raw[outputOffset...]))
+                }
+            }
+            switch result {
+            case .success(.transferred(let count)): outputOffset += count
+            case .success(.wouldBlock): return true
+            case .success(.endOfFile), .failure: return false
+            }
+        }
+        output.removeAll(keepingCapacity: output.capacity <= 65_536)
+        outputOffset = 0
+        return true
+    }
+}
+

@@ -1,0 +1,695 @@
+import Foundation
+import StoreKitWire
+
+// Reading Xcode's `.storekit` format (JSON, format versions 1.x–5.x).
+//
+// The file is parsed by a small JSON parser of our own rather than JSONSerialization: it reports
+// syntax errors by line and column on every platform, keeps numbers as written (prices stay exact
+// decimals, booleans never pass for numbers) and rejects duplicate keys. The decoder then walks the
+// tree keeping a JSON path (`subscriptionGroups[0].subscriptions[1].recurringSubscriptionPeriod`)
+// so that every complaint names the offending value. Unknown keys are ignored, as Xcode does.
+//
+// What the files hold (see the real ones in shared/fixtures/storekit):
+//   products[]                      Consumable / NonConsumable (older files: also NonRenewingSubscription)
+//   subscriptionGroups[]            id, name, localizations, subscriptions[] (RecurringSubscription with
+//                                   groupNumber, recurringSubscriptionPeriod, introductoryOffer(s), adHocOffers)
+//   nonRenewingSubscriptions[]      NonRenewingSubscription
+//   settings {}                     `_askToBuyEnabled`, `_storefront`, `_timeRate`, …; format 1.x files
+//                                   may have an empty object or put such keys at the top level.
+
+extension Catalog {
+    /// Parses the contents of a `.storekit` file; `path` is only used in errors and kept in `path`.
+    public init(json: Data, path: String) throws(CatalogError) {
+        let root: StoreKitJSON
+        do {
+            root = try StoreKitJSONParser.parse([UInt8](json))
+        } catch {
+            let (line, column) = StoreKitJSONParser.lineAndColumn(of: error.offset, in: [UInt8](json))
+            throw CatalogError(path: path, location: "line \(line) column \(column)", reason: error.reason)
+        }
+        self = try StoreKitFileDecoder(path: path).catalog(from: root)
+    }
+}
+
+// MARK: - Decoding the tree
+
+/// Turns a parsed `.storekit` tree into a `Catalog`, naming the JSON path of anything it rejects.
+private struct StoreKitFileDecoder {
+    let path: String
+
+    func catalog(from root: StoreKitJSON) throws(CatalogError) -> Catalog {
+        let top = try object(root, at: "")
+        var products: [CatalogProduct] = []
+        var firstSeen: [String: String] = [:]   // product id → location of its productID
+
+        func add(_ product: CatalogProduct, at location: String) throws(CatalogError) {
+            let idLocation = join(location, "productID")
+            if let first = firstSeen[product.id] {
+                throw fail(idLocation, "duplicate product id \"\(product.id)\" (first defined at \(first))")
+            }
+            firstSeen[product.id] = idLocation
+            products.append(product)
+        }
+
+        for (position, element) in try array(top, "products", at: "").enumerated() {
+            let location = "products[\(position)]"
+            try add(try product(element, at: location, allowed: [.consumable, .nonConsumable, .nonRenewing]), at: location)
+        }
+
+        var groups: [SubscriptionGroup] = []
+        var groupLocations: [String: String] = [:]
+        for (groupPosition, element) in try array(top, "subscriptionGroups", at: "").enumerated() {
+            let groupLocation = "subscriptionGroups[\(groupPosition)]"
+            let group = try object(element, at: groupLocation)
+            let id = try requiredString(group, "id", at: groupLocation)
+            if let first = groupLocations[id] {
+                throw fail(join(groupLocation, "id"), "duplicate subscription group id \"\(id)\" (first defined at \(first))")
+            }
+            groupLocations[id] = join(groupLocation, "id")
+            var members: [(level: Int, id: String)] = []
+            let subscriptions = try array(group, "subscriptions", at: groupLocation)
+            for (position, element) in subscriptions.enumerated() {
+                let location = "\(join(groupLocation, "subscriptions"))[\(position)]"
+                var subscription = try product(element, at: location, allowed: [.autoRenewable], defaultLevel: position + 1)
+                // The group the subscription sits in is authoritative; `subscriptionGroupID` repeats it.
+                subscription.subscriptionGroupID = id
+                try add(subscription, at: location)
+                members.append((subscription.groupLevel ?? position + 1, subscription.id))
+            }
+            // Stable: equal levels keep file order.
+            let ordered = members.enumerated()
+                .sorted { ($0.element.level, $0.offset) < ($1.element.level, $1.offset) }
+                .map(\.element.id)
+            groups.append(SubscriptionGroup(
+                id: id, name: try optionalString(group, "name", at: groupLocation) ?? id, productIDs: ordered,
+                localizations: try localizations(group, at: groupLocation)))
+        }
+
+        for (position, element) in try array(top, "nonRenewingSubscriptions", at: "").enumerated() {
+            let location = "nonRenewingSubscriptions[\(position)]"
+            try add(try product(element, at: location, allowed: [.nonRenewing]), at: location)
+        }
+
+        let settings = try settings(top, knownProducts: firstSeen)
+        return Catalog(products: products, subscriptionGroups: groups, settings: settings, path: path)
+    }
+
+    // MARK: Products
+
+    private static let typeNames: [String: ProductRecord.Kind] = [
+        "Consumable": .consumable,
+        "NonConsumable": .nonConsumable,
+        "RecurringSubscription": .autoRenewable,
+        "NonRenewingSubscription": .nonRenewing,
+    ]
+
+    private static func typeName(_ kind: ProductRecord.Kind) -> String {
+        switch kind {
+        case .consumable: "Consumable"
+        case .nonConsumable: "NonConsumable"
+        case .autoRenewable: "RecurringSubscription"
+        case .nonRenewing: "NonRenewingSubscription"
+        }
+    }
+
+    private func product(
+        _ value: StoreKitJSON, at location: String, allowed: [ProductRecord.Kind], defaultLevel: Int? = nil
+    ) throws(CatalogError) -> CatalogProduct {
+        let fields = try object(value, at: location)
+        let id = try requiredString(fields, "productID", at: location)
+        if id.isEmpty { throw fail(join(location, "productID"), "product id is empty") }
+
+        let typeText = try requiredString(fields, "type", at: location)
+        guard let kind = Self.typeNames[typeText] else {
+            let valid = Self.typeNames.keys.sorted().joined(separator: ", ")
+            throw fail(join(location, "type"), "unknown product type \"\(typeText)\" (expected one of \(valid))")
+        }
+        guard allowed.contains(kind) else {
+            let expected = allowed.map(Self.typeName).joined(separator: " or ")
+            let hint = kind == .autoRenewable ? "; auto-renewable subscriptions belong in subscriptionGroups[].subscriptions" : ""
+            throw fail(join(location, "type"), "a \(typeText) product cannot appear here (expected \(expected))\(hint)")
+        }
+
+        let (price, priceCents, displayPrice) = try self.price(fields, at: location)
+        var product = CatalogProduct(
+            id: id, kind: kind, referenceName: try optionalString(fields, "referenceName", at: location) ?? id,
+            price: price, priceCents: priceCents, displayPrice: displayPrice,
+            familyShareable: try optionalBool(fields, "familyShareable", at: location) ?? false,
+            localizations: try localizations(fields, at: location))
+
+        if kind == .autoRenewable {
+            product.subscriptionGroupID = try optionalString(fields, "subscriptionGroupID", at: location)
+            let level = try optionalInt(fields, "groupNumber", at: location)
+            if let level, level < 1 { throw fail(join(location, "groupNumber"), "level must be 1 or more, found \(level)") }
+            product.groupLevel = level ?? defaultLevel
+            product.subscriptionPeriod = try period(fields, "recurringSubscriptionPeriod", at: location, required: true)
+            product.introductoryOffer = try introductoryOffer(fields, at: location)
+            product.promotionalOffers = try array(fields, "adHocOffers", at: location).enumerated().map {
+                (position, element) throws(CatalogError) in
+                try offer(element, at: "\(join(location, "adHocOffers"))[\(position)]")
+            }
+        }
+        return product
+    }
+
+    /// `displayPrice` (a string in every known format; a number is accepted too), else `price`.
+    private func price(_ fields: [String: StoreKitJSON], at location: String) throws(CatalogError) -> (Decimal, Int64, String) {
+        let key = !isPresent(fields, "displayPrice") && isPresent(fields, "price") ? "price" : "displayPrice"
+        let priceLocation = join(location, key)
+        let text: String
+        switch fields[key] {
+        case .string(let string)?: text = string.trimmingCharacters(in: .whitespaces)
+        case .number(let number)?: text = number
+        case nil, .null?: throw fail(priceLocation, "missing required key \"displayPrice\"")
+        case let other?: throw fail(priceLocation, "expected a price like \"0.99\", found \(other.kindDescription)")
+        }
+        guard let parsed = PriceText.parse(text) else {
+            throw fail(priceLocation, "expected a price like \"0.99\", found \"\(text)\"")
+        }
+        return (parsed.decimal, parsed.cents, text)
+    }
+
+    private func localizations(_ fields: [String: StoreKitJSON], at location: String) throws(CatalogError) -> [CatalogProduct.Localization] {
+        try array(fields, "localizations", at: location).enumerated().map { (position, element) throws(CatalogError) in
+            let here = "\(join(location, "localizations"))[\(position)]"
+            let entry = try object(element, at: here)
+            return CatalogProduct.Localization(
+                locale: try optionalString(entry, "locale", at: here) ?? "",
+                displayName: try optionalString(entry, "displayName", at: here) ?? "",
+                description: try optionalString(entry, "description", at: here) ?? "")
+        }
+    }
+
+    // MARK: Offers
+
+    /// `introductoryOffer` (an object or null); format 5 files also list `introductoryOffers`.
+    private func introductoryOffer(_ fields: [String: StoreKitJSON], at location: String) throws(CatalogError) -> SubscriptionOffer? {
+        if let single = fields["introductoryOffer"], !single.isNull {
+            return try offer(single, at: join(location, "introductoryOffer"))
+        }
+        if let first = try array(fields, "introductoryOffers", at: location).first {
+            return try offer(first, at: "\(join(location, "introductoryOffers"))[0]")
+        }
+        return nil
+    }
+
+    private func offer(_ value: StoreKitJSON, at location: String) throws(CatalogError) -> SubscriptionOffer {
+        let fields = try object(value, at: location)
+        let modeText = try requiredString(fields, "paymentMode", at: location)
+        let mode: String
+        switch modeText {
+        case "free", SubscriptionOffer.freeTrial: mode = SubscriptionOffer.freeTrial
+        case SubscriptionOffer.payAsYouGo: mode = SubscriptionOffer.payAsYouGo
+        case SubscriptionOffer.payUpFront: mode = SubscriptionOffer.payUpFront
+        default:
+            throw fail(join(location, "paymentMode"), "unknown payment mode \"\(modeText)\" (expected free, payAsYouGo or payUpFront)")
+        }
+        let count = try optionalInt(fields, "numberOfPeriods", at: location) ?? 1
+        guard count >= 1 else { throw fail(join(location, "numberOfPeriods"), "must be 1 or more, found \(count)") }
+
+        var displayPrice = "0.00"
+        var cents: Int64 = 0
+        if mode != SubscriptionOffer.freeTrial || isPresent(fields, "displayPrice") {
+            (_, cents, displayPrice) = try price(fields, at: location)
+        }
+        return SubscriptionOffer(
+            id: try optionalString(fields, "offerID", at: location), paymentMode: mode,
+            period: try period(fields, "subscriptionPeriod", at: location, required: false),
+            periodCount: count, displayPrice: displayPrice, priceCents: cents)
+    }
+
+    private func period(_ fields: [String: StoreKitJSON], _ key: String, at location: String, required: Bool) throws(CatalogError) -> SubscriptionPeriod? {
+        let text = required ? try requiredString(fields, key, at: location) : try optionalString(fields, key, at: location)
+        guard let text else { return nil }
+        guard let period = SubscriptionPeriod(iso8601: text) else {
+            throw fail(join(location, key), "expected a period like P1W, P1M or P1Y, found \"\(text)\"")
+        }
+        return period
+    }
+
+    // MARK: Settings
+
+    private static let failErrorCodeKeys = ["_failTransactionsErrorCode", "_failTransactionErrorCode", "_failTransactionsError"]
+    private static let interruptedKeys = ["_interruptedPurchases", "_disabledTransactionsFor"]
+
+    /// Settings come from the `settings` object; keys at the top level (older files) apply too,
+    /// with `settings` winning when both have one.
+    private func settings(_ top: [String: StoreKitJSON], knownProducts: [String: String]) throws(CatalogError) -> CatalogSettings {
+        var merged: [String: (value: StoreKitJSON, location: String)] = [:]
+        for (key, value) in top where key.hasPrefix("_") { merged[key] = (value, key) }
+        if let block = top["settings"], !block.isNull {
+            for (key, value) in try object(block, at: "settings") { merged[key] = (value, "settings.\(key)") }
+        }
+
+        func bool(_ key: String) throws(CatalogError) -> Bool? {
+            guard let entry = merged[key], !entry.value.isNull else { return nil }
+            guard case .bool(let flag) = entry.value else { throw expected("true or false", entry.value, at: entry.location) }
+            return flag
+        }
+        func int(_ key: String) throws(CatalogError) -> (value: Int, location: String)? {
+            guard let entry = merged[key], !entry.value.isNull else { return nil }
+            guard case .number(let text) = entry.value, let number = Int(text) else {
+                throw expected("a whole number", entry.value, at: entry.location)
+            }
+            return (number, entry.location)
+        }
+        func string(_ key: String) throws(CatalogError) -> (value: String, location: String)? {
+            guard let entry = merged[key], !entry.value.isNull else { return nil }
+            guard case .string(let text) = entry.value else { throw expected("a string", entry.value, at: entry.location) }
+            return (text, entry.location)
+        }
+
+        var settings = CatalogSettings()
+        settings.askToBuyEnabled = try bool("_askToBuyEnabled") ?? false
+        settings.failTransactionsEnabled = try bool("_failTransactionsEnabled") ?? false
+        settings.billingGracePeriodEnabled = try bool("_billingGracePeriodEnabled") ?? false
+        settings.renewalBillingIssuesEnabled = try bool("_renewalBillingIssuesEnabled") ?? false
+
+        for key in Self.failErrorCodeKeys {
+            guard let found = try int(key) else { continue }
+            guard (0 ... 20).contains(found.value) else {
+                throw fail(found.location, "expected an SKError code 0…20, found \(found.value)")
+            }
+            settings.failErrorCode = Int32(found.value)
+            break
+        }
+        if let found = try int("_timeRate") {
+            guard found.value >= 0 else { throw fail(found.location, "time rate must be 0 or more, found \(found.value)") }
+            settings.timeRate = found.value
+        }
+        if let found = try string("_storefront") {
+            let storefront = found.value
+            guard storefront.utf8.count == 3, storefront.unicodeScalars.allSatisfy({ $0.isASCII && $0.properties.isAlphabetic }) else {
+                throw fail(found.location, "expected a three-letter storefront code like USA, found \"\(storefront)\"")
+            }
+            settings.storefront = storefront.uppercased()
+        }
+        if let found = try string("_locale") {
+            guard !found.value.isEmpty else { throw fail(found.location, "locale is empty") }
+            settings.locale = found.value
+        }
+
+        for key in Self.interruptedKeys {
+            guard let entry = merged[key], !entry.value.isNull else { continue }
+            guard case .array(let elements) = entry.value else { throw expected("an array of product ids", entry.value, at: entry.location) }
+            for (position, element) in elements.enumerated() {
+                let location = "\(entry.location)[\(position)]"
+                guard case .string(let id) = element else { throw expected("a product id", element, at: location) }
+                guard knownProducts[id] != nil else { throw fail(location, "unknown product id \"\(id)\"") }
+                if !settings.interruptedPurchases.contains(id) { settings.interruptedPurchases.append(id) }
+            }
+        }
+        return settings
+    }
+
+    // MARK: Typed access with locations
+
+    private func fail(_ location: String, _ reason: String) -> CatalogError {
+        CatalogError(path: path, location: location.isEmpty ? "top level" : location, reason: reason)
+    }
+
+    private func expected(_ what: String, _ found: StoreKitJSON, at location: String) -> CatalogError {
+        fail(location, "expected \(what), found \(found.kindDescription)")
+    }
+
+    private func join(_ location: String, _ key: String) -> String {
+        location.isEmpty ? key : "\(location).\(key)"
+    }
+
+    /// The key is there and not null.
+    private func isPresent(_ fields: [String: StoreKitJSON], _ key: String) -> Bool {
+        fields[key].map { !$0.isNull } ?? false
+    }
+
+    private func object(_ value: StoreKitJSON, at location: String) throws(CatalogError) -> [String: StoreKitJSON] {
+        guard case .object(let fields) = value else { throw expected("an object", value, at: location) }
+        return fields
+    }
+
+    /// The array under `key`; absent or null is an empty array.
+    private func array(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> [StoreKitJSON] {
+        switch fields[key] {
+        case nil, .null?: return []
+        case .array(let elements)?: return elements
+        case let other?: throw expected("an array", other, at: join(location, key))
+        }
+    }
+
+    private func requiredString(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> String {
+        guard let text = try optionalString(fields, key, at: location) else {
+            throw fail(join(location, key), "missing required key \"\(key)\"")
+        }
+        return text
+    }
+
+    private func optionalString(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> String? {
+        switch fields[key] {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        case let other?: throw expected("a string", other, at: join(location, key))
+        }
+    }
+
+    private func optionalBool(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> Bool? {
+        switch fields[key] {
+        case nil, .null?: return nil
+        case .bool(let flag)?: return flag
+        case let other?: throw expected("true or false", other, at: join(location, key))
+        }
+    }
+
+    private func optionalInt(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> Int? {
+        switch fields[key] {
+        case nil, .null?: return nil
+        case .number(let text)?:
+            guard let number = Int(text) else { throw fail(join(location, key), "expected a whole number, found \(text)") }
+            return number
+        case let other?: throw expected("a whole number", other, at: join(location, key))
+        }
+    }
+}
+
+// MARK: - Prices
+
+/// A price as written in a file: digits with an optional decimal point (`.` or `,`), no sign.
+enum PriceText {
+    static func parse(_ text: String) -> (decimal: Decimal, cents: Int64)? {
+        let bytes = Array(text.utf8)
+        let separators = bytes.indices.filter { bytes[$0] == UInt8(ascii: ".") || bytes[$0] == UInt8(ascii: ",") }
+        guard separators.count <= 1 else { return nil }
+        let split = separators.first ?? bytes.count
+        let whole = bytes[..<split]
+        let fraction = split < bytes.count ? bytes[(split + 1)...] : []
+        guard !whole.isEmpty, whole.count <= 12, fraction.count <= 6,
+              (whole + fraction).allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+              separators.isEmpty || !fraction.isEmpty
+        else { return nil }
+
+        func value<C: Collection<UInt8>>(_ digits: C) -> Int64 {
+            digits.reduce(0) { $0 * 10 + Int64($1 - UInt8(ascii: "0")) }
+        }
+        let significand = value(whole + fraction)
+        let decimal = Decimal(sign: .plus, exponent: -fraction.count, significand: Decimal(significand))
+
+        // Cents: the first two fraction digits, rounded half up on the rest.
+        let padded = Array(fraction) + [UInt8](repeating: UInt8(ascii: "0"), count: max(0, 3 - fraction.count))
+        var cents = value(whole) * 100 + value(padded[0 ..< 2])
+        if padded[2] >= UInt8(ascii: "5") { cents += 1 }
+        return (decimal, cents)
+    }
+}
+
+// MARK: - JSON
+
+/// A parsed JSON value. Numbers keep their source text.
+enum StoreKitJSON: Sendable {
+    case null
+    case bool(Bool)
+    case number(String)
+    case string(String)
+    case array([StoreKitJSON])
+    case object([String: StoreKitJSON])
+
+    var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
+
+    /// "a string", "null", … for error messages.
+    var kindDescription: String {
+        switch self {
+        case .null: "null"
+        case .bool(let flag): "\(flag)"
+        case .number(let text): "the number \(text)"
+        case .string(let text): "the string \"\(text.count > 40 ? String(text.prefix(40)) + "…" : text)\""
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+}
+
+struct StoreKitJSONSyntaxError: Error {
+    /// Byte offset into the input.
+    var offset: Int
+    var reason: String
+}
+
+/// A strict RFC 8259 parser (plus a leading UTF-8 byte order mark) over bytes.
+struct StoreKitJSONParser {
+    private let bytes: [UInt8]
+    private var position = 0
+    private var depth = 0
+    private static let maximumDepth = 256
+
+    private init(bytes: [UInt8]) { self.bytes = bytes }
+
+    static func parse(_ bytes: [UInt8]) throws(StoreKitJSONSyntaxError) -> StoreKitJSON {
+        var parser = StoreKitJSONParser(bytes: bytes)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.position = 3 }
+        parser.skipWhitespace()
+        guard parser.position < bytes.count else { throw StoreKitJSONSyntaxError(offset: parser.position, reason: "the file is empty, expected a JSON object") }
+        let value = try parser.value()
+        parser.skipWhitespace()
+        guard parser.position == bytes.count else {
+            throw StoreKitJSONSyntaxError(offset: parser.position, reason: "unexpected \(parser.describeCurrent()) after the end of the JSON value")
+        }
+        return value
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    static func lineAndColumn(of offset: Int, in bytes: [UInt8]) -> (line: Int, column: Int) {
+        var line = 1
+        var column = 1
+        for byte in bytes[..<min(offset, bytes.count)] {
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                column = 1
+            } else if byte & 0xC0 != 0x80 {
+                column += 1
+            }
+        }
+        return (line, column)
+    }
+
+    private mutating func skipWhitespace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            default: return
+            }
+        }
+    }
+
+    private func describeCurrent() -> String {
+        guard position < bytes.count else { return "end of file" }
+        let byte = bytes[position]
+        if byte >= 0x21 && byte < 0x7F { return "character '\(Character(Unicode.Scalar(byte)))'" }
+        return String(format: "byte 0x%02X", byte)
+    }
+
+    private func error(_ reason: String) -> StoreKitJSONSyntaxError {
+        StoreKitJSONSyntaxError(offset: position, reason: reason)
+    }
+
+    private mutating func value() throws(StoreKitJSONSyntaxError) -> StoreKitJSON {
+        guard position < bytes.count else { throw error("unexpected end of file, expected a value") }
+        switch bytes[position] {
+        case UInt8(ascii: "{"): return try object()
+        case UInt8(ascii: "["): return try array()
+        case UInt8(ascii: "\""): return .string(try string())
+        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
+        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
+        case UInt8(ascii: "n"): try literal("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0") ... UInt8(ascii: "9"): return .number(try number())
+        default: throw error("unexpected \(describeCurrent()), expected a value")
+        }
+    }
+
+    private mutating func enter() throws(StoreKitJSONSyntaxError) {
+        depth += 1
+        if depth > Self.maximumDepth { throw error("nesting deeper than \(Self.maximumDepth) levels") }
+    }
+
+    private mutating func object() throws(StoreKitJSONSyntaxError) -> StoreKitJSON {
+        try enter()
+        position += 1
+        var fields: [String: StoreKitJSON] = [:]
+        skipWhitespace()
+        if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+            position += 1
+            depth -= 1
+            return .object(fields)
+        }
+        while true {
+            skipWhitespace()
+            guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else {
+                throw error("unexpected \(describeCurrent()), expected a string key")
+            }
+            let keyStart = position
+            let key = try string()
+            skipWhitespace()
+            guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
+                throw error("unexpected \(describeCurrent()), expected ':' after an object key")
+            }
+            position += 1
+            skipWhitespace()
+            let member = try value()
+            if fields.updateValue(member, forKey: key) != nil {
+                throw StoreKitJSONSyntaxError(offset: keyStart, reason: "duplicate key \"\(key)\"")
+            }
+            skipWhitespace()
+            guard position < bytes.count else { throw error("unexpected end of file, expected ',' or '}'") }
+            switch bytes[position] {
+            case UInt8(ascii: ","): position += 1
+            case UInt8(ascii: "}"):
+                position += 1
+                depth -= 1
+                return .object(fields)
+            default: throw error("unexpected \(describeCurrent()), expected ',' or '}'")
+            }
+        }
+    }
+
+    private mutating func array() throws(StoreKitJSONSyntaxError) -> StoreKitJSON {
+        try enter()
+        position += 1
+        var elements: [StoreKitJSON] = []
+        skipWhitespace()
+        if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
+            position += 1
+            depth -= 1
+            return .array(elements)
+        }
+        while true {
+            skipWhitespace()
+            elements.append(try value())
+            skipWhitespace()
+            guard position < bytes.count else { throw error("unexpected end of file, expected ',' or ']'") }
+            switch bytes[position] {
+            case UInt8(ascii: ","): position += 1
+            case UInt8(ascii: "]"):
+                position += 1
+                depth -= 1
+                return .array(elements)
+            default: throw error("unexpected \(describeCurrent()), expected ',' or ']'")
+            }
+        }
+    }
+
+    private mutating func literal(_ word: String) throws(StoreKitJSONSyntaxError) {
+        let expected = Array(word.utf8)
+        guard bytes.count - position >= expected.count, bytes[position ..< position + expected.count].elementsEqual(expected) else {
+            throw error("unexpected \(describeCurrent()), expected a value")
+        }
+        position += expected.count
+    }
+
+    private mutating func number() throws(StoreKitJSONSyntaxError) -> String {
+        let start = position
+        func digits(_ parser: inout StoreKitJSONParser) -> Int {
+            let from = parser.position
+            while parser.position < parser.bytes.count, (UInt8(ascii: "0") ... UInt8(ascii: "9")).contains(parser.bytes[parser.position]) {
+                parser.position += 1
+            }
+            return parser.position - from
+        }
+        if bytes[position] == UInt8(ascii: "-") { position += 1 }
+        let integerStart = position
+        let integerDigits = digits(&self)
+        guard integerDigits > 0 else { throw error("invalid number: expected a digit") }
+        if integerDigits > 1 && bytes[integerStart] == UInt8(ascii: "0") {
+            throw StoreKitJSONSyntaxError(offset: integerStart, reason: "invalid number: leading zero")
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            guard digits(&self) > 0 else { throw error("invalid number: expected a digit after '.'") }
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
+            guard digits(&self) > 0 else { throw error("invalid number: expected a digit in the exponent") }
+        }
+        return String(decoding: bytes[start ..< position], as: UTF8.self)
+    }
+
+    private mutating func string() throws(StoreKitJSONSyntaxError) -> String {
+        let open = position
+        position += 1
+        var buffer: [UInt8] = []
+        while true {
+            let runStart = position
+            while position < bytes.count, bytes[position] != UInt8(ascii: "\""), bytes[position] != UInt8(ascii: "\\"), bytes[position] >= 0x20 {
+                position += 1
+            }
+            buffer.append(contentsOf: bytes[runStart ..< position])
+            guard position < bytes.count else {
+                throw StoreKitJSONSyntaxError(offset: open, reason: "unterminated string")
+            }
+            switch bytes[position] {
+            case UInt8(ascii: "\""):
+                position += 1
+                guard let text = String(validating: buffer, as: UTF8.self) else {
+                    throw StoreKitJSONSyntaxError(offset: open, reason: "string is not valid UTF-8")
+                }
+                return text
+            case UInt8(ascii: "\\"):
+                try escape(into: &buffer)
+            default:
+                throw error("control character \(String(format: "0x%02X", bytes[position])) in a string (escape it)")
+            }
+        }
+    }
+
+    private mutating func escape(into buffer: inout [UInt8]) throws(StoreKitJSONSyntaxError) {
+        position += 1
+        guard position < bytes.count else { throw error("unterminated string") }
+        let letter = bytes[position]
+        position += 1
+        switch letter {
+        case UInt8(ascii: "\""): buffer.append(UInt8(ascii: "\""))
+        case UInt8(ascii: "\\"): buffer.append(UInt8(ascii: "\\"))
+        case UInt8(ascii: "/"): buffer.append(UInt8(ascii: "/"))
+        case UInt8(ascii: "b"): buffer.append(0x08)
+        case UInt8(ascii: "f"): buffer.append(0x0C)
+        case UInt8(ascii: "n"): buffer.append(0x0A)
+        case UInt8(ascii: "r"): buffer.append(0x0D)
+        case UInt8(ascii: "t"): buffer.append(0x09)
+        case UInt8(ascii: "u"):
+            var code = try hex4()
+            if (0xD800 ... 0xDBFF).contains(code) {
+                guard bytes.count - position >= 6, bytes[position] == UInt8(ascii: "\\"), bytes[position + 1] == UInt8(ascii: "u") else {
+                    throw error("unpaired UTF-16 surrogate in \\u escape")
+                }
+                position += 2
+                let low = try hex4()
+                guard (0xDC00 ... 0xDFFF).contains(low) else { throw error("unpaired UTF-16 surrogate in \\u escape") }
+                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+            } else if (0xDC00 ... 0xDFFF).contains(code) {
+                throw error("unpaired UTF-16 surrogate in \\u escape")
+            }
+            guard let scalar = Unicode.Scalar(code) else { throw error("invalid \\u escape") }
+            buffer.append(contentsOf: Array(String(Character(scalar)).utf8))
+        default:
+            position -= 1
+            throw error("invalid escape sequence in a string")
+        }
+    }
+
+    private mutating func hex4() throws(StoreKitJSONSyntaxError) -> UInt32 {
+        guard bytes.count - position >= 4 else { throw error("incomplete \\u escape") }
+        var code: UInt32 = 0
+        for _ in 0 ..< 4 {
+            let byte = bytes[position]
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0") ... UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a") ... UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A") ... UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw error("invalid hex digit in \\u escape")
+            }
+            code = code << 4 | UInt32(digit)
+            position += 1
+        }
+        return code
+    }
+}

@@ -1,0 +1,134 @@
+import CSQLite
+
+/// A thin owner of one sqlite3 connection and its cached prepared statements.
+/// Not thread-safe: the daemon uses it from its serving loop only.
+public final class SQLiteDatabase {
+    public let path: String
+    let handle: OpaquePointer
+    private var statements: [String: OpaquePointer] = [:]
+
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    public init(path: String, readOnly: Bool = false) throws(StoreError) {
+        self.path = path
+        var handle: OpaquePointer?
+        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        let status = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_NOMUTEX, nil)
+        guard status == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close(handle)
+            throw StoreError(Self.code(for: status), path: path, message: message)
+        }
+        self.handle = handle
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, 5000)
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(handle)
+    }
+
+    static func code(for status: Int32) -> StoreError.Code {
+        switch status & 0xff {
+        case SQLITE_FULL: .full
+        case SQLITE_CORRUPT: .corrupt
+        case SQLITE_NOTADB: .notADatabase
+        case SQLITE_READONLY: .readOnly
+        case SQLITE_IOERR: .io
+        case SQLITE_BUSY, SQLITE_LOCKED: .busy
+        default: .other(status)
+        }
+    }
+
+    func error(_ status: Int32, _ context: String) -> StoreError {
+        StoreError(Self.code(for: status), path: path, message: "\(context): \(String(cString: sqlite3_errmsg(handle)))")
+    }
+
+    public func execute(_ sql: String) throws(StoreError) {
+        let status = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard status == SQLITE_OK else { throw error(status, "\(sql.prefix(60))") }
+    }
+
+    /// A cached prepared statement, reset and with bindings cleared.
+    func statement(_ sql: String) throws(StoreError) -> Statement {
+        if let cached = statements[sql] {
+            sqlite3_reset(cached)
+            sqlite3_clear_bindings(cached)
+            return Statement(handle: cached, database: self)
+        }
+        var prepared: OpaquePointer?
+        let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
+        guard status == SQLITE_OK, let prepared else { throw error(status, "prepare") }
+        statements[sql] = prepared
+        return Statement(handle: prepared, database: self)
+    }
+
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// Runs a single-value query such as a PRAGMA and returns its text.
+    public func scalarText(_ sql: String) throws(StoreError) -> String? {
+        let statement = try statement(sql)
+        return try statement.firstRow { $0.text(0) }
+    }
+
+    public func scalarInt(_ sql: String) throws(StoreError) -> Int64? {
+        let statement = try statement(sql)
+        return try statement.firstRow { $0.optionalInt64(0) } ?? nil
+    }
+}
+
+/// A prepared statement borrowed from the database's cache.
+struct Statement {
+    let handle: OpaquePointer
+    let database: SQLiteDatabase
+
+    func bind(_ index: Int32, _ value: Int64?) {
+        if let value { sqlite3_bind_int64(handle, index, value) } else { sqlite3_bind_null(handle, index) }
+    }
+
+    func bind(_ index: Int32, _ value: String?) {
+        if let value {
+            sqlite3_bind_text(handle, index, value, -1, SQLiteDatabase.transient)
+        } else {
+            sqlite3_bind_null(handle, index)
+        }
+    }
+
+    /// Steps once: true when a row is available, false when done.
+    func step() throws(StoreError) -> Bool {
+        let status = sqlite3_step(handle)
+        switch status {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            let failure = database.error(status, "step")
+            sqlite3_reset(handle)
+            throw failure
+        }
+    }
+
+    /// Steps once and maps the row, then resets so that no statement stays open across a COMMIT.
+    func firstRow<T>(_ map: (Statement) -> T) throws(StoreError) -> T? {
+        defer { sqlite3_reset(handle) }
+        return try step() ? map(self) : nil
+    }
+
+    func reset() { sqlite3_reset(handle) }
+
+    func run() throws(StoreError) {
+        while try step() {}
+    }
+
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    func optionalInt64(_ column: Int32) -> Int64? { isNull(column) ? nil : int64(column) }
+
+    func text(_ column: Int32) -> String {
+        guard let pointer = sqlite3_column_text(handle, column) else { return "" }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: pointer, count: count), as: UTF8.self)
+    }
+
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+}

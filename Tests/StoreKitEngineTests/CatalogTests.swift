@@ -1,0 +1,516 @@
+import Foundation
+import StoreKitEngine
+import StoreKitWire
+import Testing
+
+/// Where the catalogue files used by these tests live.
+enum CatalogFiles {
+    /// The package root: three levels up from this file (Tests/StoreKitEngineTests/CatalogTests.swift).
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// Real `.storekit` files from public projects, shared by the team (read-only).
+    static let fixtures = root.appendingPathComponent("../shared/fixtures/storekit").standardizedFileURL
+
+    static func fixture(_ name: String) -> String { fixtures.appendingPathComponent(name).path }
+
+    static let example = root.appendingPathComponent("config/catalog/example.storekit").path
+
+    static func allFixtures() -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: fixtures.path)) ?? []
+        return names.filter { $0.hasSuffix(".storekit") }.sorted()
+    }
+}
+
+/// Parses an inline catalogue, recording an issue instead of throwing.
+private func parse(_ json: String, path: String = "inline.storekit") -> Result<Catalog, CatalogError> {
+    Result { () throws(CatalogError) -> Catalog in try Catalog(json: Data(json.utf8), path: path) }
+}
+
+/// The error an inline catalogue must produce.
+private func failure(_ json: String, path: String = "inline.storekit", sourceLocation: SourceLocation = #_sourceLocation) throws -> CatalogError {
+    switch parse(json, path: path) {
+    case .success:
+        Issue.record("expected the catalogue to be rejected", sourceLocation: sourceLocation)
+        throw CancellationError()
+    case .failure(let error):
+        return error
+    }
+}
+
+/// One consumable with `extra` spliced into the product object.
+private func oneProduct(_ extra: String = "", id: String = "com.example.x") -> String {
+    """
+    { "products" : [ { "productID" : "\(id)", "type" : "Consumable", "displayPrice" : "0.99", "referenceName" : "X"\(extra) } ] }
+    """
+}
+
+@Suite("Catalog: real .storekit files")
+struct CatalogFixtureTests {
+    @Test("the fixture directory is where the tests expect it")
+    func fixturesExist() {
+        #expect(CatalogFiles.allFixtures().count >= 3, "no fixtures under \(CatalogFiles.fixtures.path)")
+    }
+
+    @Test("every fixture loads", arguments: CatalogFiles.allFixtures())
+    func everyFixtureLoads(name: String) throws {
+        let catalog = try Catalog.load(path: CatalogFiles.fixture(name))
+        #expect(!catalog.products.isEmpty)
+        #expect(catalog.path == CatalogFiles.fixture(name))
+        for product in catalog.products {
+            #expect(catalog.product(product.id) == product)
+            #expect((product.kind == .autoRenewable) == (product.subscriptionPeriod != nil))
+            #expect((product.kind == .autoRenewable) == (product.subscriptionGroupID != nil))
+            let record = product.record(locale: catalog.settings.locale, currencyCode: catalog.settings.currencyCode)
+            #expect(record.productID == product.id)
+            #expect(!record.localizedTitle.isEmpty)
+        }
+        for group in catalog.subscriptionGroups {
+            for id in group.productIDs {
+                #expect(catalog.product(id)?.subscriptionGroupID == group.id)
+            }
+        }
+    }
+
+    @Test("format 5.0 (RevenueCat unit tests): all kinds, two groups, offers")
+    func revenueCat() throws {
+        let catalog = try Catalog.load(path: CatalogFiles.fixture("revenuecat-unit-tests.storekit"))
+        #expect(catalog.products.map(\.id) == [
+            "lifetime",
+            "com.revenuecat.consumable",
+            "com.revenuecat.monthly_4.99.1_week_intro",
+            "com.revenuecat.annual_39.99.2_week_intro",
+            "com.revenuecat.annual_with_commitment",
+            "com.revenuecat.annual_39.99_no_trial",
+            "com.revenuecat.non_renewable",
+        ])
+        #expect(catalog.products.map(\.kind) == [
+            .nonConsumable, .consumable, .autoRenewable, .autoRenewable, .autoRenewable, .autoRenewable, .nonRenewing,
+        ])
+        #expect(catalog.products.map { $0.subscriptionPeriod?.description } == [nil, nil, "P1M", "P1Y", "P1Y", "P1Y", nil])
+
+        let lifetime = try #require(catalog.product("lifetime"))
+        #expect(lifetime.displayPrice == "199.99")
+        #expect(lifetime.priceCents == 19999)
+        #expect(lifetime.price == Decimal(string: "199.99"))
+        #expect(lifetime.familyShareable)
+        #expect(lifetime.localizations == [.init(locale: "en_US", displayName: "Lifetime subscription", description: "")])
+
+        #expect(catalog.subscriptionGroups.map(\.id) == ["7096FF06", "4BB746BD"])
+        #expect(catalog.subscriptionGroups.map(\.name) == ["subscription_group_1", "subscription_group_2"])
+        #expect(catalog.subscriptionGroups[0].productIDs == [
+            "com.revenuecat.monthly_4.99.1_week_intro",
+            "com.revenuecat.annual_39.99.2_week_intro",
+            "com.revenuecat.annual_with_commitment",
+        ])
+        #expect(catalog.subscriptionGroups[1].productIDs == ["com.revenuecat.annual_39.99_no_trial"])
+
+        let monthly = try #require(catalog.product("com.revenuecat.monthly_4.99.1_week_intro"))
+        #expect(monthly.subscriptionGroupID == "7096FF06")
+        #expect(monthly.groupLevel == 1)
+        #expect(monthly.priceCents == 499)
+        #expect(monthly.introductoryOffer == SubscriptionOffer(
+            id: nil, paymentMode: "freeTrial", period: SubscriptionPeriod(iso8601: "P3M"), periodCount: 1,
+            displayPrice: "0.00", priceCents: 0))
+        #expect(monthly.promotionalOffers == [
+            SubscriptionOffer(
+                id: "com.revenuecat.monthly_4.99.1_week_intro.year_discount", paymentMode: "payUpFront",
+                period: SubscriptionPeriod(iso8601: "P1Y"), periodCount: 1, displayPrice: "40.99", priceCents: 4099),
+            SubscriptionOffer(
+                id: "com.revenuecat.monthly_4.99.1_week_intro.pay_as_you_go", paymentMode: "payAsYouGo",
+                period: SubscriptionPeriod(iso8601: "P1M"), periodCount: 2, displayPrice: "20.15", priceCents: 2015),
+        ])
+        let annual = try #require(catalog.product("com.revenuecat.annual_39.99.2_week_intro"))
+        #expect(annual.introductoryOffer?.period == SubscriptionPeriod(value: 2, unit: .week))
+        #expect(catalog.product("com.revenuecat.annual_with_commitment")?.introductoryOffer == nil)
+        #expect(catalog.product("com.revenuecat.annual_with_commitment")?.priceCents == 1188)
+
+        let nonRenewing = try #require(catalog.product("com.revenuecat.non_renewable"))
+        #expect(nonRenewing.subscriptionGroupID == nil)
+        #expect(nonRenewing.priceCents == 169)
+
+        #expect(catalog.settings == CatalogSettings(
+            askToBuyEnabled: false, failTransactionsEnabled: false, failErrorCode: nil, interruptedPurchases: [],
+            storefront: "USA", locale: "en_US", timeRate: 0, billingGracePeriodEnabled: false,
+            renewalBillingIssuesEnabled: false))
+    }
+
+    @Test("format 4.0 (Ritualist): one group on three levels, settings switched on")
+    func ritualist() throws {
+        let catalog = try Catalog.load(path: CatalogFiles.fixture("ritualist-products.storekit"))
+        #expect(catalog.products.map(\.id) == [
+            "com.vladblajovan.ritualist.weekly", "com.vladblajovan.ritualist.monthly", "com.vladblajovan.ritualist.annual",
+        ])
+        #expect(catalog.products.allSatisfy { $0.kind == .autoRenewable })
+        #expect(catalog.products.map { $0.subscriptionPeriod?.description } == ["P1W", "P1M", "P1Y"])
+        #expect(catalog.products.map(\.groupLevel) == [1, 2, 3])
+        #expect(catalog.products.map(\.displayPrice) == ["2.99", "9.99", "49.99"])
+
+        #expect(catalog.subscriptionGroups.count == 1)
+        let group = try #require(catalog.subscriptionGroup("21542332"))
+        #expect(group.name == "Ritualist Pro")
+        #expect(group.productIDs == catalog.products.map(\.id))
+        #expect(group.localizations.first?.displayName == "Ritualist Pro")
+
+        // "introductoryOffer" : null on the first two.
+        #expect(catalog.products[0].introductoryOffer == nil)
+        #expect(catalog.products[1].introductoryOffer == nil)
+        let annualIntro = try #require(catalog.products[2].introductoryOffer)
+        #expect(annualIntro.paymentMode == SubscriptionOffer.freeTrial)
+        #expect(annualIntro.period?.description == "P1W")
+
+        #expect(catalog.settings.billingGracePeriodEnabled)
+        #expect(catalog.settings.renewalBillingIssuesEnabled)
+        #expect(!catalog.settings.askToBuyEnabled)
+        #expect(catalog.settings.storefront == "USA")
+        #expect(catalog.settings.timeRate == 0)
+
+        let record = try #require(catalog.record("com.vladblajovan.ritualist.monthly"))
+        #expect(record == ProductRecord(
+            productID: "com.vladblajovan.ritualist.monthly", kind: .autoRenewable,
+            localizedTitle: "Ritualist Pro Monthly",
+            localizedDescription: "Monthly subscription with all premium features", priceCents: 999,
+            displayPrice: "9.99", currencyCode: "USD", locale: "en_US", subscriptionGroupID: "21542332",
+            subscriptionPeriod: "P1M", familyShareable: false))
+    }
+
+    @Test("format 1.2 (StoreKitTesting): empty settings give the defaults")
+    func storeKitTesting() throws {
+        let catalog = try Catalog.load(path: CatalogFiles.fixture("storekittesting-configuration.storekit"))
+        #expect(catalog.products.map(\.id) == ["ID_1", "ID_2"])
+        #expect(catalog.products.map(\.kind) == [.autoRenewable, .autoRenewable])
+        #expect(catalog.products.map { $0.subscriptionPeriod?.description } == ["P1Y", "P1M"])
+        #expect(catalog.products.map(\.priceCents) == [11999, 1199])
+        #expect(catalog.products.map(\.referenceName) == ["Name 1", "Name 2"])
+        #expect(catalog.subscriptionGroups == [SubscriptionGroup(id: "0D4D641A", name: "Subscriptions", productIDs: ["ID_1", "ID_2"])])
+        #expect(catalog.settings == CatalogSettings())
+    }
+}
+
+@Suite("Catalog: config/catalog/example.storekit")
+struct CatalogExampleTests {
+    @Test("the sample catalogue has the five products of com.example.game")
+    func products() throws {
+        let catalog = try Catalog.load(path: CatalogFiles.example)
+        #expect(catalog.products.map(\.id) == [
+            "com.example.game.coins100",
+            "com.example.game.level_pack",
+            "com.example.game.premium.monthly",
+            "com.example.game.premium.yearly",
+            "com.example.game.season_pass",
+        ])
+        #expect(catalog.products.map(\.kind) == [.consumable, .nonConsumable, .autoRenewable, .autoRenewable, .nonRenewing])
+        #expect(catalog.products.map(\.displayPrice) == ["0.99", "2.99", "4.99", "39.99", "4.99"])
+
+        let coins = try #require(catalog.record("com.example.game.coins100"))
+        #expect(coins.localizedTitle == "100 Coins")
+        #expect(coins.priceCents == 99)
+        #expect(coins.currencyCode == "USD")
+        #expect(catalog.record("com.example.game.level_pack")?.localizedTitle == "Level Pack")
+        #expect(catalog.record("com.example.game.season_pass")?.localizedTitle == "Season Pass")
+
+        let monthly = try #require(catalog.product("com.example.game.premium.monthly"))
+        let yearly = try #require(catalog.product("com.example.game.premium.yearly"))
+        #expect(monthly.subscriptionPeriod == SubscriptionPeriod(value: 1, unit: .month))
+        #expect(yearly.subscriptionPeriod == SubscriptionPeriod(value: 1, unit: .year))
+        #expect(monthly.subscriptionGroupID == yearly.subscriptionGroupID)
+        #expect(try #require(monthly.groupLevel) < (try #require(yearly.groupLevel)))
+        #expect(monthly.introductoryOffer == SubscriptionOffer(
+            paymentMode: SubscriptionOffer.freeTrial, period: SubscriptionPeriod(value: 1, unit: .week), periodCount: 1))
+        #expect(yearly.introductoryOffer == nil)
+
+        let group = try #require(catalog.subscriptionGroups.first)
+        #expect(catalog.subscriptionGroups.count == 1)
+        #expect(group.name == "Premium")
+        #expect(group.productIDs == ["com.example.game.premium.monthly", "com.example.game.premium.yearly"])
+    }
+
+    @Test("the sample catalogue's settings: no Ask to Buy, USA, en_US, real time")
+    func settings() throws {
+        let catalog = try Catalog.load(path: CatalogFiles.example)
+        #expect(catalog.settings == CatalogSettings(askToBuyEnabled: false, storefront: "USA", locale: "en_US", timeRate: 0))
+    }
+}
+
+@Suite("Catalog: errors name the file and the place")
+struct CatalogErrorTests {
+    @Test("a syntax error gives the path and line/column")
+    func syntaxError() throws {
+        let json = """
+        {
+          "products" : [
+            { "productID" : "a", "type" : "Consumable", "displayPrice" : "1.00" }
+          }
+        }
+        """
+        let error = try failure(json, path: "catalog/broken.storekit")
+        #expect(error.path == "catalog/broken.storekit")
+        #expect(error.location == "line 4 column 3")
+        #expect(error.reason.contains("expected ',' or ']'"))
+        #expect(error.description == "catalog/broken.storekit: line 4 column 3: \(error.reason)")
+    }
+
+    @Test("other syntax errors", arguments: [
+        ("", "line 1 column 1"),
+        ("{ \"products\" : [ ], }", "line 1 column 21"),
+        ("{ \"a\" : \"unterminated }", "line 1 column 9"),
+        ("{ \"a\" : tru }", "line 1 column 9"),
+        ("{ \"a\" : 01 }", "line 1 column 9"),
+        ("{ \"a\" : 1 } x", "line 1 column 13"),
+        ("{ \"a\" : 1,\n  \"a\" : 2 }", "line 2 column 3"),
+        ("{ \"a\" : \"\\q\" }", "line 1 column 11"),
+        ("{ \"ä\" : [ 1 2 ] }", "line 1 column 14"),
+    ])
+    func otherSyntaxErrors(json: String, location: String) throws {
+        let error = try failure(json)
+        #expect(error.location == location, "\(error)")
+    }
+
+    @Test("the root must be an object")
+    func rootNotObject() throws {
+        let error = try failure("[ ]")
+        #expect(error.location == "top level")
+    }
+
+    @Test("a product without productID is named by its position")
+    func missingProductID() throws {
+        let json = """
+        { "products" : [
+            { "productID" : "a", "type" : "Consumable", "displayPrice" : "1.00" },
+            { "type" : "NonConsumable", "displayPrice" : "2.00" }
+        ] }
+        """
+        let error = try failure(json)
+        #expect(error.location == "products[1].productID")
+        #expect(error.reason.contains("missing"))
+        #expect(error.description == "inline.storekit: products[1].productID: \(error.reason)")
+    }
+
+    @Test("a subscription without productID is named by its group and position")
+    func missingSubscriptionID() throws {
+        let json = """
+        { "subscriptionGroups" : [ { "id" : "G", "name" : "G", "subscriptions" : [
+            { "type" : "RecurringSubscription", "displayPrice" : "1.00", "recurringSubscriptionPeriod" : "P1M" }
+        ] } ] }
+        """
+        #expect(try failure(json).location == "subscriptionGroups[0].subscriptions[0].productID")
+    }
+
+    @Test("ill-typed or missing required values", arguments: [
+        (oneProduct().replacingOccurrences(of: "\"productID\" : \"com.example.x\"", with: "\"productID\" : 7"), "products[0].productID"),
+        (oneProduct().replacingOccurrences(of: "\"type\" : \"Consumable\", ", with: ""), "products[0].type"),
+        (oneProduct().replacingOccurrences(of: "Consumable", with: "Subscription"), "products[0].type"),
+        (oneProduct().replacingOccurrences(of: "Consumable", with: "RecurringSubscription"), "products[0].type"),
+        (oneProduct().replacingOccurrences(of: "\"displayPrice\" : \"0.99\", ", with: ""), "products[0].displayPrice"),
+        (oneProduct().replacingOccurrences(of: "\"0.99\"", with: "true"), "products[0].displayPrice"),
+        (oneProduct().replacingOccurrences(of: "\"0.99\"", with: "\"free\""), "products[0].displayPrice"),
+        (oneProduct().replacingOccurrences(of: "\"0.99\"", with: "\"-1.00\""), "products[0].displayPrice"),
+        (oneProduct(", \"familyShareable\" : \"yes\""), "products[0].familyShareable"),
+        (oneProduct(", \"localizations\" : [ { \"locale\" : 5 } ]"), "products[0].localizations[0].locale"),
+        ("{ \"products\" : { } }", "products"),
+        ("{ \"products\" : [ 5 ] }", "products[0]"),
+        ("{ \"settings\" : { \"_timeRate\" : \"fast\" } }", "settings._timeRate"),
+        ("{ \"settings\" : { \"_askToBuyEnabled\" : 1 } }", "settings._askToBuyEnabled"),
+        ("{ \"settings\" : { \"_storefront\" : \"US\" } }", "settings._storefront"),
+        ("{ \"settings\" : [ ] }", "settings"),
+        ("{ \"_locale\" : 3 }", "_locale"),
+        ("{ \"settings\" : { \"_interruptedPurchases\" : [ \"nope\" ] } }", "settings._interruptedPurchases[0]"),
+        ("{ \"settings\" : { \"_failTransactionsErrorCode\" : 99 } }", "settings._failTransactionsErrorCode"),
+    ])
+    func badValues(json: String, location: String) throws {
+        let error = try failure(json)
+        #expect(error.location == location, "\(error)")
+    }
+
+    @Test("subscription details are checked", arguments: [
+        ("\"recurringSubscriptionPeriod\" : \"P1X\"", "subscriptionGroups[0].subscriptions[0].recurringSubscriptionPeriod"),
+        ("\"displayPrice\" : \"1.00\"", "subscriptionGroups[0].subscriptions[0].recurringSubscriptionPeriod"),
+        ("\"recurringSubscriptionPeriod\" : \"P1M\", \"groupNumber\" : 0", "subscriptionGroups[0].subscriptions[0].groupNumber"),
+        ("\"recurringSubscriptionPeriod\" : \"P1M\", \"introductoryOffer\" : { \"paymentMode\" : \"gratis\" }",
+         "subscriptionGroups[0].subscriptions[0].introductoryOffer.paymentMode"),
+        ("\"recurringSubscriptionPeriod\" : \"P1M\", \"adHocOffers\" : [ { \"paymentMode\" : \"payAsYouGo\", \"subscriptionPeriod\" : \"P1M\" } ]",
+         "subscriptionGroups[0].subscriptions[0].adHocOffers[0].displayPrice"),
+        ("\"recurringSubscriptionPeriod\" : \"P1M\", \"introductoryOffers\" : [ { \"paymentMode\" : \"free\", \"subscriptionPeriod\" : \"1 week\" } ]",
+         "subscriptionGroups[0].subscriptions[0].introductoryOffers[0].subscriptionPeriod"),
+    ])
+    func badSubscriptions(fields: String, location: String) throws {
+        var json = """
+        { "subscriptionGroups" : [ { "id" : "G", "subscriptions" : [
+            { "productID" : "s", "type" : "RecurringSubscription", "displayPrice" : "1.00", FIELDS }
+        ] } ] }
+        """
+        json = json.replacingOccurrences(of: "\"displayPrice\" : \"1.00\", FIELDS", with: fields.contains("displayPrice") ? fields : "\"displayPrice\" : \"1.00\", \(fields)")
+        #expect(try failure(json).location == location)
+    }
+
+    @Test("duplicate product ids are rejected, naming both places")
+    func duplicateIDs() throws {
+        let json = """
+        { "products" : [ { "productID" : "dup", "type" : "Consumable", "displayPrice" : "1.00" } ],
+          "subscriptionGroups" : [ { "id" : "G", "subscriptions" : [
+            { "productID" : "dup", "type" : "RecurringSubscription", "displayPrice" : "1.00", "recurringSubscriptionPeriod" : "P1M" }
+          ] } ] }
+        """
+        let error = try failure(json)
+        #expect(error.location == "subscriptionGroups[0].subscriptions[0].productID")
+        #expect(error.reason.contains("duplicate product id \"dup\""))
+        #expect(error.reason.contains("products[0].productID"))
+
+        let twice = "{ \"products\" : [ \(oneProduct().dropFirst(17).dropLast(3)), \(oneProduct().dropFirst(17).dropLast(3)) ] }"
+        #expect(try failure(twice).location == "products[1].productID")
+    }
+
+    @Test("duplicate subscription group ids are rejected")
+    func duplicateGroups() throws {
+        let json = "{ \"subscriptionGroups\" : [ { \"id\" : \"G\" }, { \"id\" : \"G\" } ] }"
+        #expect(try failure(json).location == "subscriptionGroups[1].id")
+    }
+
+    @Test("a missing file is an error naming it, without a location")
+    func missingFile() throws {
+        let path = "/nonexistent/dir/none.storekit"
+        #expect(throws: CatalogError(path: path, location: "", reason: "no such file")) {
+            try Catalog.load(path: path)
+        }
+        let error = CatalogError(path: path, location: "", reason: "no such file")
+        #expect(error.description == "/nonexistent/dir/none.storekit: no such file")
+    }
+}
+
+@Suite("Catalog: leniency and details")
+struct CatalogDetailTests {
+    @Test("unknown keys are ignored everywhere")
+    func unknownKeys() throws {
+        let json = """
+        { "futureTopLevel" : { "anything" : [ 1, 2.5e3, null ] },
+          "version" : { "major" : 9, "minor" : 1 },
+          "products" : [ { "productID" : "a", "type" : "Consumable", "displayPrice" : "1.00",
+                           "someNewField" : [ { } ], "internalID" : 12 } ],
+          "settings" : { "_someNewSwitch" : true, "_storeKitErrors" : [ { "enabled" : true, "name" : "Purchase" } ] } }
+        """
+        let catalog = try parse(json).get()
+        #expect(catalog.products.map(\.id) == ["a"])
+        #expect(catalog.settings == CatalogSettings())
+    }
+
+    @Test("empty and minimal files")
+    func minimal() throws {
+        let catalog = try parse("{ }").get()
+        #expect(catalog.products.isEmpty)
+        #expect(catalog.subscriptionGroups.isEmpty)
+        #expect(catalog.settings == CatalogSettings())
+        #expect(Catalog.empty.products.isEmpty)
+        #expect(Catalog.empty.product("x") == nil)
+        #expect(Catalog.empty.settings.storefront == "USA")
+        #expect(Catalog.empty.settings.locale == "en_US")
+    }
+
+    @Test("settings at the top level (old formats) apply; the settings object wins")
+    func topLevelSettings() throws {
+        let json = """
+        { "_askToBuyEnabled" : true, "_storefront" : "gbr", "_timeRate" : 3,
+          "products" : [ { "productID" : "a", "type" : "Consumable", "displayPrice" : "1.00" } ],
+          "settings" : { "_timeRate" : 5, "_failTransactionsEnabled" : true, "_failTransactionsErrorCode" : 2,
+                         "_interruptedPurchases" : [ "a" ], "_locale" : "en_GB", "_billingGracePeriodEnabled" : true } }
+        """
+        let settings = try parse(json).get().settings
+        #expect(settings == CatalogSettings(
+            askToBuyEnabled: true, failTransactionsEnabled: true, failErrorCode: 2, interruptedPurchases: ["a"],
+            storefront: "GBR", locale: "en_GB", timeRate: 5, billingGracePeriodEnabled: true,
+            renewalBillingIssuesEnabled: false))
+        #expect(settings.currencyCode == "GBP")
+    }
+
+    @Test("prices: exact decimals, cents rounded half up, comma accepted, numbers accepted", arguments: [
+        ("\"0.5\"", "0.5", Int64(50)),
+        ("\"1\"", "1", 100),
+        ("\"1,99\"", "1,99", 199),
+        ("\"0.995\"", "0.995", 100),
+        ("\"0.994\"", "0.994", 99),
+        ("2.49", "2.49", 249),
+        ("\" 3.00 \"", "3.00", 300),
+        ("\"999999999999.99\"", "999999999999.99", 99_999_999_999_999),
+    ])
+    func prices(literal: String, displayPrice: String, cents: Int64) throws {
+        let json = oneProduct().replacingOccurrences(of: "\"0.99\"", with: literal)
+        let product = try #require(try parse(json).get().products.first)
+        #expect(product.displayPrice == displayPrice)
+        #expect(product.priceCents == cents)
+    }
+
+    @Test("a price may come as `price` in place of `displayPrice`")
+    func priceKey() throws {
+        let json = oneProduct().replacingOccurrences(of: "\"displayPrice\" : \"0.99\"", with: "\"price\" : 1.49")
+        #expect(try parse(json).get().products.first?.priceCents == 149)
+    }
+
+    @Test("localization choice: exact locale, same language, first, then the reference name")
+    func localizationChoice() throws {
+        let json = oneProduct("""
+            , "localizations" : [
+              { "locale" : "de_DE", "displayName" : "Münzen", "description" : "Viele" },
+              { "locale" : "en_GB", "displayName" : "Coins (GB)", "description" : "Lots" },
+              { "locale" : "en_US", "displayName" : "Coins", "description" : "Many" } ]
+            """)
+        let product = try #require(try parse(json).get().products.first)
+        #expect(product.record(locale: "en_US", currencyCode: "USD").localizedTitle == "Coins")
+        #expect(product.record(locale: "en-US", currencyCode: "USD").localizedTitle == "Coins")
+        #expect(product.record(locale: "en_AU", currencyCode: "AUD").localizedTitle == "Coins (GB)")
+        #expect(product.record(locale: "fr_FR", currencyCode: "EUR").localizedTitle == "Münzen")
+        #expect(product.record(locale: "fr_FR", currencyCode: "EUR").localizedDescription == "Viele")
+
+        let bare = try #require(try parse(oneProduct()).get().products.first)
+        let record = bare.record(locale: "en_US", currencyCode: "USD")
+        #expect(record.localizedTitle == "X")
+        #expect(record.localizedDescription == "")
+        #expect(record.currencyCode == "USD")
+        #expect(record.locale == "en_US")
+        #expect(record.priceCents == 99)
+        #expect(record.subscriptionPeriod == nil)
+
+        let unnamed = try #require(try parse(oneProduct(", \"localizations\" : [ { \"locale\" : \"en_US\", \"displayName\" : \"\" } ]")).get().products.first)
+        #expect(unnamed.record(locale: "en_US", currencyCode: "USD").localizedTitle == "X")
+    }
+
+    @Test("strings: escapes, unicode, byte order mark")
+    func strings() throws {
+        let json = "\u{FEFF}" + oneProduct(id: "a\\\"b\\u00e9\\ud83d\\ude00\\/\\n")
+        let catalog = try parse(json).get()
+        #expect(catalog.products.first?.id == "a\"bé😀/\n")
+    }
+
+    @Test("product lookup works after the products are replaced")
+    func lookupAfterMutation() throws {
+        var catalog = try Catalog.load(path: CatalogFiles.example)
+        #expect(catalog.product("com.example.game.coins100")?.priceCents == 99)
+        catalog.products.removeFirst()
+        #expect(catalog.product("com.example.game.coins100") == nil)
+        #expect(catalog.product("com.example.game.level_pack")?.kind == .nonConsumable)
+        catalog.products[0].priceCents = 1
+        #expect(catalog.product("com.example.game.level_pack")?.priceCents == 1)
+    }
+
+    @Test("group order follows groupNumber, ties keep file order")
+    func groupOrder() throws {
+        let json = """
+        { "subscriptionGroups" : [ { "id" : "G", "subscriptions" : [
+            { "productID" : "c", "type" : "RecurringSubscription", "displayPrice" : "1", "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 3 },
+            { "productID" : "a", "type" : "RecurringSubscription", "displayPrice" : "1", "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 1 },
+            { "productID" : "b", "type" : "RecurringSubscription", "displayPrice" : "1", "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 3 },
+            { "productID" : "d", "type" : "RecurringSubscription", "displayPrice" : "1", "recurringSubscriptionPeriod" : "P3D", "groupNumber" : 2 }
+        ] } ] }
+        """
+        let catalog = try parse(json).get()
+        #expect(catalog.products.map(\.id) == ["c", "a", "b", "d"])
+        #expect(catalog.subscriptionGroups.first?.productIDs == ["a", "d", "c", "b"])
+        #expect(catalog.subscriptionGroups.first?.name == "G")
+    }
+
+    @Test("non-renewing subscriptions may sit in products (old files) but not elsewhere the other way round")
+    func nonRenewingPlacement() throws {
+        let json = oneProduct().replacingOccurrences(of: "\"Consumable\"", with: "\"NonRenewingSubscription\"")
+        #expect(try parse(json).get().products.first?.kind == .nonRenewing)
+        let wrong = "{ \"nonRenewingSubscriptions\" : [ { \"productID\" : \"a\", \"type\" : \"Consumable\", \"displayPrice\" : \"1\" } ] }"
+        #expect(try failure(wrong).location == "nonRenewingSubscriptions[0].type")
+    }
+}
