@@ -21,6 +21,8 @@ let package = Package(
         // Foundations: no dependency on anything else of ours.
         .target(name: "StoreKitPosix", dependencies: ["CPosix"]),
         .target(name: "StoreKitWire"),
+        // A blocking framed connection: the one socket client of the CLI, the library, bench and tests.
+        .target(name: "StoreKitConnection", dependencies: ["StoreKitWire", "StoreKitPosix"]),
 
         // Durable state and the logic over it.
         .target(name: "StoreKitStore", dependencies: ["CSQLite", "StoreKitWire"]),
@@ -33,19 +35,19 @@ let package = Package(
         .executableTarget(name: "storekitd", dependencies: ["StoreKitDaemon"]),
 
         // What apps and admins run.
-        .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitPosix"]),
-        .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitPosix"]),
+        .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection"]),
+        .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
-        .executableTarget(name: "storekitd-bench", dependencies: ["OpenStoreKit", "StoreKitWire", "StoreKitPosix"]),
+        .executableTarget(name: "storekitd-bench", dependencies: ["OpenStoreKit", "StoreKitWire", "StoreKitConnection", "StoreKitPosix"]),
 
         // Tests.
-        .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire"]),
+        .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),
         .testTarget(name: "StoreKitWireTests", dependencies: ["StoreKitWire"]),
         .testTarget(name: "StoreKitStoreTests", dependencies: ["StoreKitStore", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitDaemonTests", dependencies: ["StoreKitDaemon", "StoreKitTestSupport"]),
         .testTarget(name: "OpenStoreKitTests", dependencies: ["OpenStoreKit", "StoreKitTestSupport"]),
-        .testTarget(name: "StoreKitIntegrationTests", dependencies: ["StoreKitTestSupport", "StoreKitWire", "StoreKitPosix"]),
+        .testTarget(name: "StoreKitIntegrationTests", dependencies: ["StoreKitTestSupport", "StoreKitWire", "StoreKitConnection", "StoreKitPosix"]),
     ],
     swiftLanguageModes: [.v6]
 )

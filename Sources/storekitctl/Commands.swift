@@ -1,0 +1,80 @@
+/// `storekitctl status`: the daemon's counters.
+struct StatusCommand: Subcommand {
+    static let name = "status"
+    static let summary = "show the daemon's state (connections, observers, unfinished transactions)"
+    static let usage = "Usage: storekitctl status [-o json]\n\nShows the database, connections, observers and unfinished transactions."
+    init(_ arguments: inout ArgumentList) throws(UsageError) {}
+    var request: (command: String, arguments: [String]) { ("status", []) }
+    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+}
+
+/// `storekitctl apps`: registered apps.
+struct AppsCommand: Subcommand {
+    static let name = "apps"
+    static let summary = "list registered apps"
+    static let usage = "Usage: storekitctl apps [-o json]\n\nLists the apps registered in apps.d with their catalogues."
+    init(_ arguments: inout ArgumentList) throws(UsageError) {}
+    var request: (command: String, arguments: [String]) { ("apps", []) }
+    func renderTable(_ json: Any) -> String {
+        Table(columns: [("app", "app"), ("products", "products"), ("catalog", "catalog")]).render(json)
+    }
+}
+
+/// `storekitctl products APP`: the app's catalogue.
+struct ProductsCommand: Subcommand {
+    static let name = "products"
+    static let summary = "list an app's products"
+    static let usage = "Usage: storekitctl products APP [-o json]\n\nLists the products of APP's catalogue."
+    let app: String
+    init(_ arguments: inout ArgumentList) throws(UsageError) { app = try arguments.positional("APP") }
+    var request: (command: String, arguments: [String]) { ("products", ["app=\(app)"]) }
+    func renderTable(_ json: Any) -> String {
+        Table(columns: [("product", "productIdentifier"), ("type", "type"), ("price", "displayPrice"),
+                        ("title", "localizedTitle")]).render(json)
+    }
+}
+
+/// `storekitctl transactions`: the queue, filtered.
+struct TransactionsCommand: Subcommand {
+    static let name = "transactions"
+    static let summary = "list transactions [--app APP] [--uid N] [--unfinished]"
+    static let usage = """
+        Usage: storekitctl transactions [--app APP] [--uid N] [--unfinished] [-o json]
+
+        Lists transactions, oldest first. --unfinished shows only those still in the queue.
+        """
+    var arguments: [String] = []
+    init(_ list: inout ArgumentList) throws(UsageError) {
+        if let app = try list.option("--app") { arguments.append("app=\(app)") }
+        if let uid = try list.number("--uid") { arguments.append("uid=\(uid)") }
+        if list.flag("--unfinished") { arguments.append("unfinished=1") }
+    }
+    var request: (command: String, arguments: [String]) { ("transactions", arguments) }
+    func renderTable(_ json: Any) -> String {
+        Table(columns: [("id", "transactionIdentifier"), ("uid", "uid"), ("app", "app"), ("product", "productIdentifier"),
+                        ("state", "state"), ("finished", "finished"), ("seq", "sequence"),
+                        ("date", "transactionDate")]).render(json)
+    }
+}
+
+/// `storekitctl buy APP PRODUCT`: a purchase made outside the app.
+struct BuyCommand: Subcommand {
+    static let name = "buy"
+    static let summary = "buy PRODUCT for APP outside the app [--uid N] [--quantity N]"
+    static let usage = """
+        Usage: storekitctl buy APP PRODUCT [--uid N] [--quantity N] [-o json]
+
+        Makes a purchase outside the app (as a purchase on another device would): the app's observers
+        receive it. --uid defaults to 0.
+        """
+    var arguments: [String] = []
+    init(_ list: inout ArgumentList) throws(UsageError) {
+        let uid = try list.number("--uid")
+        let quantity = try list.number("--quantity")
+        arguments = ["app=\(try list.positional("APP"))", "product=\(try list.positional("PRODUCT"))"]
+        if let uid { arguments.append("uid=\(uid)") }
+        if let quantity { arguments.append("quantity=\(quantity)") }
+    }
+    var request: (command: String, arguments: [String]) { ("buy", arguments) }
+    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+}

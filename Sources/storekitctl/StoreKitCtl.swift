@@ -1,0 +1,127 @@
+import Foundation
+import StoreKitConnection
+import StoreKitWire
+
+/// A command-line mistake: printed with the usage, exit status 64.
+struct UsageError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// What every subcommand is: its name, its help, how it turns its arguments into a control request,
+/// and how it renders the answer as a table.
+protocol Subcommand: Sendable {
+    static var name: String { get }
+    static var summary: String { get }
+    static var usage: String { get }
+    init(_ arguments: inout ArgumentList) throws(UsageError)
+    var request: (command: String, arguments: [String]) { get }
+    func renderTable(_ json: Any) -> String
+}
+
+enum OutputFormat: String {
+    case table
+    case json
+}
+
+enum StoreKitCtl {
+    static let subcommands: [any Subcommand.Type] = [
+        StatusCommand.self, AppsCommand.self, ProductsCommand.self, TransactionsCommand.self, BuyCommand.self,
+    ]
+
+    static var globalUsage: String {
+        var text = """
+            Usage: storekitctl [--socket PATH] [-o table|json] COMMAND [ARGS]
+
+            Administers storekitd through its control socket (root, the daemon's user or AdminGroup=).
+
+            Commands:
+
+            """
+        for command in subcommands {
+            text += "  " + command.name.padding(toLength: 14, withPad: " ", startingAt: 0) + command.summary + "\n"
+        }
+        text += """
+
+            Options:
+              --socket PATH   control socket (default: $STOREKITD_CONTROL_SOCKET, else the runtime dir)
+              -o FORMAT       table (default) or json
+              -h, --help      show help; COMMAND --help shows the command's help
+
+            Exit status: 0 success, 1 failure, 64 usage error.
+
+            """
+        return text
+    }
+
+    static func main(_ raw: [String]) -> Int32 {
+        var arguments = ArgumentList(raw)
+        var socket: String?
+        var format = OutputFormat.table
+        let command: any Subcommand
+        do {
+            // Global options may come before or after the command.
+            socket = try arguments.option("--socket")
+            if let text = try arguments.option("-o") ?? arguments.option("--output") {
+                guard let parsed = OutputFormat(rawValue: text) else { throw UsageError("-o must be table or json") }
+                format = parsed
+            }
+            if arguments.flag("-h") || arguments.flag("--help") {
+                if let name = arguments.first, let type = subcommands.first(where: { $0.name == name }) {
+                    print(type.usage)
+                } else {
+                    print(globalUsage, terminator: "")
+                }
+                return 0
+            }
+            guard let name = arguments.popFirst() else { throw UsageError("a COMMAND is required") }
+            guard let type = subcommands.first(where: { $0.name == name }) else {
+                throw UsageError("unknown command '\(name)'")
+            }
+            command = try type.init(&arguments)
+            if let extra = arguments.first { throw UsageError("unexpected argument '\(extra)' for \(name)") }
+        } catch {
+            FileHandle.standardError.write(Data("storekitctl: \(error.message)\n\n\(globalUsage)".utf8))
+            return 64
+        }
+        let path = socket ?? SocketLocation.controlSocket(environment: ProcessInfo.processInfo.environment)
+        do {
+            let connection = try WireConnection(path: path)
+            _ = try connection.hello(app: "")
+            let (name, commandArguments) = command.request
+            try connection.send(.control(requestID: 1, command: name, arguments: commandArguments))
+            while true {
+                switch try connection.receive() {
+                case .controlResult(_, let code, let message, let json):
+                    if code != .ok {
+                        if format == .json { print(json) }
+                        FileHandle.standardError.write(Data("storekitctl: \(message)\n".utf8))
+                        return 1
+                    }
+                    switch format {
+                    case .json: print(json)
+                    case .table:
+                        let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed])) ?? NSNull()
+                        print(command.renderTable(object), terminator: "")
+                    }
+                    return 0
+                case .result(_, let code, _, _, let message) where code != .ok:
+                    FileHandle.standardError.write(Data("storekitctl: \(message)\n".utf8))
+                    return 1
+                default:
+                    continue
+                }
+            }
+        } catch {
+            FileHandle.standardError.write(Data("storekitctl: \(error)\n".utf8))
+            return 1
+        }
+    }
+}
+
+extension Error {
+    var message: String {
+        if let usage = self as? UsageError { return usage.message }
+        return "\(self)"
+    }
+}

@@ -1,0 +1,46 @@
+/// Renders rows as aligned text columns.
+struct Table {
+    let columns: [(title: String, key: String)]
+
+    func render(_ json: Any) -> String {
+        let rows = (json as? [[String: Any]]) ?? []
+        let cells = rows.map { row in columns.map { Self.text(row[$0.key]) } }
+        var widths = columns.map { $0.title.count }
+        for row in cells {
+            for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+        }
+        func line(_ values: [String]) -> String {
+            values.enumerated().map { index, value in
+                index == values.count - 1 ? value : value.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ") + "\n"
+        }
+        var output = line(columns.map(\.title.localizedUppercase))
+        for row in cells { output += line(row) }
+        return output
+    }
+
+    static func text(_ value: Any?) -> String {
+        switch value {
+        case nil: return "-"
+        case let string as String: return string
+        case let flag as Bool where type(of: value!) == Bool.self: return flag ? "yes" : "no"
+        case let number as NSNumber:
+            // JSONSerialization gives booleans as NSNumber with objCType "c".
+            if String(cString: number.objCType) == "c" { return number.boolValue ? "yes" : "no" }
+            return number.stringValue
+        case is NSNull: return "-"
+        default: return "\(value!)"
+        }
+    }
+}
+
+/// Renders one JSON object as `key: value` lines.
+func renderKeyValues(_ json: Any) -> String {
+    guard let object = json as? [String: Any] else { return "\(json)\n" }
+    let width = object.keys.map(\.count).max() ?? 0
+    return object.keys.sorted().map { key in
+        key.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + Table.text(object[key])
+    }.joined(separator: "\n") + "\n"
+}
+
+import Foundation
