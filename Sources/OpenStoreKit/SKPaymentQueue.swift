@@ -1,13 +1,295 @@
+import Foundation
 import StoreKitWire
+import Synchronization
 
 /// The queue of payment transactions the store processes for this app (StoreKit 1).
-open class SKPaymentQueue: NSObject {
+///
+/// Add an observer at launch and keep it for the life of the process: the queue delivers every
+/// unfinished transaction to it (again after every relaunch or reconnect) until you call
+/// `finishTransaction(_:)`. Callbacks arrive on `SKPaymentQueue.callbackQueue`, the main queue by
+/// default as on Apple platforms — a command-line app must run a main loop (`dispatchMain()`,
+/// `RunLoop.main.run()`) or set another queue before adding observers.
+open class SKPaymentQueue: NSObject, @unchecked Sendable {
     /// The queue shared by the whole app.
     open class func `default`() -> SKPaymentQueue { sharedQueue }
 
+    /// Whether this user may make payments (always true for the simulated store).
+    open class func canMakePayments() -> Bool { true }
+
+    /// The dispatch queue on which observers and request delegates are called (default: main).
+    public static var callbackQueue: DispatchQueue {
+        get { callbackQueueStorage.withLock { $0 } }
+        set { callbackQueueStorage.withLock { $0 = newValue } }
+    }
+
+    /// The app identifier sent to storekitd (default: `$STOREKIT_APP_ID`, the bundle id, or the executable name).
+    /// Set it before the queue is first used.
+    public static var applicationIdentifier: String? {
+        get { configurationStorage.withLock { $0.app } }
+        set {
+            configurationStorage.withLock { $0.app = newValue }
+            StoreConnection.shared.configure(appIdentifier: newValue, socketPath: socketPath)
+        }
+    }
+
+    /// The client socket path (default: `$STOREKITD_SOCKET`, else the runtime directory's storekitd.sock).
+    public static var socketPath: String? {
+        get { configurationStorage.withLock { $0.socket } }
+        set {
+            configurationStorage.withLock { $0.socket = newValue }
+            StoreConnection.shared.configure(appIdentifier: applicationIdentifier, socketPath: newValue)
+        }
+    }
+
+    private struct State {
+        var observers: [WeakObserver] = []
+        var transactions: [UInt64: SKPaymentTransaction] = [:]
+        var order: [UInt64] = []
+        var storefront: SKStorefront?
+        var restoring = false
+        weak var delegate: (any SKPaymentQueueDelegate)?
+    }
+
+    private struct WeakObserver {
+        weak var observer: (any SKPaymentTransactionObserver)?
+    }
+
+    private let lock = NSLock()
+    private var unlockedState = State()
+    private let connection: StoreConnection
+
+    /// The queue's mutable state, under its lock (observers and transactions are app objects,
+    /// which is why this is a lock and not a `Mutex` of a `Sendable` value).
+    private func withState<T>(_ body: (inout State) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&unlockedState)
+    }
+
+    /// A queue; only `default()` is connected to storekitd (others are inert, e.g. for test doubles).
     public override init() {
+        connection = StoreConnection()
         super.init()
+    }
+
+    private init(connection: StoreConnection) {
+        self.connection = connection
+        super.init()
+        wire()
+    }
+
+    fileprivate static func makeShared() -> SKPaymentQueue { SKPaymentQueue(connection: .shared) }
+
+    private var isConnected: Bool { connection === StoreConnection.shared }
+
+    // MARK: Properties
+
+    /// The delegate asked about storefront changes and price consent.
+    open var delegate: (any SKPaymentQueueDelegate)? {
+        get { withState { $0.delegate } }
+        set { withState { $0.delegate = newValue } }
+    }
+
+    /// The storefront of the current account, known once connected.
+    open var storefront: SKStorefront? { withState { $0.storefront } }
+
+    /// The unfinished transactions delivered so far (while observers are registered).
+    open var transactions: [SKPaymentTransaction] {
+        withState { state in state.order.compactMap { state.transactions[$0] } }
+    }
+
+    /// The registered observers.
+    open var transactionObservers: [any SKPaymentTransactionObserver] {
+        withState { $0.observers.compactMap(\.observer) }
+    }
+
+    // MARK: Observers
+
+    /// Adds an observer (held weakly); the first one starts delivery of the queue's transactions.
+    open func add(_ observer: any SKPaymentTransactionObserver) {
+        let first = withState { state -> Bool in
+            state.observers.removeAll { $0.observer == nil }
+            guard !state.observers.contains(where: { $0.observer === observer }) else { return false }
+            state.observers.append(WeakObserver(observer: observer))
+            return state.observers.count == 1
+        }
+        if first && isConnected { connection.observe(true) }
+    }
+
+    /// Removes an observer; with none left, delivery stops.
+    open func remove(_ observer: any SKPaymentTransactionObserver) {
+        let none = withState { state -> Bool in
+            state.observers.removeAll { $0.observer == nil || $0.observer === observer }
+            return state.observers.isEmpty
+        }
+        if none && isConnected { connection.observe(false) }
+    }
+
+    // MARK: Payments
+
+    /// Adds a payment: the store answers through the observers (`purchasing`, then `purchased`,
+    /// `failed` or `deferred`). Never blocks; sent when the daemon is reachable.
+    open func add(_ payment: SKPayment) {
+        guard isConnected else { return }
+        let payment = payment.copy() as? SKPayment ?? payment
+        let request = ClientMessage.AddPayment(
+            requestID: 0, key: UUID().uuidString, productID: payment.productIdentifier,
+            quantity: Int32(clamping: payment.quantity), applicationUsername: payment.applicationUsername,
+            hasRequestData: payment.requestData != nil, simulatesAskToBuy: payment.simulatesAskToBuyInSandbox)
+        let refused = PaymentReference(payment: payment)
+        connection.request({ id in
+            var withID = request
+            withID.requestID = id
+            return .addPayment(withID)
+        }, completion: { [weak self] result in
+            guard case .failure(let error) = result else { return }
+            // A refused payment (unknown product, bad quantity, request data) becomes a failed
+            // transaction for the observers, as StoreKit reports it.
+            self?.deliverRefusal(of: refused.payment, error: error)
+        })
+    }
+
+    private func deliverRefusal(of payment: SKPayment, error: SKError) {
+        // Id 0: a refused payment never entered the queue, so there is nothing to finish.
+        let record = TransactionRecord(
+            id: 0, uid: 0, app: "", productID: payment.productIdentifier, quantity: Int32(clamping: payment.quantity),
+            state: .failed, sequence: 0, date: Int64(Date().timeIntervalSince1970 * 1000),
+            errorCode: Int32(error.code.rawValue), errorMessage: error.localizedDescription)
+        let transaction = SKPaymentTransaction(record: record, payment: payment)
+        notify { queue, observer in observer.paymentQueue(queue, updatedTransactions: [transaction]) }
+    }
+
+    /// Finishes a transaction once its content is delivered. Finishing a `purchasing` transaction is
+    /// a programming error and stops the program, as StoreKit raises an exception.
+    open func finishTransaction(_ transaction: SKPaymentTransaction) {
+        if transaction.transactionState == .purchasing {
+            fatalError("Cannot finish a purchasing transaction")
+        }
+        guard isConnected else { return }
+        guard let id = transaction.record?.id ?? transaction.transactionIdentifier.flatMap({ UInt64($0) }), id != 0 else {
+            // A refused payment never reached the queue: there is nothing to finish.
+            return
+        }
+        connection.request({ .finish(requestID: $0, transactionID: id) }) { result in
+            if case .failure(let error) = result {
+                FileHandle.standardError.write(Data("OpenStoreKit: finishing transaction \(id) failed: \(error.localizedDescription)\n".utf8))
+            }
+        }
+    }
+
+    /// Restores completed non-consumable and auto-renewable purchases as new `restored` transactions.
+    open func restoreCompletedTransactions() {
+        restoreCompletedTransactions(withApplicationUsername: nil)
+    }
+
+    /// Restores the purchases made with `username` as the payment's application username.
+    open func restoreCompletedTransactions(withApplicationUsername username: String?) {
+        guard isConnected else { return }
+        let alreadyRunning = withState { state -> Bool in
+            defer { state.restoring = true }
+            return state.restoring
+        }
+        guard !alreadyRunning else { return }
+        connection.request({ .restore(requestID: $0, applicationUsername: username) }) { [weak self] result in
+            guard let self else { return }
+            withState { $0.restoring = false }
+            switch result {
+            case .success:
+                notify { queue, observer in observer.paymentQueueRestoreCompletedTransactionsFinished(queue) }
+            case .failure(let error):
+                notify { queue, observer in observer.paymentQueue(queue, restoreCompletedTransactionsFailedWithError: error) }
+            }
+        }
+    }
+
+    // MARK: Downloads and sheets (no hosted content or UI on Linux)
+
+    /// Hosted content is not supported: downloads are always empty.
+    open func start(_ downloads: [SKDownload]) {}
+    /// Hosted content is not supported.
+    open func pause(_ downloads: [SKDownload]) {}
+    /// Hosted content is not supported.
+    open func resume(_ downloads: [SKDownload]) {}
+    /// Hosted content is not supported.
+    open func cancel(_ downloads: [SKDownload]) {}
+    /// There is no code redemption sheet on Linux.
+    open func presentCodeRedemptionSheet() {}
+    /// There is no price consent sheet on Linux.
+    open func showPriceConsentIfNeeded() {}
+
+    // MARK: Delivery
+
+    private func wire() {
+        var handlers = StoreConnection.Handlers()
+        handlers.updated = { [weak self] records in self?.received(updated: records) }
+        handlers.removed = { [weak self] records in self?.received(removed: records) }
+        handlers.connected = { [weak self] country, identifier in
+            self?.withState { $0.storefront = SKStorefront(countryCode: country, identifier: identifier) }
+        }
+        handlers.storefrontChanged = { [weak self] country, identifier in
+            guard let self else { return }
+            withState { $0.storefront = SKStorefront(countryCode: country, identifier: identifier) }
+            notify { queue, observer in observer.paymentQueueDidChangeStorefront(queue) }
+        }
+        handlers.revoked = { [weak self] productIDs in
+            self?.notify { queue, observer in
+                observer.paymentQueue(queue, didRevokeEntitlementsForProductIdentifiers: productIDs)
+            }
+        }
+        handlers.promoted = { [weak self] record in
+            guard let self else { return }
+            let product = SKProduct(record: record)
+            let payment = SKPayment(product: product)
+            notify { queue, observer in
+                if observer.paymentQueue(queue, shouldAddStorePayment: payment, for: product) { queue.add(payment) }
+            }
+        }
+        connection.setHandlers(handlers)
+    }
+
+    private func received(updated records: [TransactionRecord]) {
+        let transactions = records.map { SKPaymentTransaction(record: $0, payment: nil) }
+        withState { state in
+            for transaction in transactions {
+                guard let id = transaction.record?.id else { continue }
+                if state.transactions.updateValue(transaction, forKey: id) == nil { state.order.append(id) }
+            }
+        }
+        notify { queue, observer in observer.paymentQueue(queue, updatedTransactions: transactions) }
+    }
+
+    private func received(removed records: [TransactionRecord]) {
+        let transactions = records.map { SKPaymentTransaction(record: $0, payment: nil) }
+        withState { state in
+            for record in records where state.transactions.removeValue(forKey: record.id) != nil {
+                state.order.removeAll { $0 == record.id }
+            }
+        }
+        notify { queue, observer in observer.paymentQueue(queue, removedTransactions: transactions) }
+    }
+
+    /// Calls `body` for each live observer on the callback queue.
+    private func notify(_ body: @escaping (SKPaymentQueue, any SKPaymentTransactionObserver) -> Void) {
+        let delivery = UncheckedDelivery(queue: self, body: body)
+        SKPaymentQueue.callbackQueue.async {
+            for observer in delivery.queue.transactionObservers { delivery.body(delivery.queue, observer) }
+        }
     }
 }
 
-nonisolated(unsafe) private let sharedQueue = SKPaymentQueue()
+/// Carries observer calls to the callback queue. The observers are app objects that StoreKit, too,
+/// calls from its own queue; their thread-safety is the app's contract with the callback queue.
+private struct UncheckedDelivery: @unchecked Sendable {
+    let queue: SKPaymentQueue
+    let body: (SKPaymentQueue, any SKPaymentTransactionObserver) -> Void
+}
+
+/// The app's payment object, kept to report a refusal with it; StoreKit payments are immutable
+/// once added (the queue copies mutable ones), so reading it from the connection thread is safe.
+private struct PaymentReference: @unchecked Sendable {
+    let payment: SKPayment
+}
+
+private let sharedQueue = SKPaymentQueue.makeShared()
+private let callbackQueueStorage = Mutex(DispatchQueue.main)
+private let configurationStorage = Mutex<(app: String?, socket: String?)>((nil, nil))

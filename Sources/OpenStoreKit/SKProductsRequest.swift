@@ -1,9 +1,6 @@
 import Foundation
 import StoreKitWire
 
-// TODO(lead): callbackQueue — deliver on `SKPaymentQueue.callbackQueue` once it exists.
-private let productsRequestCallbackQueue = DispatchQueue.main
-
 /// A request for products of the store's catalogue by identifier.
 ///
 /// Its delegate is the inherited `delegate` property (typed `SKRequestDelegate?`, because a Swift
@@ -24,8 +21,8 @@ open class SKProductsRequest: SKRequest {
 
     /// Asks the store for the products; a second `start()` while one is pending does nothing.
     ///
-    /// The answer is delivered on the main queue, so the app needs a running main loop
-    /// (`dispatchMain()`, `RunLoop.main.run()`, or an app framework's loop).
+    /// The answer is delivered on `SKPaymentQueue.callbackQueue`, the main queue by default, so the
+    /// app needs a running main loop (`dispatchMain()`, `RunLoop.main.run()`) or another queue there.
     open override func start() {
         let start: UInt64? = lock.withLock {
             guard pendingStart == nil else { return nil }
@@ -38,7 +35,7 @@ open class SKProductsRequest: SKRequest {
         // touched again on the callback queue.
         nonisolated(unsafe) let request = self
         StoreConnection.shared.fetchProducts(productIdentifiers.sorted()) { result in
-            productsRequestCallbackQueue.async {
+            SKPaymentQueue.callbackQueue.async {
                 request.deliver(result, forStart: start)
             }
         }

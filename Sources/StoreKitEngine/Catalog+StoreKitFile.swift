@@ -372,7 +372,7 @@ private struct StoreKitFileDecoder {
 // MARK: - Prices
 
 /// A price as written in a file: digits with an optional decimal point (`.` or `,`), no sign.
-enum PriceText {
+private enum PriceText {
     static func parse(_ text: String) -> (decimal: Decimal, cents: Int64)? {
         let bytes = Array(text.utf8)
         let separators = bytes.indices.filter { bytes[$0] == UInt8(ascii: ".") || bytes[$0] == UInt8(ascii: ",") }
@@ -402,7 +402,7 @@ enum PriceText {
 // MARK: - JSON
 
 /// A parsed JSON value. Numbers keep their source text.
-enum StoreKitJSON: Sendable {
+private enum StoreKitJSON: Sendable {
     case null
     case bool(Bool)
     case number(String)
@@ -428,14 +428,14 @@ enum StoreKitJSON: Sendable {
     }
 }
 
-struct StoreKitJSONSyntaxError: Error {
+private struct StoreKitJSONSyntaxError: Error {
     /// Byte offset into the input.
     var offset: Int
     var reason: String
 }
 
 /// A strict RFC 8259 parser (plus a leading UTF-8 byte order mark) over bytes.
-struct StoreKitJSONParser {
+private struct StoreKitJSONParser {
     private let bytes: [UInt8]
     private var position = 0
     private var depth = 0

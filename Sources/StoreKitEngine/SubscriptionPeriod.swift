@@ -91,7 +91,7 @@ public struct SubscriptionPeriod: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Gregorian civil-date arithmetic on days since 1970-01-01 (Howard Hinnant's algorithms).
-enum CivilDate {
+private enum CivilDate {
     static let millisecondsPerDay: Int64 = 86_400_000
 
     /// Year range inside which Int64 milliseconds cannot overflow (about ±292 million years).

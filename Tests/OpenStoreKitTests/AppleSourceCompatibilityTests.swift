@@ -23,8 +23,9 @@ private final class PaymentQueue {
     var pending: [Payment] = []
 }
 
-// Apps add this themselves; it would not compile if the library declared it.
-extension SKPaymentTransactionState: @retroactive CustomDebugStringConvertible {
+// Apps add this themselves; it would not compile if the library declared it. (Apps, in another
+// package, write `@retroactive`; within this package the attribute is an error.)
+extension SKPaymentTransactionState: CustomDebugStringConvertible {
     public var debugDescription: String {
         switch self {
         case .purchasing: "purchasing"
@@ -60,27 +61,6 @@ private final class StoreObserver: NSObject, SKPaymentTransactionObserver {
     private(set) var delivered: [Purchase] = []
     let appQueue = PaymentQueue()
 
-    func startObserving() {
-        SKPaymentQueue.default().add(self)
-    }
-
-    func stopObserving() {
-        SKPaymentQueue.default().remove(self)
-    }
-
-    func buy(_ product: SKProduct, quantity: Int = 1) {
-        guard SKPaymentQueue.canMakePayments() else { return }
-        let payment = SKMutablePayment(product: product)
-        payment.quantity = quantity
-        payment.applicationUsername = "hashed-account-id"
-        appQueue.pending.append(Payment(productID: product.productIdentifier, amount: product.price as Decimal))
-        SKPaymentQueue.default().add(payment)
-    }
-
-    func restore() {
-        SKPaymentQueue.default().restoreCompletedTransactions()
-    }
-
     /// What to do with one transaction; pure, so tests can call it without a queue.
     func action(for transaction: SKPaymentTransaction) -> Action {
         switch transaction.transactionState {
@@ -114,7 +94,7 @@ private final class StoreObserver: NSObject, SKPaymentTransactionObserver {
             case .showError, .finishSilently:
                 break
             }
-            queue.finishTransaction(transaction)
+            finish(transaction, in: queue)
         }
     }
 
@@ -128,6 +108,55 @@ private final class StoreObserver: NSObject, SKPaymentTransactionObserver {
 
     func paymentQueue(_ queue: SKPaymentQueue, shouldAddStorePayment payment: SKPayment, for product: SKProduct) -> Bool {
         false
+    }
+}
+
+/// Apps make `SKPaymentQueue` conform to their own protocol to swap in a fake queue.
+private protocol StorePaymentQueue: AnyObject {
+    var transactions: [SKPaymentTransaction] { get }
+    func add(_ payment: SKPayment)
+    func add(_ observer: SKPaymentTransactionObserver)
+    func remove(_ observer: SKPaymentTransactionObserver)
+    func finishTransaction(_ transaction: SKPaymentTransaction)
+    func restoreCompletedTransactions()
+    func restoreCompletedTransactions(withApplicationUsername username: String?)
+}
+
+extension SKPaymentQueue: StorePaymentQueue {}
+
+/// A fake queue as apps subclass it in their tests.
+// SKPaymentQueue is `@unchecked Sendable`, so Swift 6 asks every subclass to restate it.
+private final class FakePaymentQueue: SKPaymentQueue, @unchecked Sendable {
+    var finished: [SKPaymentTransaction] = []
+    override func finishTransaction(_ transaction: SKPaymentTransaction) {
+        finished.append(transaction)
+    }
+}
+
+extension StoreObserver {
+    func startObserving() {
+        SKPaymentQueue.default().add(self)
+    }
+
+    func stopObserving() {
+        SKPaymentQueue.default().remove(self)
+    }
+
+    func buy(_ product: SKProduct, quantity: Int = 1) {
+        guard SKPaymentQueue.canMakePayments() else { return }
+        let payment = SKMutablePayment(product: product)
+        payment.quantity = quantity
+        payment.applicationUsername = "hashed-account-id"
+        appQueue.pending.append(Payment(productID: product.productIdentifier, amount: product.price as Decimal))
+        SKPaymentQueue.default().add(payment)
+    }
+
+    func restore() {
+        SKPaymentQueue.default().restoreCompletedTransactions()
+    }
+
+    func finish(_ transaction: SKPaymentTransaction, in queue: SKPaymentQueue) {
+        queue.finishTransaction(transaction)
     }
 }
 
@@ -245,6 +274,22 @@ struct AppleSourceCompatibilityTests {
             == .showError("Invalid payment"))
         #expect(observer.paymentQueue(SKPaymentQueue(), shouldAddStorePayment: SKPayment(), for: MockProduct()) == false)
         #expect(String(reflecting: SKPaymentTransactionState.deferred) == "deferred")
+    }
+
+    @Test func observerFinishesWhatItHandled() {
+        let observer = StoreObserver()
+        let queue = FakePaymentQueue()
+        let purchasing = MockTransaction(state: .purchasing, productID: "p")
+        let purchased = MockTransaction(state: .purchased, productID: "p", identifier: "9")
+        let cancelled = MockTransaction(state: .failed, productID: "p", error: SKError(.paymentCancelled))
+        observer.paymentQueue(queue, updatedTransactions: [purchasing, purchased, cancelled])
+        #expect(queue.finished.map(\.transactionIdentifier) == [purchased.transactionIdentifier, cancelled.transactionIdentifier])
+        #expect(queue.finished.allSatisfy { $0 !== purchasing })
+        #expect(observer.delivered == [Purchase(productID: "p", transactionID: "9")])
+
+        let conforming: any StorePaymentQueue = queue
+        conforming.finishTransaction(purchasing)
+        #expect(queue.finished.last === purchasing)
     }
 
     @Test func errorsMatchAsAppsMatchThem() {

@@ -441,8 +441,10 @@ struct ProductTests {
         #expect(SKProductDiscount.PaymentMode.payAsYouGo.rawValue == 0)
         #expect(SKProductDiscount.PaymentMode.payUpFront.rawValue == 1)
         #expect(SKProductDiscount.PaymentMode.freeTrial.rawValue == 2)
-        #expect(SKProductDiscount.`Type`.introductory.rawValue == 0)
-        #expect(SKProductDiscount.`Type`.subscription.rawValue == 1)
+        let introductory: SKProductDiscount.`Type` = .introductory
+        let subscription: SKProductDiscount.`Type` = .subscription
+        #expect(introductory.rawValue == 0)
+        #expect(subscription.rawValue == 1)
         #expect(SKDownloadState.waiting.rawValue == 0)
         #expect(SKDownloadState.cancelled.rawValue == 5)
         #expect(SKProductDiscount().type == .introductory)
