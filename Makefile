@@ -1,0 +1,50 @@
+# storekitd — the two commands first: `make run` and `make test`. Both install missing Debian
+# packages (needs root or sudo), build, and go.
+PREFIX ?= /usr/local
+DESTDIR ?=
+SWIFT ?= swift
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Build and runtime libraries, plus the real components the tests run (journald, socket
+# activation, dbus-daemon with python3-dbusmock, redis for the benchmark peer).
+APT_PACKAGES := libsqlite3-dev libsystemd-dev sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux
+CONFIG ?= config/storekitd.conf
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build run test test-unit bench install clean fuzz
+
+all: build
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "Installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+
+build: deps
+	$(SWIFT) build
+
+# Starts storekitd in the foreground on the sample config; Ctrl-C stops it cleanly.
+run: build
+	exec .build/debug/storekitd --config $(CONFIG)
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: deps
+	$(SWIFT) build -c release --product storekitd-bench
+	$(SWIFT) build -c release --product storekitd
+	.build/release/storekitd-bench
+
+install: build
+	$(SWIFT) build -c release
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/storekitd/apps.d $(DESTDIR)/etc/storekitd/catalog \
+	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/catalog
+	install -m 0755 .build/release/storekitd .build/release/storekitctl .build/release/storekit-example-app $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 config/storekitd.conf $(DESTDIR)/etc/storekitd/storekitd.conf
+	install -m 0644 config/apps.d/*.conf $(DESTDIR)/etc/storekitd/apps.d/
+	install -m 0644 config/catalog/*.storekit $(DESTDIR)/etc/storekitd/catalog/
+	for f in systemd/*.service systemd/*.socket; do [ -e "$$f" ] && sed 's|/usr/bin/|$(PREFIX)/bin/|g' $$f > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$(basename $$f); done; true
+	[ ! -e systemd/storekitd.catalog ] || install -m 0644 systemd/storekitd.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/
+
+clean:
+	rm -rf .build

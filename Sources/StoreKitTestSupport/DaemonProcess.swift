@@ -1,0 +1,173 @@
+import Foundation
+import StoreKitConnection
+import StoreKitWire
+
+/// A real `storekitd` on temporary directories, for end-to-end tests.
+///
+/// The configuration is the repository's sample (`config/`) unless `configure` writes another.
+/// `stop()` sends SIGTERM, `kill()` SIGKILL; `start()` again reuses the same state directory.
+public final class DaemonProcess: @unchecked Sendable {
+    public let directory: TemporaryDirectory
+    public var configFile: String
+    public var runtimeDirectory: String { directory.file("run") }
+    public var stateDirectory: String { directory.file("state") }
+    public var clientSocket: String { runtimeDirectory + "/storekitd.sock" }
+    public var controlSocket: String { runtimeDirectory + "/control.sock" }
+    public var databasePath: String { stateDirectory + "/storekitd.sqlite" }
+    public var logPath: String { directory.file("storekitd.log") }
+    public var extraArguments: [String] = []
+    public var extraEnvironment: [String: String] = [:]
+    public private(set) var process: Process?
+    private var exited = DispatchSemaphore(value: 0)
+
+    /// `configFile` nil: a copy of the sample config (so tests may add apps beside it).
+    public init(configFile: String? = nil) throws {
+        directory = TemporaryDirectory("skd")
+        if let configFile {
+            self.configFile = configFile
+        } else {
+            let copy = directory.file("config")
+            try FileManager.default.copyItem(atPath: Paths.sampleConfig, toPath: copy)
+            self.configFile = copy + "/storekitd.conf"
+        }
+    }
+
+    deinit {
+        if let process, process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+    }
+
+    /// The environment that points clients (library, CLI, example app) at this daemon.
+    public var clientEnvironment: [String: String] {
+        ["STOREKITD_SOCKET": clientSocket, "STOREKITD_CONTROL_SOCKET": controlSocket]
+    }
+
+    public var arguments: [String] {
+        ["--config", configFile, "--runtime-dir", runtimeDirectory, "--state-dir", stateDirectory,
+         "--log-target", "stderr"] + extraArguments
+    }
+
+    /// Starts the daemon and waits until its control socket answers.
+    public func start(timeout: Double = 15) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Paths.binary("storekitd"))
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(extraEnvironment) { $1 }
+            .filter { $0.key != "NOTIFY_SOCKET" && $0.key != "LISTEN_FDS" }
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
+        let logFile = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        logFile.seekToEndOfFile()
+        process.standardError = logFile
+        process.standardOutput = logFile
+        process.standardInput = FileHandle.nullDevice
+        let exited = DispatchSemaphore(value: 0)
+        self.exited = exited
+        process.terminationHandler = { _ in exited.signal() }
+        try process.run()
+        self.process = process
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if !process.isRunning { throw DaemonError.exited(status: process.terminationStatus, log: log(tail: 20)) }
+            if let connection = try? WireConnection(path: controlSocket), (try? connection.hello(app: "")) != nil {
+                return
+            }
+            usleep(20_000)
+        }
+        throw DaemonError.timeout(log: log(tail: 20))
+    }
+
+    /// SIGTERM and wait; returns the exit status.
+    @discardableResult
+    public func stop(timeout: Double = 15) -> Int32 {
+        guard let process, process.isRunning else { return process?.terminationStatus ?? 0 }
+        Foundation.kill(process.processIdentifier, SIGTERM)
+        return wait(timeout: timeout)
+    }
+
+    /// SIGKILL (a crash) and wait.
+    public func kill() {
+        guard let process, process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        _ = wait(timeout: 10)
+    }
+
+    @discardableResult
+    public func wait(timeout: Double) -> Int32 {
+        guard let process else { return 0 }
+        if exited.wait(timeout: .now() + timeout) == .timedOut {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            exited.wait()
+        }
+        return process.terminationStatus
+    }
+
+    public func log(tail: Int = 1000) -> String {
+        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").suffix(tail).joined(separator: "\n")
+    }
+
+    /// Runs `storekitctl` against this daemon.
+    public func ctl(_ arguments: [String], uid: UInt32? = nil) throws -> ProcessResult {
+        try ProcessRunner.run(Paths.binary("storekitctl"), arguments, environment: clientEnvironment, uid: uid)
+    }
+
+    /// Runs `storekitctl ... -o json` and parses the answer.
+    public func ctlJSON(_ arguments: [String]) throws -> Any {
+        let result = try ctl(arguments + ["-o", "json"])
+        guard result.status == 0 else { throw DaemonError.command(arguments, result) }
+        return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8), options: [.fragmentsAllowed])
+    }
+
+    /// Runs `storekit-example-app` against this daemon with a ledger in the temp dir.
+    public func app(_ arguments: [String], uid: UInt32? = nil, ledger: String? = nil, timeout: Double = 20) throws -> ProcessResult {
+        let ledgerPath = ledger ?? directory.file("ledger-\(uid ?? 0)")
+        return try ProcessRunner.run(Paths.binary("storekit-example-app"), ["--ledger", ledgerPath] + arguments,
+                                     environment: clientEnvironment, uid: uid, timeout: timeout)
+    }
+
+    /// A raw protocol connection to the client socket, after hello.
+    public func connect(app: String = "com.example.game") throws -> WireConnection {
+        let connection = try WireConnection(path: clientSocket)
+        _ = try connection.hello(app: app)
+        return connection
+    }
+
+    public func remove() {
+        kill()
+        directory.remove()
+    }
+}
+
+public enum DaemonError: Error, CustomStringConvertible {
+    case exited(status: Int32, log: String)
+    case timeout(log: String)
+    case command([String], ProcessResult)
+
+    public var description: String {
+        switch self {
+        case .exited(let status, let log): "storekitd exited with \(status):\n\(log)"
+        case .timeout(let log): "storekitd did not become ready:\n\(log)"
+        case .command(let arguments, let result): "storekitctl \(arguments) failed (\(result.status)): \(result.stderr)"
+        }
+    }
+}
+
+extension WireConnection {
+    /// Receives until a message matches, skipping others (pushes interleave with replies).
+    public func receive(until match: (ServerMessage) -> Bool, limit: Int = 10_000) throws -> ServerMessage {
+        for _ in 0..<limit {
+            let message = try receive()
+            if match(message) { return message }
+        }
+        throw ConnectionError(.closed, path: path)
+    }
+
+    /// The result for `requestID`, skipping pushes.
+    public func result(for requestID: UInt32) throws -> (code: ResultCode, detail: Int32, value: UInt64, message: String) {
+        let message = try receive { message in
+            if case .result(let id, _, _, _, _) = message { return id == requestID }
+            return false
+        }
+        guard case .result(_, let code, let detail, let value, let text) = message else { fatalError("unreachable") }
+        return (code, detail, value, text)
+    }
+}
