@@ -9,7 +9,7 @@ import Synchronization
 /// `finishTransaction(_:)`. Callbacks arrive on `SKPaymentQueue.callbackQueue`, the main queue by
 /// default as on Apple platforms — a command-line app must run a main loop (`dispatchMain()`,
 /// `RunLoop.main.run()`) or set another queue before adding observers.
-open class SKPaymentQueue: NSObject, @unchecked Sendable {
+open class SKPaymentQueue: NSObject {
     /// The queue shared by the whole app.
     open class func `default`() -> SKPaymentQueue { sharedQueue }
 
@@ -141,11 +141,11 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
             var withID = request
             withID.requestID = id
             return .addPayment(withID)
-        }, completion: { [weak self] result in
+        }, completion: { [reference = QueueReference(self)] result in
             guard case .failure(let error) = result else { return }
             // A refused payment (unknown product, bad quantity, request data) becomes a failed
             // transaction for the observers, as StoreKit reports it.
-            self?.deliverRefusal(of: refused.payment, error: error)
+            reference.queue?.deliverRefusal(of: refused.payment, error: error)
         })
     }
 
@@ -190,14 +190,14 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
             return state.restoring
         }
         guard !alreadyRunning else { return }
-        connection.request({ .restore(requestID: $0, applicationUsername: username) }) { [weak self] result in
-            guard let self else { return }
-            withState { $0.restoring = false }
+        connection.request({ .restore(requestID: $0, applicationUsername: username) }) { [reference = QueueReference(self)] result in
+            guard let queue = reference.queue else { return }
+            queue.withState { $0.restoring = false }
             switch result {
             case .success:
-                notify { queue, observer in observer.paymentQueueRestoreCompletedTransactionsFinished(queue) }
+                queue.notify { queue, observer in observer.paymentQueueRestoreCompletedTransactionsFinished(queue) }
             case .failure(let error):
-                notify { queue, observer in observer.paymentQueue(queue, restoreCompletedTransactionsFailedWithError: error) }
+                queue.notify { queue, observer in observer.paymentQueue(queue, restoreCompletedTransactionsFailedWithError: error) }
             }
         }
     }
@@ -221,26 +221,27 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
 
     private func wire() {
         var handlers = StoreConnection.Handlers()
-        handlers.updated = { [weak self] records in self?.received(updated: records) }
-        handlers.removed = { [weak self] records in self?.received(removed: records) }
-        handlers.connected = { [weak self] country, identifier in
-            self?.withState { $0.storefront = SKStorefront(countryCode: country, identifier: identifier) }
+        let reference = QueueReference(self)
+        handlers.updated = { records in reference.queue?.received(updated: records) }
+        handlers.removed = { records in reference.queue?.received(removed: records) }
+        handlers.connected = { country, identifier in
+            reference.queue?.withState { $0.storefront = SKStorefront(countryCode: country, identifier: identifier) }
         }
-        handlers.storefrontChanged = { [weak self] country, identifier in
-            guard let self else { return }
-            withState { $0.storefront = SKStorefront(countryCode: country, identifier: identifier) }
-            notify { queue, observer in observer.paymentQueueDidChangeStorefront(queue) }
+        handlers.storefrontChanged = { country, identifier in
+            guard let queue = reference.queue else { return }
+            queue.withState { $0.storefront = SKStorefront(countryCode: country, identifier: identifier) }
+            queue.notify { queue, observer in observer.paymentQueueDidChangeStorefront(queue) }
         }
-        handlers.revoked = { [weak self] productIDs in
-            self?.notify { queue, observer in
+        handlers.revoked = { productIDs in
+            reference.queue?.notify { queue, observer in
                 observer.paymentQueue(queue, didRevokeEntitlementsForProductIdentifiers: productIDs)
             }
         }
-        handlers.promoted = { [weak self] record in
-            guard let self else { return }
+        handlers.promoted = { record in
+            guard let queue = reference.queue else { return }
             let product = SKProduct(record: record)
             let payment = SKPayment(product: product)
-            notify { queue, observer in
+            queue.notify { queue, observer in
                 if observer.paymentQueue(queue, shouldAddStorePayment: payment, for: product) { queue.add(payment) }
             }
         }
@@ -248,11 +249,17 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     }
 
     private func received(updated records: [TransactionRecord]) {
-        let transactions = records.map { SKPaymentTransaction(record: $0, payment: nil) }
-        withState { state in
-            for transaction in transactions {
-                guard let id = transaction.record?.id else { continue }
-                if state.transactions.updateValue(transaction, forKey: id) == nil { state.order.append(id) }
+        // One object per transaction from `purchasing` on, updated in place, as StoreKit does.
+        let transactions = withState { state in
+            records.map { record -> SKPaymentTransaction in
+                if let existing = state.transactions[record.id] {
+                    existing.update(from: record)
+                    return existing
+                }
+                let transaction = SKPaymentTransaction(record: record, payment: nil)
+                state.transactions[record.id] = transaction
+                state.order.append(record.id)
+                return transaction
             }
         }
         notify { queue, observer in observer.paymentQueue(queue, updatedTransactions: transactions) }
@@ -277,6 +284,13 @@ open class SKPaymentQueue: NSObject, @unchecked Sendable {
     }
 }
 
+/// A weak reference to the queue that the connection thread may hold. The queue's state is
+/// behind its lock, so reaching it from that thread is safe; apps' subclasses need not be `Sendable`.
+private struct QueueReference: @unchecked Sendable {
+    weak var queue: SKPaymentQueue?
+    init(_ queue: SKPaymentQueue) { self.queue = queue }
+}
+
 /// Carries observer calls to the callback queue. The observers are app objects that StoreKit, too,
 /// calls from its own queue; their thread-safety is the app's contract with the callback queue.
 private struct UncheckedDelivery: @unchecked Sendable {
@@ -290,6 +304,6 @@ private struct PaymentReference: @unchecked Sendable {
     let payment: SKPayment
 }
 
-private let sharedQueue = SKPaymentQueue.makeShared()
+nonisolated(unsafe) private let sharedQueue = SKPaymentQueue.makeShared()
 private let callbackQueueStorage = Mutex(DispatchQueue.main)
 private let configurationStorage = Mutex<(app: String?, socket: String?)>((nil, nil))
