@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection"]),
         .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
-        .executableTarget(name: "storekitd-bench", dependencies: ["OpenStoreKit", "StoreKitWire", "StoreKitConnection", "StoreKitPosix"]),
+        .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore"]),
 
         // Tests.
         .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),

@@ -94,4 +94,18 @@ static inline int storekit_read_signal(int fd) {
     ssize_t n = read(fd, &info, sizeof(info));
     return n == (ssize_t)sizeof(info) ? (int)info.ssi_signo : 0;
 }
+/* Binds a datagram Unix socket at `path` (a notify socket for tests and the benchmark). */
+static inline int storekit_bind_unix_dgram(const char *path) {
+    struct sockaddr_un addr;
+    if (strlen(path) >= sizeof(addr.sun_path)) { errno = ENAMETOOLONG; return -1; }
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    memset(&addr, 0, sizeof(addr));
+    addr.sun_family = AF_UNIX;
+    strcpy(addr.sun_path, path);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) { int e = errno; close(fd); errno = e; return -1; }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+    return fd;
+}
 #endif

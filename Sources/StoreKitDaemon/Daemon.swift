@@ -43,6 +43,7 @@ public enum Daemon {
         case .failure(let exit): return exit.code
         }
         let environment = ProcessInfo.processInfo.environment
+        raiseFileLimit()
         var logger = Logger(target: LogTarget.detect(requested: options.logTarget, environment: environment))
 
         let located = DaemonConfiguration.locateConfigFile(explicit: options.configFile, environment: environment)
@@ -115,6 +116,14 @@ public enum Daemon {
             return 1
         }
         return 0
+    }
+
+    /// Every connection is an fd: lift the soft limit to the hard one (systemd's LimitNOFILE= sets both).
+    static func raiseFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     static func loadCatalogs(_ configuration: DaemonConfiguration) throws -> [String: Catalog] {

@@ -76,6 +76,22 @@ public enum UnixSocket {
         }
     }
 
+    /// Binds a datagram socket at `path` (blocking), e.g. to play the service manager's notify socket.
+    public static func bindDatagram(path: String) throws(Errno) -> Int32 {
+        unlink(path)
+        return try retryingSyscall { storekit_bind_unix_dgram(path) }
+    }
+
+    /// Receives one datagram as text, waiting at most `timeoutMilliseconds`; nil on timeout.
+    public static func receiveDatagram(_ fd: Int32, timeoutMilliseconds: Int32) -> String? {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&descriptor, 1, timeoutMilliseconds) > 0 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        guard count >= 0 else { return nil }
+        return String(decoding: buffer[0..<count], as: UTF8.self)
+    }
+
     public static func setNonBlocking(_ fd: Int32, _ on: Bool) throws(Errno) {
         _ = try retryingSyscall { storekit_set_nonblocking(fd, on ? 1 : 0) }
     }

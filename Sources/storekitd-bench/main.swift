@@ -1,6 +1,35 @@
-import StoreKitConnection
-import StoreKitWire
-let c = try! WireConnection(path: "/tmp/skd/run/storekitd.sock")
-print(try! c.hello(app: "com.example.game"))
-try! c.send(.subscribe(requestID: 7))
-for _ in 0..<2 { print(try! c.receive()) }
+import Foundation
+
+// storekitd-bench: storekitd against a durable Redis stream (appendfsync always) and the
+// machine's limits, in one run. Prints a table and writes bench-results.json.
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "--worker" {
+    exit(Worker.main(arguments))
+}
+if arguments.contains("-h") || arguments.contains("--help") {
+    say("""
+        Usage: storekitd-bench [--quick] [--output FILE]
+
+        Starts storekitd (built next to this binary) and redis-server on temporary directories and
+        measures purchase cycles, latency, replay, fan-out, start-up, RSS and the machine's limits.
+        --quick shortens every phase (for a smoke test); --output sets the JSON file
+        (default bench-results.json in the current directory).
+        """)
+    exit(0)
+}
+let quick = arguments.contains("--quick")
+let outputPath = arguments.firstIndex(of: "--output").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+    ?? "bench-results.json"
+
+raiseFileLimit()
+do {
+    let bench = try Bench(quick: quick)
+    let figures = try bench.runAll()
+    bench.cleanUp()
+    Report.printTable(figures)
+    try Report.writeJSON(figures, to: outputPath)
+    say("\nWrote \(outputPath)")
+} catch {
+    FileHandle.standardError.write(Data("storekitd-bench: \(error)\n".utf8))
+    exit(1)
+}

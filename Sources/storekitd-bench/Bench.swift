@@ -1,0 +1,366 @@
+import Foundation
+import StoreKitConnection
+import StoreKitPosix
+import StoreKitStore
+import StoreKitWire
+
+/// The measurements, in the order of the benchmark issue, each with its peer where one exists.
+final class Bench {
+    let quick: Bool
+    let directory: String
+    let daemon: BenchDaemon
+    let redis: RedisPeer
+    let cycleSeconds: Double
+    static let appCount = 110
+
+    init(quick: Bool) throws {
+        self.quick = quick
+        cycleSeconds = quick ? 1 : 4
+        var template = Array("/tmp/skbench-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw BenchError("mkdtemp failed")
+        }
+        directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let binary = (CommandLine.arguments[0] as NSString).deletingLastPathComponent + "/storekitd"
+        let resolved = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            .map { ($0 as NSString).deletingLastPathComponent + "/storekitd" } ?? binary
+        mkdir(directory + "/daemon", 0o755)
+        mkdir(directory + "/redis", 0o755)
+        daemon = try BenchDaemon(directory: directory + "/daemon", binary: resolved, appCount: Self.appCount)
+        redis = try RedisPeer(directory: directory + "/redis")
+    }
+
+    func cleanUp() {
+        daemon.stop()
+        redis.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    func log(_ text: String) {
+        say(text)
+    }
+
+    func runAll() throws -> [Figure] {
+        var figures: [Figure] = []
+        log("storekitd-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, temp dir \(directory)")
+        let limits = try measureLimits()
+        try daemon.start()
+        usleep(300_000)
+        let idle = Double(residentBytes(of: daemon.pid)) / 1_048_576
+
+        for (clients, processes) in [(1, 1), (8, 8), (100, 4)] {
+            log("purchase cycles with \(clients) clients…")
+            let ours = try cycles(kind: "storekit", socket: daemon.clientSocket, clients: clients, processes: processes, firstApp: 0)
+            let peer = try cycles(kind: "redis", socket: redis.socketPath, clients: clients, processes: processes, firstApp: clients * 10)
+            figures.append(Figure(name: "purchase cycles/s, \(clients) client\(clients == 1 ? "" : "s")", unit: "cycles/s",
+                                  value: ours, peer: peer, targetRatio: 1, targetAbsolute: nil, better: .higher))
+        }
+
+        log("latency at 1,000 payments/s…")
+        let (ours50, ours99) = try storekitLatency(app: BenchDaemon.appID(101))
+        let (peer50, peer99) = try redisLatency()
+        figures.append(Figure(name: "latency p50 at 1,000/s", unit: "ms", value: ours50, peer: peer50,
+                              targetRatio: 1, targetAbsolute: nil, better: .lower))
+        figures.append(Figure(name: "latency p99 at 1,000/s", unit: "ms", value: ours99, peer: peer99,
+                              targetRatio: 2, targetAbsolute: nil, better: .lower))
+
+        log("replay of 100,000 unfinished transactions…")
+        let replayCount = 100_000
+        let oursReplay = try storekitReplay(app: BenchDaemon.appID(102), count: replayCount)
+        let peerReplay = try redisReplay(count: replayCount)
+        figures.append(Figure(name: "replay 100,000 to a new observer", unit: "s", value: oursReplay, peer: peerReplay,
+                              targetRatio: 0.5, targetAbsolute: nil, better: .lower))
+
+        log("fan-out with 10,000 observer connections…")
+        let (fanRSS, fanTime) = try fanOut(connections: quick ? 2_000 : 10_000)
+        figures.append(Figure(name: "RSS with \(quick ? "2,000" : "10,000") observers held", unit: "MB", value: fanRSS,
+                              peer: nil, targetRatio: nil, targetAbsolute: 150, better: .lower))
+        figures.append(Figure(name: "one update to 100 observers", unit: "ms", value: fanTime, peer: nil,
+                              targetRatio: nil, targetAbsolute: nil, better: .lower))
+
+        figures.append(Figure(name: "idle RSS", unit: "MB", value: idle, peer: nil, targetRatio: nil,
+                              targetAbsolute: 30, better: .lower))
+
+        log("start-up with 1,000,000 transactions…")
+        daemon.stop()
+        let startup = try startupWithMillion(rows: quick ? 100_000 : 1_000_000)
+        figures.append(Figure(name: "start-up to READY=1, \(quick ? "100k" : "1M") transactions", unit: "ms",
+                              value: startup, peer: nil, targetRatio: nil, targetAbsolute: 250, better: .lower))
+
+        figures.append(Figure(name: "limit: Unix socket round trip", unit: "µs", value: limits.roundTrip, peer: nil,
+                              targetRatio: nil, targetAbsolute: nil, better: .lower))
+        figures.append(Figure(name: "limit: fdatasync in state dir", unit: "syncs/s", value: limits.syncs, peer: nil,
+                              targetRatio: nil, targetAbsolute: nil, better: .higher))
+        return figures
+    }
+
+    // MARK: 1. Purchase cycles
+
+    func cycles(kind: String, socket: String, clients: Int, processes: Int, firstApp: Int) throws -> Double {
+        let perProcess = clients / processes
+        let startAt = monotonicNanoseconds() + 1_500_000_000
+        var workers: [(pid_t, String)] = []
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        for process in 0..<processes {
+            let output = directory + "/worker-\(kind)-\(clients)-\(process).out"
+            let first = kind == "storekit" ? (process * perProcess) % Self.appCount : firstApp + process * perProcess
+            let pid = try spawn(executable, [executable, "--worker", kind, "--socket", socket, "--clients", String(perProcess),
+                                             "--first", String(first), "--seconds", String(cycleSeconds),
+                                             "--start-at", String(startAt)], stdoutPath: output)
+            workers.append((pid, output))
+        }
+        var total = 0
+        for (pid, output) in workers {
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            guard status == 0, let count = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw BenchError("\(kind) worker failed (status \(status), output '\(text)')")
+            }
+            total += count
+        }
+        return Double(total) / cycleSeconds
+    }
+
+    // MARK: 2. Latency at a steady rate
+
+    static func percentiles(_ samples: [Double]) -> (Double, Double) {
+        let sorted = samples.sorted()
+        guard !sorted.isEmpty else { return (0, 0) }
+        return (sorted[sorted.count / 2], sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))])
+    }
+
+    func storekitLatency(app: String) throws -> (Double, Double) {
+        let connection = try WireConnection(path: daemon.clientSocket)
+        _ = try connection.hello(app: app)
+        try connection.send(.subscribe(requestID: 1))
+        _ = try connection.awaitResult(1)
+        let count = quick ? 1_000 : 5_000
+        let sendTimes = SendTimes(count: count)
+        let sender = SendableConnection(connection)
+        let start = monotonicNanoseconds() + 50_000_000
+        Thread.detachNewThread {
+            for index in 0..<count {
+                Worker.waitUntil(start + UInt64(index) * 1_000_000)
+                sendTimes.set(index, monotonicNanoseconds())
+                try? sender.connection.send(.addPayment(.init(requestID: UInt32(index + 2), key: "lat-\(index)",
+                                                                productID: "bench.coins", quantity: 1)))
+            }
+        }
+        // One connection keeps order: the n-th purchased push answers the n-th payment.
+        var samples: [Double] = []
+        samples.reserveCapacity(count)
+        while samples.count < count {
+            if case .updated(let records) = try connection.receive() {
+                for record in records where record.state == .purchased {
+                    let now = monotonicNanoseconds()
+                    samples.append(Double(now - sendTimes.get(samples.count)) / 1e6)
+                }
+            }
+        }
+        return Self.percentiles(samples)
+    }
+
+    func redisLatency() throws -> (Double, Double) {
+        let producer = try RESPClient(path: redis.socketPath)
+        let consumer = try RESPClient(path: redis.socketPath)
+        _ = try? producer.command(["XGROUP", "CREATE", "latency", "g", "$", "MKSTREAM"])
+        let count = quick ? 1_000 : 5_000
+        let start = monotonicNanoseconds() + 50_000_000
+        let box = SendableRedis(producer)
+        Thread.detachNewThread {
+            for index in 0..<count {
+                Worker.waitUntil(start + UInt64(index) * 1_000_000)
+                _ = try? box.client.command(["XADD", "latency", "*", "sent", String(monotonicNanoseconds())])
+            }
+        }
+        var samples: [Double] = []
+        while samples.count < count {
+            let reply = try consumer.command(["XREADGROUP", "GROUP", "g", "c", "COUNT", "100", "BLOCK", "0", "STREAMS", "latency", ">"])
+            let now = monotonicNanoseconds()
+            guard case .array(let streams?) = reply, case .array(let pair?) = streams.first, pair.count == 2,
+                  case .array(let entries?) = pair[1] else { continue }
+            var ids: [String] = []
+            for case .array(let entry?) in entries {
+                guard entry.count == 2, let id = entry[0].string, case .array(let fields?) = entry[1], fields.count == 2,
+                      let sent = fields[1].string.flatMap(UInt64.init) else { continue }
+                ids.append(id)
+                samples.append(Double(now - sent) / 1e6)
+            }
+            _ = try consumer.command(["XACK", "latency", "g"] + ids)
+        }
+        return Self.percentiles(samples)
+    }
+
+    // MARK: 3. Replay
+
+    func storekitReplay(app: String, count: Int) throws -> Double {
+        let filler = try WireConnection(path: daemon.clientSocket)
+        _ = try filler.hello(app: app)
+        let chunk = 2_000
+        var sent = 0
+        while sent < count {
+            var bytes: [UInt8] = []
+            for index in sent..<min(sent + chunk, count) {
+                Frame.append(body: ClientMessage.addPayment(.init(requestID: UInt32(index + 1), key: "replay-\(index)",
+                                                                   productID: "bench.coins", quantity: 1)).encode(), to: &bytes)
+            }
+            try filler.sendRaw(bytes)
+            let last = min(sent + chunk, count)
+            _ = try filler.awaitResult(UInt32(last))
+            sent = last
+        }
+        let observer = try WireConnection(path: daemon.clientSocket)
+        _ = try observer.hello(app: app)
+        let start = monotonicNanoseconds()
+        try observer.send(.subscribe(requestID: 1))
+        var received = 0
+        while true {
+            let message = try observer.receive()
+            if case .updated(let records) = message { received += records.count }
+            if case .result(1, _, _, _, _) = message { break }
+        }
+        let elapsed = Double(monotonicNanoseconds() - start) / 1e9
+        guard received == count else { throw BenchError("replay delivered \(received) of \(count)") }
+        return elapsed
+    }
+
+    func redisReplay(count: Int) throws -> Double {
+        let client = try RESPClient(path: redis.socketPath)
+        var sent = 0
+        while sent < count {
+            let batch = min(2_000, count - sent)
+            try client.sendPipelined(Array(repeating: ["XADD", "replay", "*", "product", "bench.coins", "quantity", "1"], count: batch))
+            for _ in 0..<batch { _ = try client.read() }
+            sent += batch
+        }
+        _ = try client.command(["XGROUP", "CREATE", "replay", "g", "0"])
+        // Deliver once without acknowledging: all entries become pending, as unfinished transactions are.
+        _ = try client.command(["XREADGROUP", "GROUP", "g", "c", "COUNT", String(count), "STREAMS", "replay", ">"])
+        let start = monotonicNanoseconds()
+        let reply = try client.command(["XREADGROUP", "GROUP", "g", "c", "COUNT", String(count), "STREAMS", "replay", "0"])
+        let elapsed = Double(monotonicNanoseconds() - start) / 1e9
+        guard case .array(let streams?) = reply, case .array(let pair?) = streams.first, pair.count == 2,
+              case .array(let entries?) = pair[1], entries.count == count else {
+            throw BenchError("redis replay did not return \(count) entries")
+        }
+        return elapsed
+    }
+
+    // MARK: 4. Fan-out
+
+    func fanOut(connections: Int) throws -> (Double, Double) {
+        var held: [WireConnection] = []
+        held.reserveCapacity(connections)
+        let apps = 100
+        for index in 0..<connections {
+            let connection = try WireConnection(path: daemon.clientSocket)
+            _ = try connection.hello(app: BenchDaemon.appID(index % apps))
+            try connection.send(.subscribe(requestID: 1))
+            held.append(connection)
+        }
+        for connection in held { _ = try connection.awaitResult(1) }
+        usleep(200_000)
+        let rss = Double(residentBytes(of: daemon.pid)) / 1_048_576
+        // The observers of one (uid, app): every 100th connection; an update made by the control plane.
+        let target = 7
+        let observers = held.enumerated().filter { $0.offset % apps == target }.map(\.element).prefix(100)
+        let control = try WireConnection(path: daemon.controlSocket)
+        _ = try control.hello(app: "")
+        let start = monotonicNanoseconds()
+        try control.send(.control(requestID: 1, command: "buy", arguments: ["app=\(BenchDaemon.appID(target))", "product=bench.coins", "uid=\(getuid())"]))
+        for observer in observers {
+            var done = false
+            while !done {
+                if case .updated(let records) = try observer.receive(), records.contains(where: { $0.state == .purchased }) {
+                    done = true
+                }
+            }
+        }
+        let elapsed = Double(monotonicNanoseconds() - start) / 1e6
+        for connection in held { connection.close() }
+        return (rss, elapsed)
+    }
+
+    // MARK: 5. Start-up
+
+    func startupWithMillion(rows: Int) throws -> Double {
+        log("  writing \(rows) transactions…")
+        let store = try TransactionStore(path: daemon.databasePath)
+        try store.begin()
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        for index in 0..<rows {
+            let app = BenchDaemon.appID(index % 100)
+            let record = TransactionRecord(
+                id: store.allocateTransactionID(), uid: 1000 + UInt32(index % 50), app: app, productID: "bench.coins",
+                quantity: 1, state: .purchased, sequence: UInt64(index + 1), date: now, finished: index % 10 != 0)
+            try store.insert(record)
+        }
+        try store.commit()
+        try store.database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        var best = Double.infinity
+        for _ in 0..<3 {
+            let elapsed = try daemon.start()
+            best = min(best, elapsed)
+            daemon.stop()
+        }
+        return best
+    }
+
+    // MARK: 7. Limits
+
+    func measureLimits() throws -> (roundTrip: Double, syncs: Double) {
+        var pair: [Int32] = [0, 0]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else { throw BenchError("socketpair failed") }
+        let echo = pair[1]
+        Thread.detachNewThread {
+            var byte: UInt8 = 0
+            while read(echo, &byte, 1) == 1 { _ = write(echo, &byte, 1) }
+        }
+        let rounds = 20_000
+        var byte: UInt8 = 1
+        let start = monotonicNanoseconds()
+        for _ in 0..<rounds {
+            _ = write(pair[0], &byte, 1)
+            _ = read(pair[0], &byte, 1)
+        }
+        let roundTrip = Double(monotonicNanoseconds() - start) / Double(rounds) / 1000
+        close(pair[0])
+
+        let path = daemon.directory + "/state/fdatasync-probe"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        var block = [UInt8](repeating: 7, count: 512)
+        let syncStart = monotonicNanoseconds()
+        var syncs = 0
+        while monotonicNanoseconds() - syncStart < 1_000_000_000 {
+            _ = pwrite(fd, &block, block.count, off_t(syncs % 64 * 512))
+            fdatasync(fd)
+            syncs += 1
+        }
+        return (roundTrip, Double(syncs) / (Double(monotonicNanoseconds() - syncStart) / 1e9))
+    }
+}
+
+/// Send timestamps shared between the pacing thread and the reader.
+final class SendTimes: @unchecked Sendable {
+    private var times: [UInt64]
+    private let lock = NSLock()
+    init(count: Int) { times = Array(repeating: 0, count: count) }
+    func set(_ index: Int, _ value: UInt64) { lock.lock(); times[index] = value; lock.unlock() }
+    func get(_ index: Int) -> UInt64 { lock.lock(); defer { lock.unlock() }; return times[index] }
+}
+
+/// A connection written by one thread while another reads (send touches only the fd).
+struct SendableConnection: @unchecked Sendable {
+    let connection: WireConnection
+    init(_ connection: WireConnection) { self.connection = connection }
+}
+
+struct SendableRedis: @unchecked Sendable {
+    let client: RESPClient
+    init(_ client: RESPClient) { self.client = client }
+}

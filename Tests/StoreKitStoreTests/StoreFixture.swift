@@ -1,0 +1,53 @@
+import Foundation
+import StoreKitStore
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// A private directory holding one database path; removed when the fixture goes away.
+final class StoreFixture {
+    let directory = TemporaryDirectory("skstore")
+    var path: String { directory.file("storekitd.sqlite") }
+
+    deinit { directory.remove() }
+
+    func open() throws(StoreError) -> TransactionStore { try TransactionStore(path: path) }
+
+    func bytes(_ path: String? = nil) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: path ?? self.path)) }
+
+    func exists(_ suffix: String) -> Bool { FileManager.default.fileExists(atPath: path + suffix) }
+
+    /// Runs `body` inside one unit of work and commits it.
+    @discardableResult
+    static func unit<T>(_ store: TransactionStore, _ body: () throws -> T) throws -> T {
+        try store.begin()
+        do {
+            let result = try body()
+            try store.commit()
+            return result
+        } catch {
+            store.rollback()
+            throw error
+        }
+    }
+}
+
+/// Records with sensible defaults, so that each test states only what it is about.
+func makeRecord(
+    id: UInt64, uid: UInt32 = 1000, app: String = "com.example.game", productID: String = "com.example.game.coins100",
+    state: TransactionState = .purchased, sequence: UInt64 = 1, date: Int64 = 1_700_000_000_000, finished: Bool = false
+) -> TransactionRecord {
+    TransactionRecord(id: id, uid: uid, app: app, productID: productID, quantity: 1, state: state,
+                      sequence: sequence, date: date, finished: finished)
+}
+
+/// The error `body` throws, recording an issue when it throws none.
+func storeError(_ body: () throws(StoreError) -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> StoreError? {
+    do {
+        try body()
+        Issue.record("expected a StoreError", sourceLocation: sourceLocation)
+        return nil
+    } catch {
+        return error
+    }
+}

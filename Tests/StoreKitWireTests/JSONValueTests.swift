@@ -1,0 +1,98 @@
+import Foundation
+import StoreKitWire
+import Testing
+
+@Suite("JSONValue")
+struct JSONValueTests {
+    @Test("quotes, backslashes and control characters are escaped")
+    func escaping() {
+        #expect(JSONValue.string(#"say "hi""#).serialized() == #""say \"hi\"""#)
+        #expect(JSONValue.string(#"C:\dir\"#).serialized() == #""C:\\dir\\""#)
+        #expect(JSONValue.string("a\nb\rc\td").serialized() == #""a\nb\rc\td""#)
+        #expect(JSONValue.string("\u{0}\u{1}\u{8}\u{B}\u{C}\u{1B}\u{1F}").serialized()
+            == #""\u0000\u0001\u0008\u000b\u000c\u001b\u001f""#)
+        #expect(JSONValue.string(" ~\u{7F}é☕️𝄞/").serialized() == "\" ~\u{7F}é☕️𝄞/\"")
+        #expect(JSONValue.object([("k\"\n", .null)]).serialized() == #"{"k\"\n":null}"#)
+    }
+
+    @Test("every string, however odd, parses back with Foundation to the same string",
+          arguments: ["", "plain", WireSamples.unicode, "\u{0}\u{1}\u{1F}\u{20}\"\\/\u{7F}\u{2028}\u{2029}", "\r\n\t\u{8}\u{C}"])
+    func foundationAgrees(text: String) throws {
+        let json = JSONValue.array([.string(text)]).serialized()
+        let parsed = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String]
+        #expect(parsed == [text])
+    }
+
+    @Test("documents serialize compactly with members in order")
+    func documents() {
+        let value = JSONValue.object([
+            ("z", .int(-42)), ("a", .bool(true)), ("n", .null), ("f", .bool(false)),
+            ("list", .array([.int(.max), .int(.min), .array([]), .object([])])),
+        ])
+        #expect(value.serialized()
+            == #"{"z":-42,"a":true,"n":null,"f":false,"list":[9223372036854775807,-9223372036854775808,[],{}]}"#)
+        #expect(JSONValue.optional(nil as String?) == .null)
+        #expect(JSONValue.optional("x" as String?) == .string("x"))
+        #expect(JSONValue.optional(nil as Int64?) == .null)
+        #expect(JSONValue.optional(7 as Int64?) == .int(7))
+    }
+
+    @Test("a transaction's JSON uses StoreKit's names and RFC 3339 dates")
+    func transactionJSON() {
+        let record = TransactionRecord(
+            id: 2_000_000_000_000_002, originalID: 2_000_000_000_000_001, uid: 1000, app: "com.example.game",
+            productID: "com.example.game.level_pack", quantity: 1, state: .failed, sequence: 3, date: 0,
+            errorCode: 2, errorMessage: "cancelled")
+        #expect(record.json.serialized() == """
+            {"transactionIdentifier":"2000000000000002","state":"failed","productIdentifier":"com.example.game.level_pack",\
+            "quantity":1,"originalTransactionIdentifier":"2000000000000001","uid":1000,"app":"com.example.game",\
+            "sequence":3,"transactionDate":"1970-01-01T00:00:00.000Z","finished":false,\
+            "error":{"code":2,"message":"cancelled"}}
+            """)
+    }
+}
+
+@Suite("RFC3339")
+struct RFC3339Tests {
+    @Test("known instants", arguments: [
+        (0, "1970-01-01T00:00:00.000Z"),
+        (1, "1970-01-01T00:00:00.001Z"),
+        (999, "1970-01-01T00:00:00.999Z"),
+        (86_399_999, "1970-01-01T23:59:59.999Z"),
+        (951_782_400_000, "2000-02-29T00:00:00.000Z"),      // leap day of a century leap year
+        (1_709_210_096_789, "2024-02-29T12:34:56.789Z"),    // leap day
+        (1_709_251_199_999, "2024-02-29T23:59:59.999Z"),
+        (1_709_251_200_000, "2024-03-01T00:00:00.000Z"),
+        (4_107_542_400_000, "2100-03-01T00:00:00.000Z"),    // 2100 is not a leap year
+        (253_402_300_799_999, "9999-12-31T23:59:59.999Z"),
+        (-1, "1969-12-31T23:59:59.999Z"),
+        (-999, "1969-12-31T23:59:59.001Z"),
+        (-1000, "1969-12-31T23:59:59.000Z"),
+        (-1001, "1969-12-31T23:59:58.999Z"),
+        (-86_400_000, "1969-12-31T00:00:00.000Z"),
+        (-86_400_001, "1969-12-30T23:59:59.999Z"),
+        (-2_203_891_200_000, "1900-03-01T00:00:00.000Z"),   // 1900 is not a leap year
+        (-62_135_596_800_000, "0001-01-01T00:00:00.000Z"),
+    ] as [(Int64, String)])
+    func knownInstants(milliseconds: Int64, expected: String) {
+        #expect(RFC3339.string(milliseconds: milliseconds) == expected)
+    }
+
+    @Test("agrees with Foundation's ISO 8601 formatter over a wide random range")
+    func agreesWithFoundation() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        var random = SplitMix64(seed: 3339)
+        for _ in 0..<2000 {
+            // 1583 (first full Gregorian year) … 9999.
+            let milliseconds = Int64.random(in: -12_212_553_600_000...253_402_300_799_999, using: &random)
+            let date = Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000)
+            let ours = RFC3339.string(milliseconds: milliseconds)
+            // Foundation rounds the fraction of a Double; compare to the second and check the millis apart.
+            #expect(ours.prefix(19) == formatter.string(from: date).prefix(19), "\(milliseconds)")
+            let millis = ((milliseconds % 1000) + 1000) % 1000
+            #expect(ours.dropFirst(20).prefix(3) == String(format: "%03lld", millis), "\(milliseconds)")
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import StoreKitWire
+
+/// Messages and records that exercise every case and every optional, shared by the wire tests.
+enum WireSamples {
+    /// Multi-byte scalars of every UTF-8 length, a flag sequence, a combining mark and a NUL.
+    static let unicode = "Café ☕️ 日本語 𝄞 🇫🇷 e\u{301} \u{0}end"
+
+    static let minimalTransaction = TransactionRecord(
+        id: 2_000_000_000_000_001, uid: 0, app: "", productID: "", quantity: 1, state: .purchasing,
+        sequence: 0, date: 0)
+
+    static let fullTransaction = TransactionRecord(
+        id: .max, originalID: 2_000_000_000_000_001, uid: .max, app: "com.example.game", productID: unicode,
+        quantity: .max, state: .failed, sequence: .max, date: -1, finished: true, errorCode: 2,
+        errorMessage: unicode, revocationDate: .min, revocationReason: -1, applicationUsername: unicode,
+        expiresDate: .max)
+
+    static let transactionsInEveryState: [TransactionRecord] = TransactionState.allCases.enumerated().map { index, state in
+        TransactionRecord(
+            id: UInt64(index) + 1, uid: 1000, app: "com.example.game", productID: "com.example.game.coins100",
+            quantity: 10, state: state, sequence: UInt64(index) * 7, date: 1_700_000_000_000)
+    }
+
+    static let minimalProduct = ProductRecord(
+        productID: "", kind: .consumable, localizedTitle: "", localizedDescription: "", priceCents: 0,
+        displayPrice: "", currencyCode: "", locale: "")
+
+    static let fullProduct = ProductRecord(
+        productID: "com.example.game.premium.monthly", kind: .autoRenewable, localizedTitle: unicode,
+        localizedDescription: unicode, priceCents: .min, displayPrice: "4,99 €", currencyCode: "EUR",
+        locale: "fr_FR", subscriptionGroupID: "21482456", subscriptionPeriod: "P1M", familyShareable: true)
+
+    static let productsOfEveryKind: [ProductRecord] = ProductRecord.Kind.allCases.map { kind in
+        ProductRecord(
+            productID: "p.\(kind.name)", kind: kind, localizedTitle: "T", localizedDescription: "D",
+            priceCents: 99, displayPrice: "0.99", currencyCode: "USD", locale: "en_US")
+    }
+
+    static let clientMessages: [ClientMessage] = [
+        .hello(version: ProtocolVersion.current, app: "com.example.game"),
+        .hello(version: .max, app: ""),
+        .hello(version: 0, app: unicode),
+        .subscribe(requestID: 0),
+        .subscribe(requestID: .max),
+        .unsubscribe(requestID: 7),
+        .addPayment(.init(requestID: 1, key: "key-1", productID: "com.example.game.coins100", quantity: 1)),
+        .addPayment(.init(
+            requestID: .max, key: unicode, productID: unicode, quantity: -5, applicationUsername: unicode,
+            hasRequestData: true, simulatesAskToBuy: true)),
+        .addPayment(.init(
+            requestID: 2, key: "", productID: "p", quantity: .min, applicationUsername: "",
+            hasRequestData: false, simulatesAskToBuy: true)),
+        .addPayment(.init(
+            requestID: 3, key: "k", productID: "p", quantity: .max, applicationUsername: nil,
+            hasRequestData: true, simulatesAskToBuy: false)),
+        .finish(requestID: 3, transactionID: 0),
+        .finish(requestID: 3, transactionID: .max),
+        .restore(requestID: 4, applicationUsername: nil),
+        .restore(requestID: 4, applicationUsername: ""),
+        .restore(requestID: 4, applicationUsername: unicode),
+        .products(requestID: 5, identifiers: []),
+        .products(requestID: 5, identifiers: ["com.example.game.level_pack", unicode, ""]),
+        .unfinished(requestID: 6),
+        .control(requestID: 7, command: "list", arguments: []),
+        .control(requestID: 7, command: unicode, arguments: ["-o", "json", unicode, ""]),
+        .ping(requestID: 8),
+    ]
+
+    static let serverMessages: [ServerMessage] = [
+        .welcome(version: ProtocolVersion.current, uid: 1000, storefrontCountryCode: "USA", storefrontID: "143441"),
+        .welcome(version: 0, uid: .max, storefrontCountryCode: "", storefrontID: unicode),
+        .result(requestID: 0, code: .ok, detail: 0, value: 0, message: ""),
+        .updated([]),
+        .updated([minimalTransaction, fullTransaction]),
+        .updated(transactionsInEveryState),
+        .removed([]),
+        .removed([fullTransaction]),
+        .products(requestID: 2, products: [], invalidIdentifiers: []),
+        .products(requestID: 2, products: [minimalProduct, fullProduct], invalidIdentifiers: ["nope", unicode, ""]),
+        .products(requestID: .max, products: productsOfEveryKind, invalidIdentifiers: []),
+        .transactions(requestID: 3, transactions: []),
+        .transactions(requestID: 3, transactions: [fullTransaction, minimalTransaction]),
+        .controlResult(requestID: 4, code: .ok, message: "", json: ""),
+        .controlResult(requestID: 4, code: .invalidArgument, message: unicode, json: #"{"a":[1,"\u0000"]}"#),
+        .storefrontChanged(countryCode: "FRA", identifier: "143442"),
+        .storefrontChanged(countryCode: "", identifier: unicode),
+        .entitlementsRevoked(productIDs: []),
+        .entitlementsRevoked(productIDs: ["com.example.game.level_pack", unicode]),
+        .promotedPurchase(minimalProduct),
+        .promotedPurchase(fullProduct),
+    ] + ResultCode.allCases.map { code in
+        .result(requestID: .max, code: code, detail: -1, value: .max, message: unicode)
+    }
+}
