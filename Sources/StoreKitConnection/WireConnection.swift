@@ -121,10 +121,15 @@ public final class WireConnection {
 /// Where clients find the daemon: `STOREKITD_SOCKET` / `STOREKITD_CONTROL_SOCKET`, else the
 /// runtime-dir defaults of DESIGN.md (`/run/storekitd` as root, `$XDG_RUNTIME_DIR/storekitd` else).
 public enum SocketLocation {
+    /// The user's own daemon (`$XDG_RUNTIME_DIR/storekitd`) when its socket exists, else the system
+    /// daemon's `/run/storekitd` — so apps of every user find a system-wide storekitd.
     public static func runtimeDirectory(environment: [String: String]) -> String {
         if getuid() == 0 { return "/run/storekitd" }
-        if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty { return xdg + "/storekitd" }
-        return "/tmp/storekitd-\(getuid())"
+        if let xdg = environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") {
+            let own = xdg + "/storekitd"
+            if access(own + "/storekitd.sock", F_OK) == 0 { return own }
+        }
+        return "/run/storekitd"
     }
 
     public static func clientSocket(environment: [String: String]) -> String {

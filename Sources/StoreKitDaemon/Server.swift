@@ -106,7 +106,14 @@ public final class Server {
     private func nextTimeout() -> Int32 {
         var timeout: Int64 = 1000
         if let interval = notifier.watchdogPingInterval { timeout = min(timeout, interval) }
+        if let due = try? engine.millisecondsUntilNextEvent() { timeout = min(timeout, max(due, 0)) }
         return Int32(timeout)
+    }
+
+    /// Whether a scheduled store event (renewal, expiry, …) is due now.
+    private var scheduledEventDue: Bool {
+        guard let due = try? engine.millisecondsUntilNextEvent() else { return false }
+        return due <= 0
     }
 
     private func handle(token: UInt64, events: Epoll.Events) {
@@ -453,13 +460,17 @@ public final class Server {
     }
 
     private func executePending() {
-        guard !pending.isEmpty else { return }
+        let fireScheduled = writesStoppedReason == nil && scheduledEventDue
+        guard !pending.isEmpty || fireScheduled else { return }
         let batch = pending
         pending.removeAll(keepingCapacity: true)
         var output = BatchOutput()
         var restoring = Set<QueueKey>()
         do {
             try engine.store.begin()
+            if fireScheduled {
+                for effect in try engine.fireDueEvents() { route(effect, into: &output) }
+            }
             for (session, message) in batch where sessions[session.token] != nil {
                 try execute(message, for: session, into: &output, restoring: &restoring)
             }
@@ -617,6 +628,13 @@ public final class Server {
         case .revoked(let key, let productIDs):
             queue = key
             message = .entitlementsRevoked(productIDs: productIDs)
+        case .promoted(let key, let product):
+            queue = key
+            message = .promotedPurchase(product)
+        case .storefrontChanged(let country, let identifier):
+            let frame = Frame.encode(body: ServerMessage.storefrontChanged(countryCode: country, identifier: identifier).encode())
+            for session in sessions.values where session.subscribed { output.frames.append((session.token, frame)) }
+            return
         }
         guard let tokens = observers[queue], !tokens.isEmpty else { return }
         let frame = Frame.encode(body: message.encode())

@@ -11,6 +11,10 @@ public enum Effect: Equatable, Sendable {
     case removed(QueueKey, [TransactionRecord])
     /// Push `paymentQueue(_:didRevokeEntitlementsForProductIdentifiers:)`.
     case revoked(QueueKey, [String])
+    /// Push `paymentQueueDidChangeStorefront(_:)` to every connected client.
+    case storefrontChanged(countryCode: String, identifier: String)
+    /// Offer a promoted purchase (`paymentQueue(_:shouldAddStorePayment:for:)`) to the queue's observers.
+    case promoted(QueueKey, ProductRecord)
 }
 
 /// The answer to one request plus the effects to deliver once it is durable.

@@ -129,6 +129,20 @@ public final class PaymentQueueEngine {
         return .ok(value: UInt64(restored.count), effects)
     }
 
+    // MARK: Scheduled events (the serving loop asks; the store's flows fill these in)
+
+    /// Real milliseconds until the next scheduled event (renewal, expiry, grace end, Ask-to-Buy
+    /// expiry) falls due on the store clock, nil when nothing is scheduled.
+    public func millisecondsUntilNextEvent() throws(StoreError) -> Int64? {
+        nil
+    }
+
+    /// Fires every scheduled event that is due on the store clock (also those that fell due while
+    /// the daemon was down). Runs inside a unit of work; the effects are delivered after commit.
+    public func fireDueEvents() throws(StoreError) -> [Effect] {
+        []
+    }
+
     // MARK: Reads
 
     public func unfinished(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {

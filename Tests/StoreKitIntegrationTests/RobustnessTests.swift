@@ -92,11 +92,10 @@ import Testing
 
         let connection = try WireConnection(path: daemon.clientSocket)
         connection.setReceiveTimeout(receiveTimeout)
-        #expect {
+        let error = #expect(throws: ConnectionError.self) {
             _ = try connection.hello(app: Sample.app, version: ProtocolVersion.current + 1)
-        } throws: { error in
-            (error as? ConnectionError)?.code.refusal == .unsupportedVersion
         }
+        #expect(error?.code.refusal == .unsupportedVersion, "\(String(describing: error))")
         #expect(connection.closedByPeer())
         #expect(try Client(daemon).subscribe().isEmpty, "the daemon still serves the current version")
     }
@@ -108,11 +107,10 @@ import Testing
 
         let connection = try WireConnection(path: daemon.clientSocket)
         connection.setReceiveTimeout(receiveTimeout)
-        #expect {
+        let error = #expect(throws: ConnectionError.self) {
             _ = try connection.hello(app: "com.example.not_registered")
-        } throws: { error in
-            (error as? ConnectionError)?.code.refusal == .unknownApp
         }
+        #expect(error?.code.refusal == .unknownApp, "\(String(describing: error))")
         #expect(connection.closedByPeer())
         #expect(try Client(daemon).subscribe().isEmpty)
     }

@@ -7,7 +7,7 @@ import Testing
 struct IntegrityCheckTests {
     /// Writes `count` rows with some padding so that the table and its indexes span many pages.
     static func fill(_ store: TransactionStore, count: Int) throws {
-        try StoreFixture.unit(store) {
+        try StoreFixture.unit(store) { () throws in
             for index in 0..<count {
                 var record = makeRecord(id: store.allocateTransactionID(), uid: UInt32(1000 + index % 7),
                                         productID: "com.example.game.product.\(index)",

@@ -41,13 +41,15 @@ func makeRecord(
                       sequence: sequence, date: date, finished: finished)
 }
 
-/// The error `body` throws, recording an issue when it throws none.
-func storeError(_ body: () throws(StoreError) -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> StoreError? {
+/// The `StoreError` that `body` throws, recording an issue when it throws none or another error.
+func storeError(_ body: () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) -> StoreError? {
     do {
         try body()
         Issue.record("expected a StoreError", sourceLocation: sourceLocation)
-        return nil
-    } catch {
+    } catch let error as StoreError {
         return error
+    } catch {
+        Issue.record("expected a StoreError, got \(error)", sourceLocation: sourceLocation)
     }
+    return nil
 }

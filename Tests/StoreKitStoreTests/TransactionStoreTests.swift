@@ -27,7 +27,7 @@ struct TransactionStoreTests {
         let store = try fixture.open()
         let record = makeRecord(id: 10, state: attempt.row, sequence: 1, date: 100)
         try StoreFixture.unit(store) { try store.insert(record) }
-        let moved = try StoreFixture.unit(store) {
+        let moved = try StoreFixture.unit(store) { () throws in
             try store.transition(id: 10, from: attempt.from, to: attempt.to, sequence: 2, date: 200,
                                  errorCode: 2, errorMessage: "should not be written")
         }
@@ -41,13 +41,13 @@ struct TransactionStoreTests {
         let store = try fixture.open()
         try StoreFixture.unit(store) { try store.insert(makeRecord(id: 10, state: .purchasing, sequence: 1, date: 100)) }
 
-        try StoreFixture.unit(store) {
+        try StoreFixture.unit(store) { () throws in
             #expect(try store.transition(id: 10, from: .purchasing, to: .deferred, sequence: 2, date: 200))
         }
         var expected = makeRecord(id: 10, state: .deferred, sequence: 2, date: 200)
         #expect(try store.transaction(id: 10) == expected)
 
-        try StoreFixture.unit(store) {
+        try StoreFixture.unit(store) { () throws in
             #expect(try !store.transition(id: 10, from: .purchasing, to: .failed, sequence: 3, date: 300))
             #expect(try store.transition(id: 10, from: .deferred, to: .failed, sequence: 3, date: 300,
                                          errorCode: 2, errorMessage: "declined"))
@@ -67,7 +67,7 @@ struct TransactionStoreTests {
         let fixture = StoreFixture()
         let store = try fixture.open()
         let record = makeRecord(id: 10, state: .purchasing, finished: true)
-        try StoreFixture.unit(store) {
+        try StoreFixture.unit(store) { () throws in
             try store.insert(record)
             #expect(try !store.transition(id: 10, from: .purchasing, to: .purchased, sequence: 9, date: 9))
         }
@@ -107,7 +107,7 @@ struct TransactionStoreTests {
     func rollback() throws {
         let fixture = StoreFixture()
         let store = try fixture.open()
-        let committed = try StoreFixture.unit(store) {
+        let committed = try StoreFixture.unit(store) { () throws in
             let record = makeRecord(id: store.allocateTransactionID(),
                                     sequence: try store.nextSequence(uid: 1000, app: "com.example.game"))
             try store.insert(record, paymentKey: "first")
@@ -131,7 +131,7 @@ struct TransactionStoreTests {
         #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false) == [committed])
         #expect(try store.setting("switch") == nil)
 
-        try StoreFixture.unit(store) {
+        try StoreFixture.unit(store) { () throws in
             let id = store.allocateTransactionID()
             #expect(id > committed.id)
             #expect(try store.nextSequence(uid: 1000, app: "com.example.game") == 2)
@@ -157,7 +157,7 @@ struct TransactionStoreTests {
         #expect(error != nil)
         store.rollback()
         // The same key for another uid or app is another queue's key.
-        try StoreFixture.unit(store) {
+        try StoreFixture.unit(store) { () throws in
             try store.insert(makeRecord(id: 2, uid: 1001), paymentKey: "k")
             try store.insert(makeRecord(id: 3, app: "com.example.other"), paymentKey: "k")
             try store.insert(makeRecord(id: 4))
@@ -171,19 +171,19 @@ struct TransactionStoreTests {
         let fixture = StoreFixture()
         do {
             let store = try fixture.open()
-            try StoreFixture.unit(store) {
+            try StoreFixture.unit(store) { () throws in
                 #expect(try store.nextSequence(uid: 1000, app: "a") == 1)
                 #expect(try store.nextSequence(uid: 1000, app: "a") == 2)
                 #expect(try store.nextSequence(uid: 1000, app: "b") == 1)
                 #expect(try store.nextSequence(uid: 1001, app: "a") == 1)
                 #expect(try store.nextSequence(uid: 1000, app: "a") == 3)
             }
-            try StoreFixture.unit(store) {
+            try StoreFixture.unit(store) { () throws in
                 #expect(try store.nextSequence(uid: 1000, app: "a") == 4)
             }
         }
         let store = try fixture.open()
-        try StoreFixture.unit(store) {
+        try StoreFixture.unit(store) { () throws in
             #expect(try store.nextSequence(uid: 1000, app: "a") == 5)
             #expect(try store.nextSequence(uid: 1000, app: "b") == 2)
             #expect(try store.nextSequence(uid: 1001, app: "a") == 2)
@@ -229,7 +229,7 @@ struct TransactionStoreTests {
         do {
             let store = try fixture.open()
             #expect(try store.setting("storefront") == nil)
-            try StoreFixture.unit(store) {
+            try StoreFixture.unit(store) { () throws in
                 try store.setSetting("storefront", "USA")
                 try store.setSetting("storefront", "FRA")
                 try store.setSetting("gone", "x")
@@ -246,7 +246,7 @@ struct TransactionStoreTests {
     @Test("setRevocation applies once")
     func revocation() throws {
         let store = try StoreFixture().open()
-        try StoreFixture.unit(store) {
+        try StoreFixture.unit(store) { () throws in
             try store.insert(makeRecord(id: 1, finished: true))
             #expect(try store.setRevocation(id: 1, date: 500, reason: 1, sequence: 9))
             #expect(try !store.setRevocation(id: 1, date: 600, reason: 0, sequence: 10))
