@@ -108,4 +108,27 @@ static inline int storekit_bind_unix_dgram(const char *path) {
     setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
     return fd;
 }
+/* Receives one datagram with any SCM_RIGHTS fds (a fake service manager's notify socket).
+   Returns the byte count or -1; *n_fds is set to the number of fds stored in fds. */
+static inline ssize_t storekit_recv_with_fds(int fd, char *buffer, size_t length, int *fds, int max_fds, int *n_fds) {
+    char control[CMSG_SPACE(sizeof(int) * 253)];
+    struct iovec iov = { buffer, length };
+    struct msghdr message;
+    memset(&message, 0, sizeof(message));
+    message.msg_iov = &iov; message.msg_iovlen = 1;
+    message.msg_control = control; message.msg_controllen = sizeof(control);
+    ssize_t count = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+    *n_fds = 0;
+    if (count < 0) return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c; c = CMSG_NXTHDR(&message, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            int *received = (int *)CMSG_DATA(c);
+            for (int i = 0; i < n; i++) {
+                if (*n_fds < max_fds) fds[(*n_fds)++] = received[i]; else close(received[i]);
+            }
+        }
+    }
+    return count;
+}
 #endif

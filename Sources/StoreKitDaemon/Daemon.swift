@@ -15,6 +15,7 @@ public enum Daemon {
         public var logTarget: String?
         public var logLevel: LogLevel?
         public var checkConfig = false
+        public var testHooks = false
     }
 
     static let usage = """
@@ -30,6 +31,7 @@ public enum Daemon {
           --log-target T       journal or stderr (default: journal when stderr is the journal)
           --log-level L        debug, info, notice, warning or err
           --check-config       load configuration and catalogues, report, and exit
+          --enable-test-hooks  accept debug control commands (for the test suite only)
           -h, --help           show this help
           --version            show the version
 
@@ -88,9 +90,10 @@ public enum Daemon {
         var bound: [String] = []
         defer { for path in bound { unlink(path) } }
         let listeners: [Server.Listener]
+        let activation = SocketActivation.receive(logger: logger)
         do {
-            listeners = try openListeners(runtimeDirectory: runtimeDirectory, configuration: configuration,
-                                          logger: logger, bound: &bound)
+            listeners = try openListeners(activation: activation, runtimeDirectory: runtimeDirectory,
+                                          configuration: configuration, logger: logger, bound: &bound)
         } catch {
             logger.error("Failed to listen in \(runtimeDirectory): \(error)")
             return 1
@@ -106,8 +109,10 @@ public enum Daemon {
             }
         }
         do {
-            let server = try Server(engine: engine, configuration: configuration, listeners: listeners, logger: logger,
-                                    notifier: ServiceNotifier(environment: environment), reloader: reloader)
+            let server = try Server(engine: engine, configuration: configuration, listeners: listeners,
+                                    resumedSessions: activation.sessions, logger: logger,
+                                    notifier: ServiceNotifier(environment: environment), reloader: reloader,
+                                    testHooks: options.testHooks)
             logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(databasePath)", id: .started)
             server.startIntegrityCheck()
             try server.run()
@@ -143,9 +148,8 @@ public enum Daemon {
                                                 attributes: [.posixPermissions: mode])
     }
 
-    static func openListeners(runtimeDirectory: String, configuration: DaemonConfiguration, logger: Logger,
-                              bound: inout [String]) throws -> [Server.Listener] {
-        let activation = SocketActivation.receive(logger: logger)
+    static func openListeners(activation: SocketActivation, runtimeDirectory: String, configuration: DaemonConfiguration,
+                              logger: Logger, bound: inout [String]) throws -> [Server.Listener] {
         var listeners: [Server.Listener] = []
         for kind in [SocketKind.client, .control] {
             if let fd = activation.listeners[kind] {
@@ -219,6 +223,8 @@ public enum Daemon {
                 options.logLevel = level
             case "--check-config":
                 options.checkConfig = true
+            case "--enable-test-hooks":
+                options.testHooks = true
             default:
                 return fail("unknown option '\(arguments[index])'")
             }

@@ -64,11 +64,18 @@ public final class Server {
     /// Set when the background integrity check failed: mutating requests are refused.
     private var writesStoppedReason: String?
     private let backgroundResults = BackgroundResults()
+    /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops).
+    private let testHooks: Bool
+
+    /// Unique part of FD-store names for this run.
+    private let storeRun = String(UInt64(ServiceNotifier.monotonicMilliseconds()), radix: 36)
 
     public init(
         engine: PaymentQueueEngine, configuration: DaemonConfiguration, listeners: [Listener],
-        logger: Logger, notifier: ServiceNotifier, reloader: Reloader? = nil
+        resumedSessions: [(fd: Int32, name: String)] = [],
+        logger: Logger, notifier: ServiceNotifier, reloader: Reloader? = nil, testHooks: Bool = false
     ) throws(Errno) {
+        self.testHooks = testHooks
         self.engine = engine
         self.configuration = configuration
         self.logger = logger
@@ -85,6 +92,47 @@ public final class Server {
             self.listeners[token] = listener
             try epoll.add(listener.fd, events: .readable, token: token)
         }
+        for (fd, name) in resumedSessions { resume(fd: fd, name: name) }
+    }
+
+    /// Adopts a connection kept in the FD store across a restart: same app, same observing state,
+    /// no new snapshot (the client already has it), so nothing is delivered twice.
+    private func resume(fd: Int32, name: String) {
+        guard let (observing, app) = SessionStoreName.parse(name), let peer = try? PeerCredentials.of(fd),
+              engine.isRegistered(app: app) else {
+            logger.warning("Dropping stored session '\(name)': unknown app or peer gone")
+            notifier.removeStoredFileDescriptor(name: name)
+            UnixSocket.close(fd)
+            return
+        }
+        let session = Session(token: nextToken, fd: fd, kind: .client, peer: peer, maximumFrameSize: configuration.maxFrameSize)
+        nextToken += 1
+        session.app = app
+        session.storeName = name
+        sessions[session.token] = session
+        connectionsPerUID[peer.uid, default: 0] += 1
+        do {
+            try epoll.add(fd, events: [.readable, .peerClosed], token: session.token)
+        } catch {
+            close(session)
+            return
+        }
+        if observing {
+            session.subscribed = true
+            observers[QueueKey(uid: peer.uid, app: app), default: []].insert(session.token)
+        }
+        logger.info("Resumed \(observing ? "observer" : "connection") of \(app) for uid \(peer.uid) from the FD store",
+                    id: .recovery, fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(peer.uid))])
+        // Bytes that arrived while the daemon was down are waiting in the socket.
+        readAvailable(session)
+    }
+
+    /// Puts (or re-puts, under a name with the current observing state) a client session in the FD store.
+    private func storeInFDStore(_ session: Session) {
+        guard session.kind == .client, let app = session.app, notifier.enabled else { return }
+        if let old = session.storeName { notifier.removeStoredFileDescriptor(name: old) }
+        session.storeName = SessionStoreName.make(unique: "\(storeRun)-\(session.token)", observing: session.subscribed, app: app)
+        if let name = session.storeName { notifier.storeFileDescriptor(session.fd, name: name) }
     }
 
     // MARK: The loop
@@ -295,8 +343,9 @@ public final class Server {
         markDirty(session)
     }
 
-    private func close(_ session: Session) {
+    private func close(_ session: Session, keepStored: Bool = false) {
         guard sessions.removeValue(forKey: session.token) != nil else { return }
+        if let name = session.storeName, !keepStored { notifier.removeStoredFileDescriptor(name: name) }
         epoll.remove(session.fd)
         UnixSocket.close(session.fd)
         if let count = connectionsPerUID[session.peer.uid] {
@@ -439,6 +488,7 @@ public final class Server {
                 }
             }
             session.app = app
+            storeInFDStore(session)
         }
         session.enqueue(.welcome(version: ProtocolVersion.current, uid: session.peer.uid,
                                  storefrontCountryCode: engine.storefront,
@@ -521,6 +571,7 @@ public final class Server {
                 session.subscribed = true
                 observers[queue, default: []].insert(session.token)
                 output.subscriptions.append((queue, session.token))
+                storeInFDStore(session)
                 let logger = self.logger
                 let pid = session.peer.pid
                 output.journal.append {
@@ -541,6 +592,7 @@ public final class Server {
             if session.subscribed {
                 session.subscribed = false
                 observers[queue]?.remove(session.token)
+                storeInFDStore(session)
             }
             output.reply(session, .result(id, .ok))
         case .addPayment(let payment):
@@ -575,6 +627,10 @@ public final class Server {
             output.reply(session, .products(requestID: id, products: products, invalidIdentifiers: invalid))
         case .unfinished(let id):
             output.reply(session, .transactions(requestID: id, transactions: try engine.unfinished(uid: uid, app: app)))
+        case .control(let id, "debug-stall", let arguments) where testHooks:
+            let milliseconds = arguments.first.flatMap { UInt32($0) } ?? 1000
+            usleep(milliseconds * 1000)
+            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
         case .control(let id, let command, let arguments):
             let controller = ControlCommands(engine: engine, configuration: configuration, server: self)
             let result = try controller.execute(command: command, arguments: arguments, writesStopped: mutatingRefusal)
@@ -672,7 +728,8 @@ public final class Server {
             for session in sessions.values where session.pendingOutput > 0 { markDirty(session) }
             flushDirty()
         }
-        for session in Array(sessions.values) { close(session) }
+        // Stored sessions stay in the service manager's FD store: a restarted daemon resumes them.
+        for session in Array(sessions.values) { close(session, keepStored: true) }
         logger.notice("Stopped", id: .stopped)
     }
 }

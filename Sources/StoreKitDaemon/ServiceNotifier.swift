@@ -37,6 +37,19 @@ public struct ServiceNotifier: Sendable {
         notify("RELOADING=1\nMONOTONIC_USEC=\(usec)\nSTATUS=Reloading configuration")
     }
 
+    /// Hands a connected session's fd to the service manager's FD store (`FileDescriptorStoreMax=`),
+    /// so the connection outlives a restart of the daemon.
+    public func storeFileDescriptor(_ fd: Int32, name: String) {
+        guard enabled else { return }
+        var descriptor = fd
+        _ = sd_pid_notify_with_fds(0, 0, "FDSTORE=1\nFDNAME=\(name)", &descriptor, 1)
+    }
+
+    /// Takes a session's fd out of the FD store (the connection ended).
+    public func removeStoredFileDescriptor(name: String) {
+        notify("FDSTOREREMOVE=1\nFDNAME=\(name)")
+    }
+
     public static func monotonicMilliseconds() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)

@@ -24,6 +24,8 @@ final class Session {
     var pollingWritable = false
     /// Monotonic ms when the current partial frame began arriving, nil when none is pending.
     var partialSince: Int64?
+    /// The name under which this connection sits in the service manager's FD store.
+    var storeName: String?
 
     init(token: UInt64, fd: Int32, kind: SocketKind, peer: PeerCredentials, maximumFrameSize: Int) {
         self.token = token

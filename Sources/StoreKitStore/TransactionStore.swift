@@ -38,14 +38,8 @@ public final class TransactionStore {
     public init(path: String) throws(StoreError) {
         let existed = try Self.checkHeader(path: path)
         database = try SQLiteDatabase(path: path)
-        // WAL: readers never block the writer and a commit is one append + fsync of the log.
-        // synchronous=FULL: the WAL is fsynced at every commit, so an acknowledged change survives
-        // a power cut, not only a crash of the daemon.
-        guard try database.scalarText("PRAGMA journal_mode=WAL")?.lowercased() == "wal" else {
-            throw StoreError(.io, path: path, message: "cannot switch to WAL journal mode")
-        }
-        try database.execute("PRAGMA synchronous=FULL")
-        try database.execute("PRAGMA foreign_keys=ON")
+        // Identify the file before changing anything about it: a foreign database is never touched
+        // (not even switched to WAL, which rewrites its header).
         let applicationID = Int32(truncatingIfNeeded: try database.scalarInt("PRAGMA application_id") ?? 0)
         let version = Int(try database.scalarInt("PRAGMA user_version") ?? 0)
         if existed {
@@ -55,6 +49,14 @@ public final class TransactionStore {
                                  message: "not a storekitd database (application_id \(applicationID)); refusing to touch it")
             }
         }
+        // WAL: readers never block the writer and a commit is one append + fsync of the log.
+        // synchronous=FULL: the WAL is fsynced at every commit, so an acknowledged change survives
+        // a power cut, not only a crash of the daemon.
+        guard try database.scalarText("PRAGMA journal_mode=WAL")?.lowercased() == "wal" else {
+            throw StoreError(.io, path: path, message: "cannot switch to WAL journal mode")
+        }
+        try database.execute("PRAGMA synchronous=FULL")
+        try database.execute("PRAGMA foreign_keys=ON")
         guard version <= Self.schemaVersion else {
             throw StoreError(.unsupportedSchema(found: version, supported: Self.schemaVersion), path: path,
                              message: "schema version \(version) is newer than this storekitd supports (\(Self.schemaVersion))")

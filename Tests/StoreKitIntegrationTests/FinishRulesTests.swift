@@ -56,6 +56,7 @@ import Testing
 
         // A purchased one next to them can be finished: the refusal is about the state.
         let other = try Client(daemon)
+        _ = try other.subscribe()
         let bought = try other.buy(Sample.coins)
         #expect(try other.finish(bought.id).code == .ok)
     }

@@ -96,12 +96,28 @@ import Glibc
         #expect(byMode.status == 1, "stdout: \(byMode.stdout)\nstderr: \(byMode.stderr)")
         #expect(byMode.stdout.isEmpty)
 
-        // ...and the daemon checks the peer itself even when the mode would let it in.
+        // ...and the daemon checks the peer itself even when the mode would let it in: it answers
+        // a typed refusal at once and closes.
         chmod(daemon.controlSocket, 0o666)
-        let byPeer = try daemon.ctl(["buy", Sample.app, Sample.coins, "--uid", "0"], uid: Self.nobody)
-        #expect(byPeer.status == 1, "stdout: \(byPeer.stdout)\nstderr: \(byPeer.stderr)")
-        #expect(byPeer.stderr.contains("may not use the control socket"), "\(byPeer.stderr)")
-        #expect(try daemon.transactions().isEmpty, "the refused buy did nothing")
+        let raw = try connectWithThreadUID(Self.nobody, path: daemon.controlSocket)
+        raw.setReceiveTimeout(receiveTimeout)
+        let refusal = try raw.receive()
+        guard case .result(_, let code, _, _, let message) = refusal else {
+            Issue.record("expected a refusal, got \(refusal)")
+            return
+        }
+        #expect(code == .permissionDenied)
+        #expect(message.contains("may not use the control socket"), "\(message)")
+        #expect(raw.closedByPeer())
+
+        // storekitctl run as that user fails with the daemon's reason, every time (the refusal
+        // races the hello storekitctl writes, so try a few times).
+        for _ in 0..<5 {
+            let byPeer = try daemon.ctl(["buy", Sample.app, Sample.coins, "--uid", "0"], uid: Self.nobody)
+            #expect(byPeer.status == 1, "stdout: \(byPeer.stdout)\nstderr: \(byPeer.stderr)")
+            #expect(byPeer.stderr.contains("may not use the control socket"), "\(byPeer.stderr)")
+        }
+        #expect(try daemon.transactions().isEmpty, "the refused buys did nothing")
 
         // Root may.
         #expect(try daemon.ctl(["status"]).status == 0)

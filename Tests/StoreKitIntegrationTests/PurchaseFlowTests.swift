@@ -84,6 +84,10 @@ import Testing
         #expect(transaction.uid == 0)
         #expect(ledgerIDs(ledger) == [transaction.id], "the ledger has exactly one line, for this purchase")
 
+        // The observer saw the transaction in `purchasing`, then once in `purchased`.
+        let states = updates(result.stdout).filter { $0["transactionIdentifier"] as? String == transaction.id }
+            .compactMap { $0["state"] as? String }
+        #expect(states == ["purchasing", "purchased"], "\(result.stdout)")
         let purchased = updates(result.stdout).filter { $0["state"] as? String == "purchased" }
         #expect(purchased.count == 1)
         #expect(purchased.first?["transactionIdentifier"] as? String == transaction.id)

@@ -6,14 +6,14 @@ import Testing
 @Suite("IntegrityCheck")
 struct IntegrityCheckTests {
     /// Writes `count` rows with some padding so that the table and its indexes span many pages.
-    static func fill(_ store: TransactionStore, count: Int) throws {
+    static func fill(_ store: TransactionStore, count: Int, keyPrefix: String = "key") throws {
         try StoreFixture.unit(store) { () throws in
             for index in 0..<count {
                 var record = makeRecord(id: store.allocateTransactionID(), uid: UInt32(1000 + index % 7),
                                         productID: "com.example.game.product.\(index)",
                                         sequence: try store.nextSequence(uid: UInt32(1000 + index % 7), app: "com.example.game"))
                 record.errorMessage = String(repeating: "x", count: 60 + index % 50)
-                try store.insert(record, paymentKey: "key-\(index)")
+                try store.insert(record, paymentKey: "\(keyPrefix)-\(index)")
             }
         }
     }
@@ -25,7 +25,7 @@ struct IntegrityCheckTests {
             let store = try fixture.open()
             try Self.fill(store, count: 500)
             #expect(try IntegrityCheck.run(path: fixture.path) == nil)
-            try Self.fill(store, count: 10)
+            try Self.fill(store, count: 10, keyPrefix: "more")
         }
         #expect(try IntegrityCheck.run(path: fixture.path) == nil)
     }

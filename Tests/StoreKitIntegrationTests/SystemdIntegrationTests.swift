@@ -1,0 +1,193 @@
+import Foundation
+import StoreKitConnection
+import StoreKitPosix
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// storekitd under a fake service manager: notify protocol, watchdog, socket activation by name
+/// and the FD store across a crash — the real daemon binary, real sockets.
+@Suite("systemd integration")
+struct SystemdIntegrationTests {
+    /// A daemon fixture whose lifecycle is driven by a `FakeServiceManager`.
+    final class Managed {
+        let daemon: DaemonProcess
+        let manager: FakeServiceManager
+
+        init() throws {
+            daemon = try DaemonProcess()
+            manager = try FakeServiceManager(directory: daemon.directory)
+            try manager.listen(clientPath: daemon.clientSocket, controlPath: daemon.controlSocket)
+        }
+
+        func start(_ environment: [String: String] = [:], extra: [String] = []) throws {
+            let before = manager.notifications.count
+            try manager.start(Paths.binary("storekitd"), daemon.arguments + extra, environment: environment,
+                              logPath: daemon.logPath)
+            guard manager.waitFor(timeout: 15, after: before, { $0.contains("READY=1") }) != nil else {
+                throw DaemonError.timeout(log: daemon.log(tail: 30))
+            }
+        }
+
+        func cleanUp() {
+            manager.stop()
+            daemon.directory.remove()
+        }
+    }
+
+    @Test("READY=1 with STATUS, then STOPPING=1 on SIGTERM, exit 0")
+    func readyStatusStopping() throws {
+        let managed = try Managed()
+        defer { managed.cleanUp() }
+        try managed.start()
+        let ready = try #require(managed.manager.waitFor { $0.contains("READY=1") })
+        #expect(ready.text.contains("STATUS=Serving"))
+        // Serving: the passed control socket answers (it was not bound by the daemon itself).
+        let control = try WireConnection(path: managed.daemon.controlSocket)
+        _ = try control.hello(app: "")
+        #expect(managed.daemon.log().contains("Using the passed client socket"))
+        managed.manager.signal(SIGTERM)
+        #expect(managed.manager.waitFor(after: ready.index) { $0.contains("STOPPING=1") } != nil)
+        let status = try #require(managed.manager.wait())
+        #expect(status == 0, "exit status \(status)")
+    }
+
+    @Test("SIGHUP: RELOADING=1 with MONOTONIC_USEC, then READY=1; a broken config keeps the old one")
+    func reload() throws {
+        let managed = try Managed()
+        defer { managed.cleanUp() }
+        try managed.start()
+        let before = managed.manager.notifications.count
+        managed.manager.signal(SIGHUP)
+        let reloading = try #require(managed.manager.waitFor(after: before) { $0.contains("RELOADING=1") })
+        #expect(reloading.text.contains("MONOTONIC_USEC="))
+        let ready = try #require(managed.manager.waitFor(after: reloading.index) { $0.contains("READY=1") })
+        #expect(!ready.text.contains("failed"))
+
+        // Break the config: the reload fails, says why, and the daemon keeps serving.
+        try "[Daemon]\nNoSuchKey=1\n".write(toFile: managed.daemon.configFile, atomically: true, encoding: .utf8)
+        let count = managed.manager.notifications.count
+        managed.manager.signal(SIGHUP)
+        let failed = try #require(managed.manager.waitFor(after: count) { $0.contains("READY=1") })
+        #expect(failed.text.contains("Reload failed"))
+        #expect(failed.text.contains("NoSuchKey"))
+        let result = try managed.daemon.ctl(["products", "com.example.game"])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("com.example.game.coins100"))
+    }
+
+    @Test("watchdog pings come from the serving loop and stop while it is blocked")
+    func watchdog() throws {
+        let managed = try Managed()
+        defer { managed.cleanUp() }
+        try managed.start(["WATCHDOG_USEC": "200000"], extra: ["--enable-test-hooks"])
+        let first = try #require(managed.manager.waitFor { $0.contains("WATCHDOG=1") })
+        #expect(managed.manager.waitFor(after: first.index + 1) { $0.contains("WATCHDOG=1") } != nil)
+
+        // Block the loop for 1.5 s: no ping may arrive in that window (interval 100 ms).
+        let control = try WireConnection(path: managed.daemon.controlSocket)
+        _ = try control.hello(app: "")
+        let pingsBefore = managed.manager.notifications.filter { $0.contains("WATCHDOG=1") }.count
+        let started = Date()
+        try control.send(.control(requestID: 1, command: "debug-stall", arguments: ["1500"]))
+        usleep(1_200_000)
+        let pingsDuring = managed.manager.notifications.filter { $0.contains("WATCHDOG=1") }.count
+        #expect(pingsDuring - pingsBefore <= 1, "pings continued while the loop was blocked")
+        _ = try control.receive()
+        #expect(Date().timeIntervalSince(started) >= 1.4)
+        let after = managed.manager.notifications.count
+        #expect(managed.manager.waitFor(after: after) { $0.contains("WATCHDOG=1") } != nil, "pings did not resume")
+    }
+
+    @Test("an observer connected before a crash stays connected through the FD store, nothing delivered twice")
+    func fdStoreKeepsObserverAcrossRestart() throws {
+        let managed = try Managed()
+        defer { managed.cleanUp() }
+        try managed.start()
+        let observer = try managed.daemon.connect()
+        try observer.send(.subscribe(requestID: 1))
+        _ = try observer.result(for: 1)
+        // The daemon stored the observing session under a name that says so.
+        let deadline = Date().addingTimeInterval(5)
+        while !managed.manager.storedNames.contains(where: { $0.contains(".1.com.example.game") }) && Date() < deadline {
+            usleep(10_000)
+        }
+        #expect(managed.manager.storedNames.contains { $0.hasPrefix("session.") && $0.hasSuffix(".1.com.example.game") })
+
+        managed.manager.kill9()
+        try managed.start()
+        #expect(managed.daemon.log().contains("Resumed observer of com.example.game"))
+
+        // A purchase made outside the app reaches the old connection without reconnecting.
+        let bought = try managed.daemon.ctlJSON(["buy", "com.example.game", "com.example.game.level_pack", "--uid", String(getuid())])
+        let id = try #require((bought as? [String: Any])?["transactionIdentifier"] as? String)
+        var states: [TransactionState] = []
+        while !states.contains(.purchased) {
+            switch try observer.receive() {
+            case .updated(let records):
+                // No snapshot is replayed to the resumed session: only the new transaction arrives.
+                #expect(records.allSatisfy { String($0.id) == id })
+                states += records.map(\.state)
+            case .welcome:
+                Issue.record("the resumed session got a second welcome")
+            default:
+                break
+            }
+        }
+        #expect(states == [.purchasing, .purchased])
+        // And it can still make requests on the same connection.
+        try observer.send(.finish(requestID: 2, transactionID: UInt64(id)!))
+        #expect(try observer.result(for: 2).code == .ok)
+    }
+
+    @Test("a closed session leaves the FD store")
+    func fdStoreRemove() throws {
+        let managed = try Managed()
+        defer { managed.cleanUp() }
+        try managed.start()
+        let connection = try managed.daemon.connect()
+        let deadline = Date().addingTimeInterval(5)
+        while managed.manager.storedNames.isEmpty && Date() < deadline { usleep(10_000) }
+        #expect(managed.manager.storedNames.count == 1)
+        connection.close()
+        let removeDeadline = Date().addingTimeInterval(5)
+        while !managed.manager.storedNames.isEmpty && Date() < removeDeadline { usleep(10_000) }
+        #expect(managed.manager.storedNames.isEmpty)
+    }
+
+    @Test("systemd-socket-activate starts the daemon on the first connection with named fds")
+    func socketActivation() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.directory.remove() }
+        try FileManager.default.createDirectory(atPath: daemon.runtimeDirectory, withIntermediateDirectories: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+        process.arguments = ["-l", daemon.clientSocket, "-l", daemon.controlSocket, "--fdname=client:control",
+                             Paths.binary("storekitd")] + daemon.arguments
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: {
+            _ = FileManager.default.createFile(atPath: daemon.logPath, contents: nil)
+            return daemon.logPath
+        }()))
+        process.standardError = log
+        process.standardOutput = log
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        // The sockets exist before the daemon runs; the first connection starts it.
+        let deadline = Date().addingTimeInterval(10)
+        var connection: WireConnection?
+        while connection == nil && Date() < deadline {
+            connection = try? WireConnection(path: daemon.clientSocket)
+            if connection == nil { usleep(20_000) }
+        }
+        let client = try #require(connection)
+        let welcome = try client.hello(app: "com.example.game")
+        #expect(welcome.uid == getuid())
+        try client.send(.ping(requestID: 9))
+        #expect(try client.result(for: 9).code == .ok)
+        #expect(daemon.log().contains("Using the passed client socket"))
+        #expect(daemon.log().contains("Using the passed control socket"))
+    }
+}
