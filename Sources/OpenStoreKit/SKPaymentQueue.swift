@@ -241,28 +241,36 @@ open class SKPaymentQueue: NSObject {
             guard let queue = reference.queue else { return }
             let product = SKProduct(record: record)
             let payment = SKPayment(product: product)
+            // Every observer is asked; the payment is added once if any of them says yes. One that
+            // says no keeps the payment and adds it when the app is ready.
+            let decision = PromotionDecision()
             queue.notify { queue, observer in
-                if observer.paymentQueue(queue, shouldAddStorePayment: payment, for: product) { queue.add(payment) }
+                if observer.paymentQueue(queue, shouldAddStorePayment: payment, for: product), !decision.added {
+                    decision.added = true
+                    queue.add(payment)
+                }
             }
         }
         connection.setHandlers(handlers)
     }
 
     private func received(updated records: [TransactionRecord]) {
-        // One object per transaction from `purchasing` on, updated in place, as StoreKit does.
-        let transactions = withState { state in
-            records.map { record -> SKPaymentTransaction in
-                if let existing = state.transactions[record.id] {
-                    existing.update(from: record)
-                    return existing
-                }
+        // One object per transaction from `purchasing` on, as StoreKit does. Its state is updated on
+        // the callback queue, just before the observers run, so that each callback sees the state
+        // it reports even when `purchasing` and `purchased` arrive back to back.
+        let pairs = withState { state in
+            records.map { record -> (SKPaymentTransaction, TransactionRecord) in
+                if let existing = state.transactions[record.id] { return (existing, record) }
                 let transaction = SKPaymentTransaction(record: record, payment: nil)
                 state.transactions[record.id] = transaction
                 state.order.append(record.id)
-                return transaction
+                return (transaction, record)
             }
         }
-        notify { queue, observer in observer.paymentQueue(queue, updatedTransactions: transactions) }
+        let transactions = pairs.map(\.0)
+        notify(prepare: { for (transaction, record) in pairs { transaction.update(from: record) } }) { queue, observer in
+            observer.paymentQueue(queue, updatedTransactions: transactions)
+        }
     }
 
     private func received(removed records: [TransactionRecord]) {
@@ -276,12 +284,21 @@ open class SKPaymentQueue: NSObject {
     }
 
     /// Calls `body` for each live observer on the callback queue.
-    private func notify(_ body: @escaping (SKPaymentQueue, any SKPaymentTransactionObserver) -> Void) {
-        let delivery = UncheckedDelivery(queue: self, body: body)
+    private func notify(
+        prepare: @escaping () -> Void = {},
+        _ body: @escaping (SKPaymentQueue, any SKPaymentTransactionObserver) -> Void
+    ) {
+        let delivery = UncheckedDelivery(queue: self, prepare: prepare, body: body)
         SKPaymentQueue.callbackQueue.async {
+            delivery.prepare()
             for observer in delivery.queue.transactionObservers { delivery.body(delivery.queue, observer) }
         }
     }
+}
+
+/// Whether a promoted payment was added already; read and written on the callback queue only.
+private final class PromotionDecision {
+    var added = false
 }
 
 /// A weak reference to the queue that the connection thread may hold. The queue's state is
@@ -295,6 +312,7 @@ private struct QueueReference: @unchecked Sendable {
 /// calls from its own queue; their thread-safety is the app's contract with the callback queue.
 private struct UncheckedDelivery: @unchecked Sendable {
     let queue: SKPaymentQueue
+    let prepare: () -> Void
     let body: (SKPaymentQueue, any SKPaymentTransactionObserver) -> Void
 }
 

@@ -65,7 +65,15 @@ public final class WireConnection {
     public func hello(app: String, version: UInt16 = ProtocolVersion.current) throws(ConnectionError)
         -> (uid: UInt32, storefront: String, storefrontID: String)
     {
-        try send(.hello(version: version, app: app))
+        do {
+            try send(.hello(version: version, app: app))
+        } catch {
+            // The daemon may refuse a peer at once and close: its reason is already in our buffer.
+            if case .result(_, let code, _, _, let message)? = try? receive() {
+                throw ConnectionError(.refused(code, message), path: path)
+            }
+            throw error
+        }
         switch try receive() {
         case .welcome(_, let uid, let storefront, let storefrontID):
             return (uid, storefront, storefrontID)

@@ -33,8 +33,22 @@ struct ControlCommands {
         subscript(_ key: String) -> String? { values[key] }
     }
 
+    /// Commands that only read: they run even while writes are stopped.
+    static let readOnlyCommands: Set<String> = [
+        "status", "apps", "products", "transactions", "history", "entitlements", "subscriptions", "switches",
+    ]
+
+    static func mutates(_ command: String, _ arguments: Arguments) -> Bool {
+        switch command {
+        case "clock": arguments["advance"] != nil || arguments["rate"] != nil
+        case "storefront": arguments["set"] != nil
+        default: !readOnlyCommands.contains(command)
+        }
+    }
+
     func execute(command: String, arguments raw: [String], writesStopped: String?) throws(StoreError) -> Result {
         let arguments = Arguments(raw)
+        if let writesStopped, Self.mutates(command, arguments) { return .failure(.storageFailure, writesStopped) }
         switch command {
         case "status":
             return status()
@@ -45,9 +59,9 @@ struct ControlCommands {
         case "transactions":
             return try transactions(arguments)
         case "buy":
-            if let writesStopped { return .failure(.storageFailure, writesStopped) }
             return try buy(arguments)
         default:
+            if let result = try storeCommand(command, arguments) { return result }
             return .failure(.invalidArgument, "unknown command '\(command)'")
         }
     }
@@ -108,6 +122,11 @@ struct ControlCommands {
             return .failure(.invalidArgument, "quantity is not a number")
         }
         guard engine.isRegistered(app: app) else { return .failure(.unknownApp, "app \(app) is not registered") }
+        guard engine.product(app: app, id: product) != nil else {
+            return Result(code: .storeKit, message: "product \(product) is not in the catalogue of \(app)",
+                          json: .object([("error", .string("product \(product) is not in the catalogue of \(app)")),
+                                         ("code", .int(Int64(StoreKitErrorCode.storeProductNotAvailable.rawValue)))]))
+        }
         let payment = ClientMessage.AddPayment(requestID: 0, key: "", productID: product, quantity: quantity)
         let outcome = try engine.addPayment(uid: uid, app: app, payment: payment)
         guard outcome.code == .ok else {

@@ -64,6 +64,7 @@ public final class Server {
     /// Set when the background integrity check failed: mutating requests are refused.
     private var writesStoppedReason: String?
     private let backgroundResults = BackgroundResults()
+    private let activator: ObserverActivator
     /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops).
     private let testHooks: Bool
 
@@ -76,6 +77,7 @@ public final class Server {
         logger: Logger, notifier: ServiceNotifier, reloader: Reloader? = nil, testHooks: Bool = false
     ) throws(Errno) {
         self.testHooks = testHooks
+        self.activator = ObserverActivator(logger: logger)
         self.engine = engine
         self.configuration = configuration
         self.logger = logger
@@ -154,7 +156,9 @@ public final class Server {
     private func nextTimeout() -> Int32 {
         var timeout: Int64 = 1000
         if let interval = notifier.watchdogPingInterval { timeout = min(timeout, interval) }
-        if let due = try? engine.millisecondsUntilNextEvent() { timeout = min(timeout, max(due, 0)) }
+        if writesStoppedReason == nil, let due = try? engine.millisecondsUntilNextEvent() {
+            timeout = min(timeout, max(due, 0))
+        }
         return Int32(timeout)
     }
 
@@ -194,6 +198,7 @@ public final class Server {
         }
         guard now - lastHousekeeping >= 1000 else { return }
         lastHousekeeping = now
+        activator.retryDue(now: now, interval: configuration.observerActivationInterval.milliseconds)
         let deadline = configuration.partialFrameTimeout.milliseconds
         for session in sessions.values {
             if let since = session.partialSince, now - since > deadline {
@@ -503,6 +508,8 @@ public final class Server {
         var frames: [(token: UInt64, frame: [UInt8])] = []
         var subscriptions: [(QueueKey, UInt64)] = []
         var journal: [() -> Void] = []
+        /// Queues that received an update with no observer connected.
+        var unobserved: [QueueKey] = []
 
         mutating func reply(_ session: Session, _ message: ServerMessage) {
             frames.append((session.token, Frame.encode(body: message.encode())))
@@ -541,6 +548,7 @@ public final class Server {
             return
         }
         for entry in output.journal { entry() }
+        activateObservers(for: output.unobserved)
         var lastToken: UInt64 = 0
         var lastSession: Session?
         for (token, frame) in output.frames {
@@ -572,6 +580,7 @@ public final class Server {
                 observers[queue, default: []].insert(session.token)
                 output.subscriptions.append((queue, session.token))
                 storeInFDStore(session)
+                activator.observerConnected(queue)
                 let logger = self.logger
                 let pid = session.peer.pid
                 output.journal.append {
@@ -692,9 +701,22 @@ public final class Server {
             for session in sessions.values where session.subscribed { output.frames.append((session.token, frame)) }
             return
         }
-        guard let tokens = observers[queue], !tokens.isEmpty else { return }
+        guard let tokens = observers[queue], !tokens.isEmpty else {
+            output.unobserved.append(queue)
+            return
+        }
         let frame = Frame.encode(body: message.encode())
         for token in tokens { output.frames.append((token, frame)) }
+    }
+
+    /// Starts the `ObserverUnit=` of apps whose queues got updates while no observer was connected.
+    private func activateObservers(for queues: [QueueKey]) {
+        guard !queues.isEmpty else { return }
+        let now = ServiceNotifier.monotonicMilliseconds()
+        for queue in Set(queues) where observers[queue]?.isEmpty ?? true {
+            guard let unit = configuration.app(queue.app)?.observerUnit else { continue }
+            activator.request(queue, unit: unit, now: now, interval: configuration.observerActivationInterval.milliseconds)
+        }
     }
 
     static func fields(_ record: TransactionRecord) -> [(String, String)] {

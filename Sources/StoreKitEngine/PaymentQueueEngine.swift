@@ -1,28 +1,60 @@
 import StoreKitStore
 import StoreKitWire
 
-/// StoreKit 1 queue semantics and the simulated payment processor, over the durable store.
+/// StoreKit 1 queue semantics and the simulated store (payment processor, subscriptions on the
+/// store clock, Ask to Buy, interrupted purchases, refunds), over the durable store.
 ///
 /// Pure logic: no sockets, no threads. Every mutating call must run inside a store unit of work
 /// (`store.begin()` … `store.commit()`); its `Outcome` may be told to clients only after the commit.
+/// State cached in memory (switches, clock, next due event) is reloaded when the store reports a
+/// rollback, so an undone unit of work leaves no trace here either.
 public final class PaymentQueueEngine {
     public let store: TransactionStore
     public private(set) var catalogs: [String: Catalog]
     public var clock: StoreClock
-    public var storefront: String
+    /// The storefront of the configuration (or catalogue); `storekitctl storefront set` overrides it.
+    public var configuredStorefront: String
     public var locale: String
+    /// The test switches set through `storekitctl`, over the catalogues' defaults.
+    public internal(set) var switches: StoreSwitches
+
+    /// The store generation the cached state was read at.
+    private var loadedGeneration: UInt64
+    /// The earliest scheduled event; `nil` inside: nothing scheduled; outer `nil`: not known yet.
+    private var cachedNextDue: Int64??
+    /// The last `fireDueEvents`: the store generation it ran in and when (real ms). If that unit of
+    /// work was rolled back (a full disk), the next attempt waits a second instead of spinning.
+    private var lastFire: (generation: UInt64, at: Int64)?
+    static let retryAfterFailedFire: Int64 = 1000
+
+    /// Most scheduled events fired in one unit of work; the rest fire in the next loop turn.
+    public static let eventBatchLimit = 1000
+    /// How long an Ask to Buy request waits for a parent before it lapses (store time).
+    public static let askToBuyLifetime: Int64 = 24 * 3_600_000
 
     public init(store: TransactionStore, catalogs: [String: Catalog], storefront: String = "USA", locale: String = "en_US") {
         self.store = store
         self.catalogs = catalogs
-        self.storefront = storefront
+        self.configuredStorefront = storefront
         self.locale = locale
         self.clock = StoreClock()
+        self.switches = StoreSwitches()
+        self.loadedGeneration = store.generation
+        reload()
+    }
+
+    /// The storefront in effect: the `storekitctl storefront set` override, else the configured one.
+    /// Setting it sets the configured one (the daemon does at start).
+    public var storefront: String {
+        get { switches.storefront ?? configuredStorefront }
+        set { configuredStorefront = newValue }
     }
 
     /// Swaps the catalogues (reload); transactions are untouched.
     public func replaceCatalogs(_ catalogs: [String: Catalog]) {
         self.catalogs = catalogs
+        clock.rate = switches.timeRate ?? defaultTimeRate
+        cachedNextDue = nil
     }
 
     public func isRegistered(app: String) -> Bool { catalogs[app] != nil }
@@ -30,6 +62,35 @@ public final class PaymentQueueEngine {
     public func product(app: String, id: String) -> CatalogProduct? { catalogs[app]?.product(id) }
 
     public var currencyCode: String { Storefronts.currency(for: storefront) }
+
+    // MARK: Cached state
+
+    /// The catalogues' `_timeRate` (of the first app by id), real time when unknown.
+    var defaultTimeRate: TimeRate {
+        guard let first = catalogs.keys.sorted().first, let raw = catalogs[first]?.settings.timeRate else { return .realTime }
+        return TimeRate(rawValue: raw) ?? .realTime
+    }
+
+    /// Reads the persisted switches and clock; forgets the cached schedule.
+    private func reload() {
+        loadedGeneration = store.generation
+        switches = (try? StoreSwitches.load(from: store)) ?? StoreSwitches()
+        clock.offsetMilliseconds = (try? store.setting(Self.clockOffsetKey)).flatMap { $0 }.flatMap { Int64($0) } ?? 0
+        clock.rate = switches.timeRate ?? defaultTimeRate
+        cachedNextDue = nil
+    }
+
+    /// Reloads what a rollback may have undone. Cheap when nothing was rolled back.
+    func synchronize() {
+        if store.generation != loadedGeneration { reload() }
+    }
+
+    /// Call after changing a subscription's `due` or a request's `expires`.
+    func scheduleChanged() {
+        cachedNextDue = nil
+    }
+
+    static let clockOffsetKey = "clock.offset"
 
     // MARK: Payments
 
@@ -55,17 +116,98 @@ public final class PaymentQueueEngine {
         if let key, let existing = try store.transaction(uid: uid, app: app, paymentKey: key) {
             return .ok(value: existing.id)
         }
-        let now = clock.now()
-        var record = TransactionRecord(
-            id: store.allocateTransactionID(), uid: uid, app: app, productID: payment.productID,
-            quantity: payment.quantity, state: .purchasing, sequence: try store.nextSequence(uid: uid, app: app),
-            date: now, applicationUsername: payment.applicationUsername)
-        let purchasing = record
-        record.state = .purchased
-        record.sequence = try store.nextSequence(uid: uid, app: app)
-        try store.insert(record, paymentKey: key)
+        return try process(uid: uid, app: app, productID: payment.productID, quantity: payment.quantity,
+                           applicationUsername: payment.applicationUsername, paymentKey: key,
+                           simulatesAskToBuy: payment.simulatesAskToBuy)
+    }
+
+    /// The simulated payment processor: decides a valid new payment, in this order — a failure
+    /// asked for with `fail-next` (or the catalogue's `_failTransactionsEnabled`), Ask to Buy
+    /// (`deferred`, duplicates consolidated into the open request), an interrupted purchase
+    /// (`failed` until `resolve`), else `purchased`. Observers see `purchasing`, then the decision.
+    func process(
+        uid: UInt32, app: String, productID: String, quantity: Int32, applicationUsername: String?,
+        paymentKey: String?, simulatesAskToBuy: Bool
+    ) throws(StoreError) -> Outcome {
+        synchronize()
+        guard let catalog = catalogs[app], let product = catalog.product(productID) else {
+            return .storeKit(.storeProductNotAvailable, "product \(productID) is not available in the store")
+        }
         let queue = QueueKey(uid: uid, app: app)
+        let now = clock.now()
+        let askToBuy = simulatesAskToBuy || askToBuyEnabled(uid: uid, catalog: catalog)
+        let failure = try takeFailure(catalog: catalog)
+
+        if failure == nil, askToBuy,
+           let open = try store.openPurchaseRequest(uid: uid, app: app, productID: productID, kind: .askToBuy),
+           var pending = try store.transaction(id: open.transactionID), pending.state == .deferred, !pending.finished {
+            // "Duplicate requests are consolidated": the parent sees one request; the app sees it again.
+            pending.sequence = try store.nextSequence(uid: uid, app: app)
+            _ = try store.touch(id: pending.id, sequence: pending.sequence)
+            return .ok(value: pending.id, [.updated(queue, [pending])])
+        }
+
+        var record = TransactionRecord(
+            id: store.allocateTransactionID(), uid: uid, app: app, productID: productID, quantity: quantity,
+            state: .purchasing, sequence: try store.nextSequence(uid: uid, app: app), date: now,
+            applicationUsername: applicationUsername)
+        let purchasing = record
+        if let failure {
+            record.state = .failed
+            record.errorCode = failure
+            record.errorMessage = Self.failureMessage(failure)
+        } else if askToBuy {
+            record.state = .deferred
+            try store.insert(TransactionStore.PurchaseRequest(
+                transactionID: record.id, kind: .askToBuy, uid: uid, app: app, productID: productID,
+                created: now, expires: now + Self.askToBuyLifetime))
+            scheduleChanged()
+        } else if interrupted(productID: productID, catalog: catalog) {
+            record.state = .failed
+            record.errorCode = StoreKitErrorCode.unknown.rawValue
+            record.errorMessage = Self.interruptedMessage
+            try store.insert(TransactionStore.PurchaseRequest(
+                transactionID: record.id, kind: .interrupted, uid: uid, app: app, productID: productID,
+                created: now, expires: nil))
+        } else {
+            record.state = .purchased
+            if product.kind == .autoRenewable {
+                try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now)
+            }
+        }
+        record.sequence = try store.nextSequence(uid: uid, app: app)
+        try store.insert(record, paymentKey: paymentKey)
         return .ok(value: record.id, [.updated(queue, [purchasing]), .updated(queue, [record])])
+    }
+
+    static let interruptedMessage = "The purchase was interrupted: the buyer must act (storekitctl resolve) before it completes"
+
+    static func failureMessage(_ code: Int32) -> String {
+        "The purchase failed as the store was told to (\(StoreKitErrorNames.name(of: code)))"
+    }
+
+    /// Whether a purchase by `uid` needs a parent's approval: the account's switch, else the
+    /// switch for every account, else the catalogue's `_askToBuyEnabled`.
+    func askToBuyEnabled(uid: UInt32, catalog: Catalog) -> Bool {
+        switches.askToBuyByUID[uid] ?? switches.askToBuy ?? catalog.settings.askToBuyEnabled
+    }
+
+    func interrupted(productID: String, catalog: Catalog) -> Bool {
+        switches.interrupted ?? catalog.settings.interruptedPurchases.contains(productID)
+    }
+
+    /// The error the next purchase must fail with, counting it down; nil: it goes through.
+    private func takeFailure(catalog: Catalog) throws(StoreError) -> Int32? {
+        if let failure = switches.failure {
+            guard failure.remaining != 0 else { return nil }
+            if failure.remaining > 0 {
+                switches.failure = failure.remaining == 1 ? nil : (failure.code, failure.remaining - 1)
+                try switches.save(to: store)
+            }
+            return failure.code
+        }
+        guard catalog.settings.failTransactionsEnabled else { return nil }
+        return catalog.settings.failErrorCode ?? StoreKitErrorCode.unknown.rawValue
     }
 
     // MARK: Finishing
@@ -103,6 +245,7 @@ public final class PaymentQueueEngine {
             if let original = record.originalID { pendingRestores.insert(original) }
         }
         var originals: [String: TransactionRecord] = [:]
+        var latestExpiry: [String: Int64] = [:]
         var order: [String] = []
         for record in history where record.state == .purchased && record.finished && record.revocationDate == nil {
             guard let product = catalog.product(record.productID),
@@ -112,6 +255,7 @@ public final class PaymentQueueEngine {
             // The first purchase is the original of every later one (renewals link back to it).
             let root = record.originalID.flatMap { id in history.first { $0.id == id } } ?? record
             if originals[record.productID] == nil { originals[record.productID] = root }
+            if let expires = record.expiresDate { latestExpiry[record.productID] = max(latestExpiry[record.productID] ?? expires, expires) }
         }
         let now = clock.now()
         var restored: [TransactionRecord] = []
@@ -121,7 +265,8 @@ public final class PaymentQueueEngine {
                 id: store.allocateTransactionID(), originalID: original.id, uid: uid, app: app,
                 productID: productID, quantity: original.quantity, state: .restored,
                 sequence: try store.nextSequence(uid: uid, app: app), date: now,
-                applicationUsername: original.applicationUsername, expiresDate: original.expiresDate)
+                applicationUsername: original.applicationUsername,
+                expiresDate: latestExpiry[productID] ?? original.expiresDate)
             try store.insert(record)
             restored.append(record)
         }
@@ -129,18 +274,52 @@ public final class PaymentQueueEngine {
         return .ok(value: UInt64(restored.count), effects)
     }
 
-    // MARK: Scheduled events (the serving loop asks; the store's flows fill these in)
+    // MARK: Scheduled events
 
     /// Real milliseconds until the next scheduled event (renewal, expiry, grace end, Ask-to-Buy
-    /// expiry) falls due on the store clock, nil when nothing is scheduled.
+    /// expiry) falls due on the store clock, nil when nothing is scheduled. Cheap: the due time is
+    /// cached and read again only after the schedule changed or a rollback.
     public func millisecondsUntilNextEvent() throws(StoreError) -> Int64? {
-        nil
+        synchronize()
+        let next: Int64?
+        if let cached = cachedNextDue {
+            next = cached
+        } else {
+            next = try store.nextDueTime()
+            cachedNextDue = .some(next)
+        }
+        guard let next else { return nil }
+        let wait = next - clock.now()
+        if let lastFire, lastFire.generation != store.generation {
+            let retry = Self.retryAfterFailedFire - (StoreClock.realTimeMilliseconds() - lastFire.at)
+            if retry > 0 { return max(wait, retry) }
+        }
+        return wait
     }
 
     /// Fires every scheduled event that is due on the store clock (also those that fell due while
-    /// the daemon was down). Runs inside a unit of work; the effects are delivered after commit.
+    /// the daemon was down), oldest first, at most `eventBatchLimit` of them; the loop calls again
+    /// for the rest. Runs inside a unit of work; the effects are delivered after commit.
     public func fireDueEvents() throws(StoreError) -> [Effect] {
-        []
+        synchronize()
+        lastFire = (store.generation, StoreClock.realTimeMilliseconds())
+        let now = clock.now()
+        var effects: [Effect] = []
+        var budget = Self.eventBatchLimit
+        for request in try store.duePurchaseRequests(at: now, limit: budget) {
+            budget -= 1
+            effects += try lapse(request, at: request.expires ?? now)
+        }
+        while budget > 0 {
+            let due = try store.dueSubscriptions(at: now, limit: min(budget, 100))
+            if due.isEmpty { break }
+            for subscription in due {
+                budget -= 1
+                effects += try fire(subscription, now: now)
+            }
+        }
+        scheduleChanged()
+        return effects
     }
 
     // MARK: Reads

@@ -2,14 +2,17 @@
 import Glibc
 #endif
 
-/// The store's clock: real time plus a persisted offset that `storekitctl clock advance` grows.
+/// The store's clock: real time plus a persisted offset that `storekitctl clock advance` grows,
+/// and the `TimeRate` that sets how long subscription periods last on it.
 /// Every transaction date and scheduled event is read from it, never from the wall clock directly.
 public struct StoreClock: Sendable, Equatable {
-    /// Milliseconds added to real time.
+    /// Milliseconds added to real time. Only ever grows, so store time never goes back.
     public var offsetMilliseconds: Int64
+    public var rate: TimeRate
 
-    public init(offsetMilliseconds: Int64 = 0) {
+    public init(offsetMilliseconds: Int64 = 0, rate: TimeRate = .realTime) {
         self.offsetMilliseconds = offsetMilliseconds
+        self.rate = rate
     }
 
     public static func realTimeMilliseconds() -> Int64 {

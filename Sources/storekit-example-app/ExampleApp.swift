@@ -5,7 +5,7 @@ nonisolated(unsafe) var appObserver: TransactionObserver?
 
 enum ExampleApp {
     static let usage = """
-        Usage: storekit-example-app [--app ID] [--ledger FILE] COMMAND
+        Usage: storekit-example-app [--app ID] [--ledger FILE] [--promoted accept|defer|decline] COMMAND
 
         A sample app using OpenStoreKit (acts as com.example.game unless --app).
 
@@ -15,7 +15,11 @@ enum ExampleApp {
           restore            restore completed purchases, wait until the restore ends
           list               print this user's unfinished transactions of the app
 
-        Each update is printed as one JSON line. Content is granted into the ledger file
+        --promoted: the answer to a purchase promoted in the App Store (default accept; defer keeps
+        the payment and adds it half a second later).
+
+        Each update is printed as one JSON line (events: updated, removed, restoreFinished,
+        restoreFailed, revoked, storefrontChanged, promoted, promotedAdded). Content is granted into the ledger file
         (default: $XDG_STATE_HOME/storekit-example-app/APP.ledger) before a transaction is finished,
         so a redelivered transaction is never granted twice.
 
@@ -54,6 +58,16 @@ enum ExampleApp {
         case .some(nil): return usageError("--quantity needs a number")
         case .none: break
         }
+        var promotedPolicy = TransactionObserver.PromotedPolicy.accept
+        switch option("--promoted") {
+        case .some(let value?):
+            guard let policy = TransactionObserver.PromotedPolicy(rawValue: value) else {
+                return usageError("--promoted takes accept, defer or decline")
+            }
+            promotedPolicy = policy
+        case .some(nil): return usageError("--promoted needs accept, defer or decline")
+        case .none: break
+        }
         guard let command = arguments.first else { return usageError("a COMMAND is required") }
         SKPaymentQueue.applicationIdentifier = app
         let ledger = Ledger(path: ledgerPath ?? Ledger.defaultPath(app: app))
@@ -61,6 +75,7 @@ enum ExampleApp {
         switch (command, arguments.count) {
         case ("observe", 1):
             appObserver = TransactionObserver(ledger: ledger, goal: .forever)
+            appObserver?.promotedPolicy = promotedPolicy
             appObserver?.start()
         case ("buy", 2):
             appObserver = TransactionObserver(ledger: ledger, goal: .purchase(productID: arguments[1]))

@@ -1,5 +1,8 @@
 import OpenStoreKit
 
+/// Promoted payments the app keeps to add later; touched on the main queue only, like `appObserver`.
+nonisolated(unsafe) var deferredPromotedPayments: [SKPayment] = []
+
 /// The app's one transaction observer, added at launch and kept for the process lifetime.
 final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
     enum Goal {
@@ -8,8 +11,19 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
         case restore
     }
 
+    /// What to answer when the App Store offers a promoted purchase.
+    enum PromotedPolicy: String {
+        /// Add the payment at once.
+        case accept
+        /// Keep the payment and add it a moment later (as an app finishing its onboarding would).
+        case `defer`
+        /// Do not buy.
+        case decline
+    }
+
     let ledger: Ledger
     let goal: Goal
+    var promotedPolicy = PromotedPolicy.accept
     /// Transactions of this run's purchase, seen in `purchasing` before anything else.
     private var ownTransactions: Set<String> = []
     private var exitStatus: Int32 = 0
@@ -78,6 +92,32 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
 
     func paymentQueue(_ queue: SKPaymentQueue, didRevokeEntitlementsForProductIdentifiers productIdentifiers: [String]) {
         Output.event(["event": "revoked", "productIdentifiers": productIdentifiers])
+    }
+
+    func paymentQueue(_ queue: SKPaymentQueue, shouldAddStorePayment payment: SKPayment, for product: SKProduct) -> Bool {
+        Output.event(["event": "promoted", "productIdentifier": product.productIdentifier,
+                      "decision": promotedPolicy.rawValue])
+        switch promotedPolicy {
+        case .accept:
+            return true
+        case .decline:
+            return false
+        case .defer:
+            // Keep the payment; add it once the app is ready (here: half a second later).
+            deferredPromotedPayments.append(payment)
+            DispatchQueue.main.asyncAfter(deadline: .now() + 0.5) { TransactionObserver.addDeferredPromotedPayments() }
+            return false
+        }
+    }
+
+    /// Adds the promoted payments kept by the `defer` policy (on the main queue).
+    static func addDeferredPromotedPayments() {
+        let payments = deferredPromotedPayments
+        deferredPromotedPayments.removeAll()
+        for payment in payments {
+            Output.event(["event": "promotedAdded", "productIdentifier": payment.productIdentifier])
+            SKPaymentQueue.default().add(payment)
+        }
     }
 
     func paymentQueueDidChangeStorefront(_ queue: SKPaymentQueue) {

@@ -42,3 +42,30 @@ struct ArgumentList {
         return text
     }
 }
+
+extension ArgumentList {
+    /// Removes and returns the first positional argument, if there is one.
+    mutating func optionalPositional() -> String? {
+        guard first(where: { !$0.hasPrefix("-") }) != nil else { return nil }
+        return try? positional("")
+    }
+
+    /// `on` or `off` (as the first positional).
+    mutating func onOff(_ what: String) throws(UsageError) -> Bool {
+        let text = try positional("on|off")
+        switch text.lowercased() {
+        case "on": return true
+        case "off": return false
+        default: throw UsageError("\(what) takes on or off, not '\(text)'")
+        }
+    }
+
+    /// A transaction identifier (the first positional), checked to be a number.
+    mutating func transactionID() throws(UsageError) -> String {
+        let text = try positional("TRANSACTION")
+        guard UInt64(text) != nil else { throw UsageError("TRANSACTION must be a transaction id (a number), not '\(text)'") }
+        return text
+    }
+
+    private func first(where predicate: (String) -> Bool) -> String? { items.first(where: predicate) }
+}

@@ -27,6 +27,11 @@ enum OutputFormat: String {
 enum StoreKitCtl {
     static let subcommands: [any Subcommand.Type] = [
         StatusCommand.self, AppsCommand.self, ProductsCommand.self, TransactionsCommand.self, BuyCommand.self,
+        ApproveCommand.self, DeclineCommand.self, RefundCommand.self, ExpireCommand.self, RenewCommand.self,
+        AutoRenewCommand.self, BillingIssueCommand.self, ResolveCommand.self, FailNextCommand.self,
+        InterruptedCommand.self, AskToBuyCommand.self, StorefrontCommand.self, PromoteCommand.self,
+        ClockCommand.self, EntitlementsCommand.self, HistoryCommand.self, SubscriptionsCommand.self,
+        SwitchesCommand.self, ClearCommand.self, ResetCommand.self,
     ]
 
     static var globalUsage: String {

@@ -29,6 +29,9 @@ struct Table {
             if String(cString: number.objCType) == "c" { return number.boolValue ? "yes" : "no" }
             return number.stringValue
         case is NSNull: return "-"
+        case let nested? where nested is [Any] || nested is [String: Any]:
+            guard let data = try? JSONSerialization.data(withJSONObject: nested, options: [.sortedKeys]) else { return "\(nested)" }
+            return String(decoding: data, as: UTF8.self)
         default: return "\(value!)"
         }
     }

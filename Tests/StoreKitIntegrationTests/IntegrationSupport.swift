@@ -23,6 +23,9 @@ enum Sample {
 /// How long any single wait of these tests may take before it counts as a failure (not a hang).
 let receiveTimeout: Double = 10
 
+/// How long one run of the example app (`buy`, `restore`, `list`) may take; it needs well under a second.
+let appTimeout: Double = 10
+
 /// A test failure with a message, for conditions `#require` cannot express.
 struct IntegrationFailure: Error, CustomStringConvertible {
     let description: String

@@ -72,7 +72,7 @@ import Testing
         try daemon.start()
         let ledger = daemon.directory.file("ledger")
 
-        let result = try daemon.app(["buy", Sample.levelPack], ledger: ledger)
+        let result = try daemon.app(["buy", Sample.levelPack], ledger: ledger, timeout: appTimeout)
         #expect(result.status == 0, "stdout: \(result.stdout)\nstderr: \(result.stderr)")
 
         let listed = try daemon.transactions()
@@ -106,7 +106,7 @@ import Testing
         try daemon.start()
         let ledger = daemon.directory.file("ledger")
 
-        let result = try daemon.app(arguments, ledger: ledger)
+        let result = try daemon.app(arguments, ledger: ledger, timeout: appTimeout)
         #expect(result.status == 1, "stdout: \(result.stdout)\nstderr: \(result.stderr)")
         let failed = updates(result.stdout).filter { $0["state"] as? String == "failed" }
         #expect(failed.count == 1, "\(result.stdout)")

@@ -14,14 +14,14 @@ import Testing
         let ledger = daemon.directory.file("ledger")
 
         for product in [Sample.levelPack, Sample.monthly, Sample.coins] {
-            let result = try daemon.app(["buy", product], ledger: ledger)
+            let result = try daemon.app(["buy", product], ledger: ledger, timeout: appTimeout)
             #expect(result.status == 0, "buy \(product): \(result.stdout)\n\(result.stderr)")
         }
         let purchases = try daemon.transactions()
         try #require(purchases.count == 3 && purchases.allSatisfy(\.finished), "\(purchases)")
         let purchaseID = Dictionary(uniqueKeysWithValues: purchases.map { ($0.productIdentifier, $0.id) })
 
-        let restore = try daemon.app(["restore"], ledger: ledger)
+        let restore = try daemon.app(["restore"], ledger: ledger, timeout: appTimeout)
         #expect(restore.status == 0, "\(restore.stdout)\n\(restore.stderr)")
         let restoredEvents = updates(restore.stdout).filter { $0["state"] as? String == "restored" }
         #expect(Set(restoredEvents.compactMap { $0["productIdentifier"] as? String }) == [Sample.levelPack, Sample.monthly])
@@ -103,16 +103,16 @@ import Testing
         try daemon.start()
         let ledger = daemon.directory.file("ledger")
 
-        let empty = try daemon.app(["restore"], ledger: ledger)
+        let empty = try daemon.app(["restore"], ledger: ledger, timeout: appTimeout)
         #expect(empty.status == 0, "\(empty.stdout)\n\(empty.stderr)")
         #expect(events(empty.stdout).contains { $0["event"] as? String == "restoreFinished" }, "\(empty.stdout)")
         #expect(updates(empty.stdout).isEmpty)
         #expect(try daemon.transactions().isEmpty)
 
         // A consumable is never restored.
-        let bought = try daemon.app(["buy", Sample.coins], ledger: ledger)
+        let bought = try daemon.app(["buy", Sample.coins], ledger: ledger, timeout: appTimeout)
         #expect(bought.status == 0)
-        let consumableOnly = try daemon.app(["restore"], ledger: ledger)
+        let consumableOnly = try daemon.app(["restore"], ledger: ledger, timeout: appTimeout)
         #expect(consumableOnly.status == 0, "\(consumableOnly.stdout)\n\(consumableOnly.stderr)")
         #expect(events(consumableOnly.stdout).contains { $0["event"] as? String == "restoreFinished" })
         #expect(!updates(consumableOnly.stdout).contains { $0["state"] as? String == "restored" })

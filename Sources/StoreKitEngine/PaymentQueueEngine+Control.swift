@@ -1,0 +1,134 @@
+import StoreKitStore
+import StoreKitWire
+
+// What `storekitctl` can do besides buying (SKTestSession parity): refunds, the test switches,
+// the storefront, promoted purchases, the clock, and the read-outs (entitlements, history), clear.
+
+extension PaymentQueueEngine {
+    // MARK: Refunds
+
+    /// Refunds a purchase: sets its revocation date (now) and reason, revokes the subscription it
+    /// is the current transaction of, and tells the queue's observers
+    /// `didRevokeEntitlementsForProductIdentifiers`. Value: the transaction id.
+    public func refund(transactionID: UInt64, reason: Int32 = 0) throws(StoreError) -> Outcome {
+        synchronize()
+        guard let record = try store.transaction(id: transactionID) else {
+            return .refused(.transactionNotFound, "transaction \(transactionID) does not exist")
+        }
+        guard record.state == .purchased || record.state == .restored else {
+            return .refused(.invalidArgument, "transaction \(transactionID) is \(record.state): only purchases can be refunded")
+        }
+        guard record.revocationDate == nil else {
+            return .refused(.invalidArgument, "transaction \(transactionID) was already refunded")
+        }
+        let now = clock.now()
+        let sequence = try store.nextSequence(uid: record.uid, app: record.app)
+        guard try store.setRevocation(id: transactionID, date: now, reason: reason, sequence: sequence) else {
+            return .refused(.invalidArgument, "transaction \(transactionID) was already refunded")
+        }
+        if let product = catalogs[record.app]?.product(record.productID), product.kind == .autoRenewable,
+           var subscription = try store.subscription(uid: record.uid, app: record.app,
+                                                     groupID: product.subscriptionGroupID ?? product.id),
+           subscription.lastTransactionID == record.id {
+            subscription.status = .revoked
+            subscription.due = nil
+            subscription.autoRenew = false
+            try saveSubscription(subscription)
+        }
+        return .ok(value: transactionID, [.revoked(QueueKey(uid: record.uid, app: record.app), [record.productID])])
+    }
+
+    // MARK: Switches, storefront, clock
+
+    /// Changes the test switches durably; a storefront change is announced to every client.
+    public func updateSwitches(_ change: (inout StoreSwitches) -> Void) throws(StoreError) -> [Effect] {
+        synchronize()
+        let oldStorefront = storefront
+        change(&switches)
+        try switches.save(to: store)
+        clock.rate = switches.timeRate ?? defaultTimeRate
+        guard storefront != oldStorefront else { return [] }
+        return [.storefrontChanged(countryCode: storefront, identifier: Storefronts.identifier(for: storefront))]
+    }
+
+    /// Moves the store clock forward and fires whatever fell due. Value: the number of effects.
+    public func advanceClock(by duration: ClockDuration) throws(StoreError) -> Outcome {
+        synchronize()
+        let now = clock.now()
+        let delta = duration.end(from: now) - now
+        clock.offsetMilliseconds += delta
+        try store.setSetting(Self.clockOffsetKey, String(clock.offsetMilliseconds))
+        let effects = try fireDueEvents()
+        return .ok(value: UInt64(effects.count), effects)
+    }
+
+    /// When the next scheduled event falls due on the store clock, nil when nothing is scheduled.
+    public func nextEventDate() throws(StoreError) -> Int64? {
+        try millisecondsUntilNextEvent().map { clock.now() + $0 }
+    }
+
+    // MARK: Promoted purchases
+
+    /// Offers `productID` to the queue's observers as a purchase promoted in the App Store
+    /// (`paymentQueue(_:shouldAddStorePayment:for:)`).
+    public func promote(uid: UInt32, app: String, productID: String) -> Outcome {
+        guard let catalog = catalogs[app] else { return .refused(.unknownApp, "app \(app) is not registered") }
+        guard let product = catalog.product(productID) else {
+            return .refused(.invalidArgument, "product \(productID) is not in the catalogue of \(app)")
+        }
+        return .ok([.promoted(QueueKey(uid: uid, app: app), product.record(locale: locale, currencyCode: currencyCode))])
+    }
+
+    // MARK: Read-outs
+
+    /// StoreKit 2's `currentEntitlements` for one buyer and app: the latest unrevoked transaction
+    /// of each non-consumable and non-renewing subscription, and the current transaction of each
+    /// subscription group the buyer is subscribed to (or in its grace period). Ordered by id.
+    public func entitlements(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
+        guard let catalog = catalogs[app] else { return [] }
+        let history = try store.all(uid: uid, app: app)
+        var latest: [String: TransactionRecord] = [:]
+        for record in history where (record.state == .purchased || record.state == .restored) && record.revocationDate == nil {
+            guard let kind = catalog.product(record.productID)?.kind, kind == .nonConsumable || kind == .nonRenewing else { continue }
+            latest[record.productID] = record
+        }
+        var result = Array(latest.values)
+        for subscription in try store.subscriptions(uid: uid, app: app) where subscription.status.isEntitled {
+            if let record = history.first(where: { $0.id == subscription.lastTransactionID }), record.revocationDate == nil {
+                var current = record
+                // A no-charge repurchase of the current product carries the running period's end.
+                current.expiresDate = current.expiresDate ?? subscription.expiresDate
+                result.append(current)
+            }
+        }
+        return result.sorted { $0.id < $1.id }
+    }
+
+    /// Every transaction of the matching queues, finished or not, oldest first.
+    public func history(uid: UInt32?, app: String?, productID: String? = nil) throws(StoreError) -> [TransactionRecord] {
+        let records = try store.list(uid: uid, app: app, unfinishedOnly: false)
+        guard let productID else { return records }
+        return records.filter { $0.productID == productID }
+    }
+
+    // MARK: Clear
+
+    /// `SKTestSession.clearTransactions`: deletes the transactions, subscriptions and open requests
+    /// of the matching queues. Observers hear `removed` for what was still unfinished. Value: the
+    /// number of transactions deleted.
+    public func clear(uid: UInt32?, app: String?) throws(StoreError) -> Outcome {
+        synchronize()
+        let (deleted, unfinished) = try store.deleteHistory(uid: uid, app: app)
+        scheduleChanged()
+        var removed: [QueueKey: [TransactionRecord]] = [:]
+        var order: [QueueKey] = []
+        for var record in unfinished {
+            let queue = QueueKey(uid: record.uid, app: record.app)
+            record.finished = true
+            record.sequence = try store.nextSequence(uid: record.uid, app: record.app)
+            if removed[queue] == nil { order.append(queue) }
+            removed[queue, default: []].append(record)
+        }
+        return .ok(value: UInt64(deleted), order.map { .removed($0, removed[$0] ?? []) })
+    }
+}

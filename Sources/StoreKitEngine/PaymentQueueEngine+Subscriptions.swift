@@ -1,0 +1,303 @@
+import StoreKitStore
+import StoreKitWire
+
+// Auto-renewable subscriptions on the store clock.
+//
+// A buyer holds at most one subscription per group: one `subscriptions` row, found by
+// (uid, app, group). Buying in a group starts the row (or resubscribes it, keeping its original
+// transaction id), upgrades it at once, or schedules a downgrade for the next renewal. When `due`
+// comes the row renews (a new `purchased` transaction linked to the original, dated at the renewal
+// time even when fired late), expires (auto-renew off), or enters billing retry / grace period
+// (billing issue switch). Every length comes from the clock's `TimeRate`.
+
+typealias StoreSubscription = TransactionStore.Subscription
+
+/// How control commands name a subscription: by one of its transactions, or by product and buyer.
+public enum SubscriptionSelector: Sendable, Equatable {
+    case transaction(UInt64)
+    case product(uid: UInt32, app: String, productID: String)
+}
+
+extension PaymentQueueEngine {
+    static let defaultPeriod = SubscriptionPeriod(value: 1, unit: .month)
+
+    // MARK: Purchases
+
+    /// Applies a `purchased` transaction of an auto-renewable product to the buyer's subscription
+    /// in its group; sets the record's `expiresDate` (and `originalID` for a chain that exists).
+    func applySubscriptionPurchase(
+        _ record: inout TransactionRecord, product: CatalogProduct, catalog: Catalog, at now: Int64
+    ) throws(StoreError) {
+        let groupID = product.subscriptionGroupID ?? product.id
+        let period = product.subscriptionPeriod ?? Self.defaultPeriod
+        let existing = try store.subscription(uid: record.uid, app: record.app, groupID: groupID)
+        if var current = existing, current.status.isLive {
+            if record.originalID == nil { record.originalID = current.originalID }
+            current.autoRenew = true
+            if current.productID == product.id {
+                // Already subscribed: nothing changes but the wish to renew, and any pending downgrade is dropped.
+                current.nextProductID = nil
+                current.lastTransactionID = record.id
+                record.expiresDate = current.expiresDate
+            } else if Self.switchesImmediately(from: catalog.product(current.productID), to: product) {
+                // Upgrade, or crossgrade to the same period: the new subscription starts now.
+                let end = clock.rate.end(of: period, from: now)
+                current.productID = product.id
+                current.quantity = record.quantity
+                current.status = .active
+                current.periodStart = now
+                current.expiresDate = end
+                current.due = end
+                current.nextProductID = nil
+                current.offerPeriodsLeft = 0
+                current.gracePeriodEnd = nil
+                current.billingRetryEnd = nil
+                current.lastTransactionID = record.id
+                record.expiresDate = end
+            } else {
+                // Downgrade, or crossgrade to another period: takes effect at the next renewal.
+                current.nextProductID = product.id
+                record.expiresDate = clock.rate.end(of: period, from: current.expiresDate)
+            }
+            try saveSubscription(current)
+            return
+        }
+        // A new subscription, or a resubscription in a group the buyer had before (same original).
+        let originalID = existing?.originalID ?? record.id
+        if record.originalID == nil, originalID != record.id { record.originalID = originalID }
+        var end = clock.rate.end(of: period, from: now)
+        var offerPeriodsLeft = 0
+        // Introductory offers: once per group, for a buyer who never subscribed in it.
+        if existing == nil, let offer = product.introductoryOffer, let offerPeriod = offer.period {
+            if offer.paymentMode == SubscriptionOffer.payAsYouGo {
+                end = clock.rate.end(of: offerPeriod, from: now)
+                offerPeriodsLeft = max(offer.periodCount - 1, 0)
+            } else {
+                end = clock.rate.end(of: offerPeriod, times: offer.periodCount, from: now)
+            }
+        }
+        record.expiresDate = end
+        try saveSubscription(StoreSubscription(
+            originalID: originalID, uid: record.uid, app: record.app, groupID: groupID, productID: product.id,
+            quantity: record.quantity, applicationUsername: record.applicationUsername, status: .active,
+            periodStart: now, expiresDate: end, autoRenew: true, offerPeriodsLeft: offerPeriodsLeft, due: end,
+            lastTransactionID: record.id, renewals: existing?.renewals ?? 0))
+    }
+
+    /// Upgrades (a higher level: a smaller `groupNumber`) and crossgrades of the same period switch
+    /// at once; downgrades and crossgrades to another period wait for the renewal (App Store rules).
+    static func switchesImmediately(from old: CatalogProduct?, to new: CatalogProduct) -> Bool {
+        guard let old else { return true }
+        let oldLevel = old.groupLevel ?? Int.max
+        let newLevel = new.groupLevel ?? Int.max
+        if newLevel != oldLevel { return newLevel < oldLevel }
+        return old.subscriptionPeriod == new.subscriptionPeriod
+    }
+
+    /// Whether `uid` may still use the group's introductory offer: never subscribed in the group.
+    public func isEligibleForIntroductoryOffer(uid: UInt32, app: String, groupID: String) throws(StoreError) -> Bool {
+        try store.subscription(uid: uid, app: app, groupID: groupID) == nil
+    }
+
+    func saveSubscription(_ subscription: StoreSubscription) throws(StoreError) {
+        try store.save(subscription)
+        scheduleChanged()
+    }
+
+    // MARK: Scheduled events
+
+    /// One due event of a subscription: renewal, expiry, end of grace period, end of billing retry.
+    func fire(_ subscription: StoreSubscription, now: Int64) throws(StoreError) -> [Effect] {
+        var subscription = subscription
+        switch subscription.status {
+        case .active:
+            guard subscription.autoRenew else {
+                subscription.status = .expired
+                subscription.due = nil
+                try saveSubscription(subscription)
+                return []
+            }
+            if billingIssueEnabled(app: subscription.app) {
+                let period = catalogs[subscription.app]?.product(subscription.productID)?.subscriptionPeriod ?? Self.defaultPeriod
+                let retryEnd = subscription.expiresDate + clock.rate.billingRetryPeriod(for: period)
+                subscription.billingRetryEnd = retryEnd
+                if gracePeriodEnabled(app: subscription.app) {
+                    let graceEnd = min(subscription.expiresDate + clock.rate.gracePeriod(for: period), retryEnd)
+                    subscription.status = .gracePeriod
+                    subscription.gracePeriodEnd = graceEnd
+                    subscription.due = graceEnd
+                } else {
+                    subscription.status = .billingRetry
+                    subscription.due = retryEnd
+                }
+                try saveSubscription(subscription)
+                return []
+            }
+            return try renew(&subscription, at: subscription.expiresDate)
+        case .gracePeriod:
+            if let retryEnd = subscription.billingRetryEnd, retryEnd > (subscription.due ?? now) {
+                subscription.status = .billingRetry
+                subscription.due = retryEnd
+            } else {
+                subscription.status = .expired
+                subscription.due = nil
+            }
+            try saveSubscription(subscription)
+            return []
+        case .billingRetry, .expired, .revoked:
+            if subscription.status == .billingRetry { subscription.status = .expired }
+            subscription.due = nil
+            try saveSubscription(subscription)
+            return []
+        }
+    }
+
+    func billingIssueEnabled(app: String) -> Bool {
+        switches.billingIssue ?? catalogs[app]?.settings.renewalBillingIssuesEnabled ?? false
+    }
+
+    func gracePeriodEnabled(app: String) -> Bool {
+        switches.billingGracePeriod ?? catalogs[app]?.settings.billingGracePeriodEnabled ?? false
+    }
+
+    /// Starts the next period at `start`: a new `purchased` transaction linked to the original
+    /// (for the pending downgrade's product, if any). A product gone from the catalogue expires.
+    func renew(_ subscription: inout StoreSubscription, at start: Int64) throws(StoreError) -> [Effect] {
+        let productID = subscription.nextProductID ?? subscription.productID
+        guard let product = catalogs[subscription.app]?.product(productID), product.kind == .autoRenewable else {
+            subscription.status = .expired
+            subscription.due = nil
+            try saveSubscription(subscription)
+            return []
+        }
+        var period = product.subscriptionPeriod ?? Self.defaultPeriod
+        if subscription.offerPeriodsLeft > 0, productID == subscription.productID,
+           let offerPeriod = product.introductoryOffer?.period {
+            period = offerPeriod
+            subscription.offerPeriodsLeft -= 1
+        } else {
+            subscription.offerPeriodsLeft = 0
+        }
+        let end = clock.rate.end(of: period, from: start)
+        let record = TransactionRecord(
+            id: store.allocateTransactionID(), originalID: subscription.originalID, uid: subscription.uid,
+            app: subscription.app, productID: productID, quantity: subscription.quantity, state: .purchased,
+            sequence: try store.nextSequence(uid: subscription.uid, app: subscription.app), date: start,
+            applicationUsername: subscription.applicationUsername, expiresDate: end)
+        try store.insert(record)
+        subscription.productID = productID
+        subscription.nextProductID = nil
+        subscription.status = .active
+        subscription.periodStart = start
+        subscription.expiresDate = end
+        subscription.due = end
+        subscription.gracePeriodEnd = nil
+        subscription.billingRetryEnd = nil
+        subscription.lastTransactionID = record.id
+        subscription.renewals += 1
+        try saveSubscription(subscription)
+        return [.updated(QueueKey(uid: subscription.uid, app: subscription.app), [record])]
+    }
+
+    // MARK: Control (storekitctl expire, renew, auto-renew)
+
+    enum Located {
+        case found(StoreSubscription)
+        case refused(Outcome)
+    }
+
+    /// The subscription a control command names, or the refusal that says why there is none.
+    func locate(_ selector: SubscriptionSelector) throws(StoreError) -> Located {
+        switch selector {
+        case .transaction(let id):
+            guard let record = try store.transaction(id: id) else {
+                return .refused(.refused(.transactionNotFound, "transaction \(id) does not exist"))
+            }
+            guard let product = catalogs[record.app]?.product(record.productID), product.kind == .autoRenewable else {
+                return .refused(.refused(.invalidArgument,
+                                         "transaction \(id) (\(record.productID)) is not an auto-renewable subscription"))
+            }
+            guard let subscription = try store.subscription(
+                uid: record.uid, app: record.app, groupID: product.subscriptionGroupID ?? product.id) else {
+                return .refused(.refused(.invalidArgument, "transaction \(id) belongs to no subscription"))
+            }
+            return .found(subscription)
+        case .product(let uid, let app, let productID):
+            guard let catalog = catalogs[app] else { return .refused(.refused(.unknownApp, "app \(app) is not registered")) }
+            guard let product = catalog.product(productID) else {
+                return .refused(.refused(.invalidArgument, "product \(productID) is not in the catalogue of \(app)"))
+            }
+            guard product.kind == .autoRenewable else {
+                return .refused(.refused(.invalidArgument, "product \(productID) is not an auto-renewable subscription"))
+            }
+            let groupID = product.subscriptionGroupID ?? product.id
+            guard let subscription = try store.subscription(uid: uid, app: app, groupID: groupID),
+                  subscription.productID == productID || subscription.nextProductID == productID else {
+                return .refused(.refused(.invalidArgument, "uid \(uid) has no subscription to \(productID) in \(app)"))
+            }
+            return .found(subscription)
+        }
+    }
+
+    /// `SKTestSession.expireSubscription`: the subscription ends now. Value: its original id.
+    public func expire(_ selector: SubscriptionSelector) throws(StoreError) -> Outcome {
+        synchronize()
+        guard case .found(var subscription) = try locate(selector) else { return try refusal(selector) }
+        guard subscription.status.isLive else {
+            return .refused(.invalidArgument, "the subscription to \(subscription.productID) is already \(subscription.status.name)")
+        }
+        subscription.status = .expired
+        subscription.expiresDate = min(subscription.expiresDate, clock.now())
+        subscription.due = nil
+        subscription.gracePeriodEnd = nil
+        subscription.billingRetryEnd = nil
+        try saveSubscription(subscription)
+        return .ok(value: subscription.originalID)
+    }
+
+    /// `SKTestSession.forceRenewalOfSubscription`: the current period ends and the next starts now.
+    /// Value: the new transaction's id.
+    public func forceRenewal(_ selector: SubscriptionSelector) throws(StoreError) -> Outcome {
+        synchronize()
+        guard case .found(var subscription) = try locate(selector) else { return try refusal(selector) }
+        guard subscription.status != .revoked else {
+            return .refused(.invalidArgument, "the subscription to \(subscription.productID) was refunded; buy it again")
+        }
+        let effects = try renew(&subscription, at: clock.now())
+        guard subscription.status == .active else {
+            return .refused(.invalidArgument, "\(subscription.productID) is no longer in the catalogue")
+        }
+        return .ok(value: subscription.lastTransactionID, effects)
+    }
+
+    /// Turns auto-renew on or off (`SKTestSession.disableAutoRenewForTransaction`). Value: the original id.
+    public func setAutoRenew(_ on: Bool, _ selector: SubscriptionSelector) throws(StoreError) -> Outcome {
+        synchronize()
+        guard case .found(var subscription) = try locate(selector) else { return try refusal(selector) }
+        guard subscription.status.isLive else {
+            return .refused(.invalidArgument, "the subscription to \(subscription.productID) is \(subscription.status.name)")
+        }
+        subscription.autoRenew = on
+        try saveSubscription(subscription)
+        return .ok(value: subscription.originalID)
+    }
+
+    /// Recovers from a billing issue (`SKTestSession.resolveIssueForTransaction`): renews now, or at
+    /// the original renewal date when still in the grace period.
+    func recover(_ subscription: StoreSubscription) throws(StoreError) -> Outcome {
+        var subscription = subscription
+        let start = subscription.status == .gracePeriod ? subscription.expiresDate : clock.now()
+        let effects = try renew(&subscription, at: start)
+        return .ok(value: subscription.lastTransactionID, effects)
+    }
+
+    private func refusal(_ selector: SubscriptionSelector) throws(StoreError) -> Outcome {
+        if case .refused(let outcome) = try locate(selector) { return outcome }
+        return .refused(.invalidArgument, "no such subscription")
+    }
+
+    /// The buyers' subscriptions, filtered by uid and app.
+    public func subscriptions(uid: UInt32?, app: String?) throws(StoreError) -> [TransactionStore.Subscription] {
+        try store.subscriptions(uid: uid, app: app)
+    }
+}
