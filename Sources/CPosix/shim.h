@@ -131,4 +131,20 @@ static inline ssize_t storekit_recv_with_fds(int fd, char *buffer, size_t length
     }
     return count;
 }
+/* pidfd_open(2) through syscall(2): glibc 2.36 has no wrapper in its headers here. */
+#include <sys/syscall.h>
+#include <poll.h>
+static inline int storekit_pidfd_open(pid_t pid) {
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    return (int)syscall(434, pid, 0);
+#endif
+}
+
+/* 1 when `fd` reports readable/hang-up at once (a pidfd of an exited process, a closed peer). */
+static inline int storekit_poll_now(int fd, short events) {
+    struct pollfd p = { fd, events, 0 };
+    return poll(&p, 1, 0) > 0 ? 1 : 0;
+}
 #endif

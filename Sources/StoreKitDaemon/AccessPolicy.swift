@@ -1,3 +1,4 @@
+import CPosix
 import StoreKitPosix
 #if canImport(Glibc)
 import Glibc
@@ -44,7 +45,23 @@ struct AccessPolicy {
     }
 }
 
-/// Reads `/proc/PID/exe`, for `Executable=` checks; nil when the process is gone or unreadable.
+/// The executable of the process on the other end of `socket`, for `Executable=` checks.
+///
+/// Guarded against pid reuse: the pid is pinned with a pidfd before `/proc/PID/exe` is read, and
+/// the answer counts only if afterwards that process is still alive and the socket still
+/// connected — so the exe read is the peer's, not a later process that got the same pid.
+/// (A process of the same uid can always ptrace the app or hand its socket on; see docs/security.md.)
+func verifiedExecutable(of pid: Int32, socket: Int32) -> String? {
+    let pidfd = storekit_pidfd_open(pid)
+    guard pidfd >= 0 else { return nil }
+    defer { close(pidfd) }
+    guard let path = executablePath(of: pid) else { return nil }
+    let exited = storekit_poll_now(pidfd, Int16(POLLIN)) == 1
+    let hungUp = storekit_poll_now(socket, 0x2000 /* POLLRDHUP */ | Int16(POLLHUP)) == 1
+    return exited || hungUp ? nil : path
+}
+
+/// Reads `/proc/PID/exe`; nil when the process is gone or unreadable.
 func executablePath(of pid: Int32) -> String? {
     var buffer = [CChar](repeating: 0, count: 4096)
     let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)

@@ -54,6 +54,7 @@ public final class Server {
     private var connectionsPerUID: [UInt32: Int] = [:]
     private var nextToken = Token.firstSession
     private var pending: [(Session, ClientMessage)] = []
+    private var backlog: [Session] = []
     private var dirty: [Session] = []
     private var running = true
     private var readBuffer = [UInt8](repeating: 0, count: 65_536)
@@ -143,10 +144,11 @@ public final class Server {
     public func run() throws(Errno) {
         notifier.ready(status: statusLine())
         while running {
-            try epoll.wait(timeout: nextTimeout()) { token, events in
+            try epoll.wait(timeout: pending.isEmpty ? nextTimeout() : 0) { token, events in
                 handle(token: token, events: events)
             }
             executePending()
+            resumeBacklog()
             flushDirty()
             housekeeping()
         }
@@ -382,7 +384,8 @@ public final class Server {
                     close(session)
                 } else if session.pollingWritable {
                     session.pollingWritable = false
-                    try? epoll.modify(session.fd, events: [.readable, .peerClosed], token: session.token)
+                    try? epoll.modify(session.fd, events: session.backlogged ? [.peerClosed] : [.readable, .peerClosed],
+                                      token: session.token)
                 }
             } else {
                 if session.pendingOutput > configuration.outputHighWaterMark {
@@ -392,7 +395,8 @@ public final class Server {
                     close(session)
                 } else if !session.pollingWritable {
                     session.pollingWritable = true
-                    try? epoll.modify(session.fd, events: [.readable, .writable, .peerClosed], token: session.token)
+                    try? epoll.modify(session.fd, events: session.backlogged ? [.writable, .peerClosed]
+                                        : [.readable, .writable, .peerClosed], token: session.token)
                 }
             }
         }
@@ -402,7 +406,7 @@ public final class Server {
 
     private func readAvailable(_ session: Session) {
         var budget = 16
-        while budget > 0 && !session.closeAfterFlush {
+        while budget > 0 && !session.closeAfterFlush && !session.backlogged {
             budget -= 1
             let result = readBuffer.withUnsafeMutableBytes { raw in
                 Result { () throws(Errno) -> IOResult in try UnixSocket.read(session.fd, into: raw) }
@@ -427,11 +431,41 @@ public final class Server {
 
     private func decodeFrames(_ session: Session) {
         do {
-            while !session.closeAfterFlush, let body = try session.decoder.next() {
+            while !session.closeAfterFlush {
+                // Backpressure: with MaxRequestsInFlight= requests waiting, stop decoding and stop
+                // reading (the kernel's socket buffer then holds the client back).
+                guard session.inFlight < configuration.maxRequestsInFlight else {
+                    pauseReading(session)
+                    return
+                }
+                guard let body = try session.decoder.next() else { return }
                 dispatch(session, try ClientMessage.decode(body))
             }
         } catch {
             refuse(session, .malformedRequest, "protocol error: \(error)", id: .protocolError)
+        }
+    }
+
+    private func pauseReading(_ session: Session) {
+        guard !session.backlogged else { return }
+        session.backlogged = true
+        backlog.append(session)
+        try? epoll.modify(session.fd, events: session.pollingWritable ? [.writable, .peerClosed] : [.peerClosed],
+                          token: session.token)
+    }
+
+    /// After a batch is answered, paused sessions decode what they already buffered and read again.
+    private func resumeBacklog() {
+        guard !backlog.isEmpty else { return }
+        let paused = backlog
+        backlog.removeAll(keepingCapacity: true)
+        for session in paused where sessions[session.token] != nil {
+            session.backlogged = false
+            decodeFrames(session)
+            if !session.backlogged {
+                try? epoll.modify(session.fd, events: session.pollingWritable ? [.readable, .writable, .peerClosed]
+                                    : [.readable, .peerClosed], token: session.token)
+            }
         }
     }
 
@@ -455,6 +489,7 @@ public final class Server {
                    requestID: message.requestID ?? 0)
             return
         }
+        session.inFlight += 1
         pending.append((session, message))
     }
 
@@ -485,7 +520,7 @@ public final class Server {
                 return
             }
             if let executable = registration.executable {
-                let actual = executablePath(of: session.peer.pid)
+                let actual = verifiedExecutable(of: session.peer.pid, socket: session.fd)
                 guard actual == executable else {
                     refuse(session, .permissionDenied,
                            "pid \(session.peer.pid) runs \(actual ?? "an unknown executable"), not \(executable), so it may not act as \(app)")
@@ -521,6 +556,7 @@ public final class Server {
         guard !pending.isEmpty || fireScheduled else { return }
         let batch = pending
         pending.removeAll(keepingCapacity: true)
+        defer { for (session, _) in batch { session.inFlight = 0 } }
         var output = BatchOutput()
         var restoring = Set<QueueKey>()
         do {

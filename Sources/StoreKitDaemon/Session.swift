@@ -26,6 +26,10 @@ final class Session {
     var partialSince: Int64?
     /// The name under which this connection sits in the service manager's FD store.
     var storeName: String?
+    /// Requests decoded and not yet answered (bounded by `MaxRequestsInFlight=`).
+    var inFlight = 0
+    /// Reading is paused: the session has `MaxRequestsInFlight=` requests waiting.
+    var backlogged = false
 
     init(token: UInt64, fd: Int32, kind: SocketKind, peer: PeerCredentials, maximumFrameSize: Int) {
         self.token = token
