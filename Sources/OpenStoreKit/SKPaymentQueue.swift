@@ -229,8 +229,10 @@ open class SKPaymentQueue: NSObject {
         }
         handlers.storefrontChanged = { country, identifier in
             guard let queue = reference.queue else { return }
-            queue.withState { $0.storefront = SKStorefront(countryCode: country, identifier: identifier) }
+            let storefront = SKStorefront(countryCode: country, identifier: identifier)
+            queue.withState { $0.storefront = storefront }
             queue.notify { queue, observer in observer.paymentQueueDidChangeStorefront(queue) }
+            queue.askWhetherToContinueDeferred(in: storefront)
         }
         handlers.revoked = { productIDs in
             reference.queue?.notify { queue, observer in
@@ -252,6 +254,43 @@ open class SKPaymentQueue: NSObject {
             }
         }
         connection.setHandlers(handlers)
+    }
+
+    /// How long the delegate has to answer `paymentQueue(_:shouldContinue:in:)` after a storefront
+    /// change; no answer in time means the deferred payment does not continue.
+    public static var storefrontDecisionTimeout: TimeInterval { 5 }
+
+    /// Asks the delegate, on the callback queue, whether each deferred payment continues in the new
+    /// storefront; a "no", or no answer within `storefrontDecisionTimeout`, withdraws it.
+    private func askWhetherToContinueDeferred(in storefront: SKStorefront) {
+        let decision = StorefrontDecision()
+        let reference = QueueReference(self)
+        let cancel: @Sendable ([UInt64]) -> Void = { ids in
+            guard let queue = reference.queue, queue.isConnected else { return }
+            for id in ids { queue.connection.request({ .cancelPayment(requestID: $0, transactionID: id) }, completion: nil) }
+        }
+        let deferredIDs: @Sendable () -> [UInt64] = {
+            guard let queue = reference.queue else { return [] }
+            return queue.withState { state in
+                state.order.compactMap { state.transactions[$0]?.record }.filter { $0.state == .deferred }.map(\.id)
+            }
+        }
+        let box = UncheckedDelivery(queue: self, prepare: {}, body: { _, _ in })
+        let storefrontBox = StorefrontReference(storefront: storefront)
+        SKPaymentQueue.callbackQueue.async {
+            let queue = box.queue
+            guard decision.decide() else { return }
+            let delegate = queue.delegate
+            var withdrawn: [UInt64] = []
+            for transaction in queue.transactions where transaction.transactionState == .deferred {
+                let proceed = delegate?.paymentQueue(queue, shouldContinue: transaction, in: storefrontBox.storefront) ?? true
+                if !proceed, let id = transaction.record?.id { withdrawn.append(id) }
+            }
+            cancel(withdrawn)
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + SKPaymentQueue.storefrontDecisionTimeout) {
+            if decision.decide() { cancel(deferredIDs()) }
+        }
     }
 
     private func received(updated records: [TransactionRecord]) {
@@ -306,6 +345,25 @@ private final class PromotionDecision {
 private struct QueueReference: @unchecked Sendable {
     weak var queue: SKPaymentQueue?
     init(_ queue: SKPaymentQueue) { self.queue = queue }
+}
+
+/// Which of the delegate's answer and the deadline came first.
+private final class StorefrontDecision: @unchecked Sendable {
+    private let lock = NSLock()
+    private var decided = false
+
+    /// True for the first caller only.
+    func decide() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if decided { return false }
+        decided = true
+        return true
+    }
+}
+
+private struct StorefrontReference: @unchecked Sendable {
+    let storefront: SKStorefront
 }
 
 /// Carries observer calls to the callback queue. The observers are app objects that StoreKit, too,

@@ -667,6 +667,13 @@ public final class Server {
             restoring.insert(queue)
             let outcome = try engine.restore(uid: uid, app: app, applicationUsername: username)
             apply(outcome, requestID: id, session: session, into: &output)
+        case .cancelPayment(let id, let transactionID):
+            if let refusal = mutatingRefusal {
+                output.reply(session, .result(id, .storageFailure, refusal))
+                return
+            }
+            let outcome = try engine.cancelDeferred(uid: uid, app: app, transactionID: transactionID)
+            apply(outcome, requestID: id, session: session, into: &output)
         case .products(let id, let identifiers):
             let (products, invalid) = engine.products(app: app, identifiers: identifiers)
             output.reply(session, .products(requestID: id, products: products, invalidIdentifiers: invalid))

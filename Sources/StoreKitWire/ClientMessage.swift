@@ -14,6 +14,9 @@ public enum ClientMessage: Sendable, Equatable {
     /// A storekitctl command (control socket only): a name and its arguments.
     case control(requestID: UInt32, command: String, arguments: [String])
     case ping(requestID: UInt32)
+    /// Withdraws a deferred payment the app chose not to continue after a storefront change
+    /// (`paymentQueue(_:shouldContinue:in:)` answered false, or did not answer in time).
+    case cancelPayment(requestID: UInt32, transactionID: UInt64)
 
     public struct AddPayment: Sendable, Equatable {
         public var requestID: UInt32
@@ -39,14 +42,14 @@ public enum ClientMessage: Sendable, Equatable {
     }
 
     enum Tag: UInt8 {
-        case hello = 1, subscribe, unsubscribe, addPayment, finish, restore, products, unfinished, control, ping
+        case hello = 1, subscribe, unsubscribe, addPayment, finish, restore, products, unfinished, control, ping, cancelPayment
     }
 
     public var requestID: UInt32? {
         switch self {
         case .hello: nil
         case .subscribe(let id), .unsubscribe(let id), .finish(let id, _), .restore(let id, _),
-             .products(let id, _), .unfinished(let id), .control(let id, _, _), .ping(let id):
+             .products(let id, _), .unfinished(let id), .control(let id, _, _), .ping(let id), .cancelPayment(let id, _):
             id
         case .addPayment(let payment): payment.requestID
         }
@@ -83,6 +86,8 @@ public enum ClientMessage: Sendable, Equatable {
             writer.u8(Tag.control.rawValue); writer.u32(id); writer.string(command); writer.stringList(arguments)
         case .ping(let id):
             writer.u8(Tag.ping.rawValue); writer.u32(id)
+        case .cancelPayment(let id, let transactionID):
+            writer.u8(Tag.cancelPayment.rawValue); writer.u32(id); writer.u64(transactionID)
         }
         return writer.bytes
     }
@@ -117,6 +122,8 @@ public enum ClientMessage: Sendable, Equatable {
             message = .control(requestID: try reader.u32(), command: try reader.string(), arguments: try reader.stringList())
         case .ping:
             message = .ping(requestID: try reader.u32())
+        case .cancelPayment:
+            message = .cancelPayment(requestID: try reader.u32(), transactionID: try reader.u64())
         }
         try reader.expectEnd()
         return message

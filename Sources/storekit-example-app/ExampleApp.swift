@@ -2,10 +2,29 @@ import OpenStoreKit
 
 /// The queue holds observers weakly, as StoreKit does: the app keeps its observer alive.
 nonisolated(unsafe) var appObserver: TransactionObserver?
+/// The queue's delegate, also held weakly by the queue.
+nonisolated(unsafe) var storefrontDelegate: StorefrontDelegate?
+
+/// Decides whether deferred payments continue when the storefront changes.
+final class StorefrontDelegate: NSObject, SKPaymentQueueDelegate {
+    let continuePayments: Bool
+
+    init(continuePayments: Bool) {
+        self.continuePayments = continuePayments
+    }
+
+    func paymentQueue(_ paymentQueue: SKPaymentQueue, shouldContinue transaction: SKPaymentTransaction,
+                      in newStorefront: SKStorefront) -> Bool {
+        Output.event(["event": "shouldContinue", "transactionIdentifier": transaction.transactionIdentifier ?? "",
+                      "storefront": newStorefront.countryCode, "answer": continuePayments])
+        return continuePayments
+    }
+}
 
 enum ExampleApp {
     static let usage = """
-        Usage: storekit-example-app [--app ID] [--ledger FILE] [--promoted accept|defer|decline] COMMAND
+        Usage: storekit-example-app [--app ID] [--ledger FILE] [--promoted accept|defer|decline]
+                                    [--storefront-change continue|cancel] COMMAND
 
         A sample app using OpenStoreKit (acts as com.example.game unless --app).
 
@@ -17,6 +36,9 @@ enum ExampleApp {
 
         --promoted: the answer to a purchase promoted in the App Store (default accept; defer keeps
         the payment and adds it half a second later).
+
+        --storefront-change: whether deferred payments continue when the storefront changes
+        (the queue delegate's paymentQueue(_:shouldContinue:in:); default continue).
 
         Each update is printed as one JSON line (events: updated, removed, restoreFinished,
         restoreFailed, revoked, storefrontChanged, promoted, promotedAdded). Content is granted into the ledger file
@@ -68,7 +90,16 @@ enum ExampleApp {
         case .some(nil): return usageError("--promoted needs accept, defer or decline")
         case .none: break
         }
+        var continueOnStorefrontChange = true
+        switch option("--storefront-change") {
+        case .some("continue"?): continueOnStorefrontChange = true
+        case .some("cancel"?): continueOnStorefrontChange = false
+        case .some: return usageError("--storefront-change takes continue or cancel")
+        case .none: break
+        }
         guard let command = arguments.first else { return usageError("a COMMAND is required") }
+        storefrontDelegate = StorefrontDelegate(continuePayments: continueOnStorefrontChange)
+        SKPaymentQueue.default().delegate = storefrontDelegate
         SKPaymentQueue.applicationIdentifier = app
         let ledger = Ledger(path: ledgerPath ?? Ledger.defaultPath(app: app))
 

@@ -64,6 +64,7 @@ enum WireSamples {
         .control(requestID: 7, command: "list", arguments: []),
         .control(requestID: 7, command: unicode, arguments: ["-o", "json", unicode, ""]),
         .ping(requestID: 8),
+        .cancelPayment(requestID: 9, transactionID: 2_000_000_000_000_042),
     ]
 
     static let serverMessages: [ServerMessage] = [
