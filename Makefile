@@ -10,7 +10,7 @@ APT_PACKAGES := libsqlite3-dev libsystemd-dev sqlite3 systemd dbus-daemon python
 CONFIG ?= config/storekitd.conf
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build run test test-unit bench install clean fuzz
+.PHONY: all deps build run test bench install install-files clean fuzz torture test-sanitize
 
 all: build
 
@@ -35,11 +35,16 @@ bench: deps
 	$(SWIFT) build -c release --product storekitd
 	.build/release/storekitd-bench
 
-install: build
+# `make install` builds in release mode; `install-files` only copies (BUILD_DIR selects the build).
+BUILD_DIR ?= .build/release
+install: deps
 	$(SWIFT) build -c release
+	$(MAKE) install-files BUILD_DIR=.build/release
+
+install-files:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/storekitd/apps.d $(DESTDIR)/etc/storekitd/catalog \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/catalog
-	install -m 0755 .build/release/storekitd .build/release/storekitctl .build/release/storekit-example-app $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD_DIR)/storekitd $(BUILD_DIR)/storekitctl $(BUILD_DIR)/storekit-example-app $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 config/storekitd.conf $(DESTDIR)/etc/storekitd/storekitd.conf
 	install -m 0644 config/apps.d/*.conf $(DESTDIR)/etc/storekitd/apps.d/
 	install -m 0644 config/catalog/*.storekit $(DESTDIR)/etc/storekitd/catalog/
