@@ -78,6 +78,9 @@ public enum Daemon {
             return 1
         }
         logger.info("Opened database \(databasePath): \(store.openReport)", id: .recovery)
+        let checkpointer = Checkpointer(path: databasePath)
+        if (try? store.disableAutomaticCheckpoints()) != nil { checkpointer.start() }
+        defer { checkpointer.stop() }
 
         let engine = PaymentQueueEngine(store: store, catalogs: catalogs)
         if let storefront = configuration.storefront ?? catalogs.values.first?.settings.storefront {

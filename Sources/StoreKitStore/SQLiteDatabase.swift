@@ -1,4 +1,7 @@
 import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A thin owner of one sqlite3 connection and its cached prepared statements.
 /// Not thread-safe: the daemon uses it from its serving loop only.
@@ -6,6 +9,10 @@ public final class SQLiteDatabase {
     public let path: String
     let handle: OpaquePointer
     private var statements: [String: OpaquePointer] = [:]
+    /// Called whenever SQLite reports that the file system is full (the store's low-space mode).
+    var fullHandler: (() -> Void)?
+
+    static let busyTimeoutMilliseconds: Int32 = 5000
 
     static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
@@ -21,7 +28,7 @@ public final class SQLiteDatabase {
         }
         self.handle = handle
         sqlite3_extended_result_codes(handle, 1)
-        sqlite3_busy_timeout(handle, 5000)
+        sqlite3_busy_timeout(handle, Self.busyTimeoutMilliseconds)
     }
 
     deinit {
@@ -42,7 +49,19 @@ public final class SQLiteDatabase {
     }
 
     func error(_ status: Int32, _ context: String) -> StoreError {
-        StoreError(Self.code(for: status), path: path, message: "\(context): \(String(cString: sqlite3_errmsg(handle)))")
+        var code = Self.code(for: status)
+        // Some writes (growing the -shm file, truncating) report a full disk as an I/O error.
+        if code == .io, [ENOSPC, EDQUOT].contains(sqlite3_system_errno(handle)) { code = .full }
+        let message = "\(context): \(String(cString: sqlite3_errmsg(handle)))"
+        if code == .full { fullHandler?() }
+        return StoreError(code, path: path, message: message)
+    }
+
+    /// Runs `body` with another busy timeout (0: never wait for other connections).
+    func withBusyTimeout<T>(_ milliseconds: Int32, _ body: () -> T) -> T {
+        sqlite3_busy_timeout(handle, milliseconds)
+        defer { sqlite3_busy_timeout(handle, Self.busyTimeoutMilliseconds) }
+        return body()
     }
 
     public func execute(_ sql: String) throws(StoreError) {

@@ -225,6 +225,11 @@ public final class TransactionStore {
 
     public var isInTransaction: Bool { inTransaction }
 
+    /// Hands checkpoints to a `Checkpointer` thread instead of running them inside commits.
+    public func disableAutomaticCheckpoints() throws(StoreError) {
+        try database.execute("PRAGMA wal_autocheckpoint=0")
+    }
+
     // MARK: Allocation
 
     public func allocateTransactionID() -> UInt64 {

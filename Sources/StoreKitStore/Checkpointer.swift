@@ -1,0 +1,49 @@
+import CSQLite
+import Foundation
+
+/// Copies committed WAL frames into the database file on a background thread.
+///
+/// With SQLite's automatic checkpoints, every ~1000th commit of the serving loop would also copy
+/// and fsync the database file while every client waits. Here the writer turns them off
+/// (`wal_autocheckpoint=0`) and this thread runs `wal_checkpoint(PASSIVE)` on its own connection:
+/// it never blocks the writer, and SQLite restarts the WAL from its beginning once a checkpoint
+/// has caught up. Durability is unchanged — a commit is durable when the WAL is fsynced.
+public final class Checkpointer: @unchecked Sendable {
+    private let path: String
+    private let interval: TimeInterval
+    private let condition = NSCondition()
+    private var running = true
+    private var thread: Thread?
+
+    public init(path: String, interval: TimeInterval = 0.2) {
+        self.path = path
+        self.interval = interval
+    }
+
+    public func start() {
+        let thread = Thread { [self] in loop() }
+        thread.name = "storekitd.checkpoint"
+        self.thread = thread
+        thread.start()
+    }
+
+    public func stop() {
+        condition.lock()
+        running = false
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func loop() {
+        guard let database = try? SQLiteDatabase(path: path) else { return }
+        while true {
+            condition.lock()
+            if running { _ = condition.wait(until: Date().addingTimeInterval(interval)) }
+            let keepGoing = running
+            condition.unlock()
+            // A final checkpoint on stop leaves a short WAL behind for the next start.
+            try? database.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            if !keepGoing { return }
+        }
+    }
+}

@@ -1,0 +1,191 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the store does when the file system holding the database fills up.
+///
+/// SQLite itself stays consistent on a full disk (a commit that cannot be written is rolled back
+/// and reported as `SQLITE_FULL`), but on its own it would refuse everything, finishing included,
+/// because every commit appends to the WAL. So the store keeps a small **reserve file**
+/// (`storekitd.sqlite-reserve`, `reserveSize` bytes, allocated with `posix_fallocate`) beside the
+/// database and watches the free space (`statvfs`) before every unit of work:
+///
+/// - Free space below `lowWater`, or any `SQLITE_FULL`/`ENOSPC`: **low-space mode**. The reserve
+///   is deleted (its space goes to SQLite), new transactions (payments, restores, renewals) are
+///   refused with `StoreError.Code.full`, and after every commit a passive checkpoint lets the
+///   next commit reuse the WAL file from its start, so finishing, reading and observing go on
+///   inside space the database already holds.
+/// - At most once a second while low: when the free space (counting what truncating the WAL
+///   would give back) reaches `highWater`, the WAL is truncated, the reserve is allocated again
+///   and the mode ends by itself.
+///
+/// Single-threaded: used by the store from the daemon's serving loop only.
+public final class DiskSpaceGuard {
+    /// Bytes kept in the reserve file.
+    public static let defaultReserveSize = 512 * 1024
+
+    public let reservePath: String
+    public let reserveSize: Int
+    /// Below this many free bytes the store goes into low-space mode.
+    public let lowWater: Int
+    /// Low-space mode ends when this many bytes are free: the reserve plus room to spare.
+    public var highWater: Int { reserveSize + 2 * lowWater }
+
+    /// Why new transactions are refused now; nil when there is room.
+    public private(set) var lowSpaceReason: String?
+    public var isLow: Bool { lowSpaceReason != nil }
+    /// Times the store went into low-space mode (for status and tests).
+    public private(set) var lowSpaceEpisodes = 0
+
+    /// Told about every change of mode (`low` true: entered), for the daemon's journal.
+    public var onTransition: ((_ low: Bool, _ message: String) -> Void)?
+
+    private let databasePath: String
+    private let directory: String
+    private var lastRecoveryAttempt: Int64 = 0
+    private var checkpointWanted = false
+
+    init(databasePath: String, reserveSize: Int) {
+        self.databasePath = databasePath
+        reservePath = databasePath + "-reserve"
+        self.reserveSize = max(0, reserveSize)
+        lowWater = max(64 * 1024, self.reserveSize / 4)
+        if let slash = databasePath.lastIndex(of: "/") {
+            let parent = String(databasePath[..<slash])
+            directory = parent.isEmpty ? "/" : parent
+        } else {
+            directory = "."
+        }
+    }
+
+    // MARK: Measuring
+
+    /// Bytes an unprivileged writer may still allocate in the database's file system.
+    public func freeBytes() -> Int? {
+        var info = statvfs()
+        guard statvfs(directory, &info) == 0 else { return nil }
+        return Int(info.f_bavail) * Int(info.f_frsize)
+    }
+
+    static func fileSize(_ path: String) -> Int {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : 0
+    }
+
+    static func monotonicMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    // MARK: The reserve file
+
+    private var hasReserve: Bool { access(reservePath, F_OK) == 0 }
+
+    private func releaseReserve() {
+        unlink(reservePath)
+    }
+
+    /// Allocates the reserve; false (and no file left) when the space is not there.
+    private func createReserve() -> Bool {
+        guard reserveSize > 0 else { return true }
+        if Self.fileSize(reservePath) >= reserveSize { return true }
+        let fd = open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        let status = posix_fallocate(fd, 0, off_t(reserveSize))
+        let synced = status == 0 && fsync(fd) == 0
+        close(fd)
+        if !synced { unlink(reservePath) }
+        return synced
+    }
+
+    // MARK: Called by the store
+
+    /// Before the database is opened: a file system that filled up while the daemon was down
+    /// gets the reserve back, so that SQLite can create its -wal and -shm files.
+    func prepareForOpen() {
+        guard hasReserve, let free = freeBytes(), free < lowWater else { return }
+        releaseReserve()
+        enterLowSpace("only \(free) bytes were free at start")
+    }
+
+    /// After a successful open: takes the reserve (or starts in low-space mode without it).
+    func opened() {
+        guard !isLow else { return }
+        guard let free = freeBytes() else { return }
+        let missing = max(0, reserveSize - Self.fileSize(reservePath))
+        if free - missing < lowWater || !createReserve() {
+            releaseReserve()
+            enterLowSpace("only \(free) bytes are free")
+        }
+    }
+
+    /// SQLite reported `SQLITE_FULL` (or the OS `ENOSPC`).
+    func noteFull() {
+        if !isLow { enterLowSpace("a write failed: the file system is full") }
+        checkpointWanted = true
+    }
+
+    /// Before `BEGIN`: notices low space before a commit fails, and its end.
+    func beforeUnitOfWork(_ database: SQLiteDatabase) {
+        if !isLow {
+            if let free = freeBytes(), free < lowWater { enterLowSpace("only \(free) bytes are free") }
+        }
+        guard isLow else { return }
+        let now = Self.monotonicMilliseconds()
+        if now - lastRecoveryAttempt >= 1000 {
+            lastRecoveryAttempt = now
+            if tryToLeaveLowSpace(database) { return }
+        }
+        if checkpointWanted {
+            checkpointWanted = false
+            checkpoint(database, mode: "PASSIVE")
+        }
+    }
+
+    /// After a commit in low-space mode: copy the WAL into the database now, so that the next
+    /// commit starts the WAL over in space it already has instead of growing it.
+    func afterCommit(_ database: SQLiteDatabase) {
+        if isLow { checkpoint(database, mode: "PASSIVE") }
+    }
+
+    /// Why a new transaction may not be stored now, nil when it may.
+    var newTransactionRefusal: String? {
+        guard let lowSpaceReason else { return nil }
+        return "the file system holding \(databasePath) is almost full (\(lowSpaceReason)): new transactions are "
+            + "refused until space is freed; finishing, reading and observing go on"
+    }
+
+    // MARK: Modes
+
+    private func enterLowSpace(_ reason: String) {
+        lowSpaceReason = reason
+        lowSpaceEpisodes += 1
+        lastRecoveryAttempt = Self.monotonicMilliseconds()
+        checkpointWanted = true
+        releaseReserve()
+        onTransition?(true, "Low on disk space for \(databasePath) (\(reason)): new transactions are refused, "
+                      + "finishing and reading go on")
+    }
+
+    private func tryToLeaveLowSpace(_ database: SQLiteDatabase) -> Bool {
+        guard let free = freeBytes() else { return false }
+        let wal = Self.fileSize(databasePath + "-wal")
+        guard free + wal >= highWater else { return false }
+        // Give the WAL's space back (it was kept to be reused while space was short).
+        if free < highWater { checkpoint(database, mode: "TRUNCATE") }
+        guard let after = freeBytes(), after >= highWater, createReserve() else { return false }
+        lowSpaceReason = nil
+        checkpointWanted = false
+        onTransition?(false, "Disk space for \(databasePath) is back (\(after) bytes free): new transactions are accepted again")
+        return true
+    }
+
+    /// A checkpoint that never waits for readers (the background integrity check may be one);
+    /// failures are ignored: it is an optimisation, the WAL stays valid either way.
+    private func checkpoint(_ database: SQLiteDatabase, mode: String) {
+        database.withBusyTimeout(0) {
+            try? database.execute("PRAGMA wal_checkpoint(\(mode))")
+        }
+    }
+}
