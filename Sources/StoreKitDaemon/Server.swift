@@ -599,6 +599,13 @@ public final class Server {
 
     private var mutatingRefusal: String? { writesStoppedReason.map { "writes are stopped: \($0)" } }
 
+    /// False, after answering `storageFailure`, when the integrity check has stopped writes.
+    private func writesAllowed(_ requestID: UInt32, _ session: Session, _ output: inout BatchOutput) -> Bool {
+        guard let refusal = mutatingRefusal else { return true }
+        output.reply(session, .result(requestID, .storageFailure, refusal))
+        return false
+    }
+
     private func execute(
         _ message: ClientMessage, for session: Session, into output: inout BatchOutput, restoring: inout Set<QueueKey>
     ) throws(StoreError) {
@@ -641,24 +648,15 @@ public final class Server {
             }
             output.reply(session, .result(id, .ok))
         case .addPayment(let payment):
-            if let refusal = mutatingRefusal {
-                output.reply(session, .result(payment.requestID, .storageFailure, refusal))
-                return
-            }
+            guard writesAllowed(payment.requestID, session, &output) else { return }
             let outcome = try engine.addPayment(uid: uid, app: app, payment: payment)
             apply(outcome, requestID: payment.requestID, session: session, into: &output)
         case .finish(let id, let transactionID):
-            if let refusal = mutatingRefusal {
-                output.reply(session, .result(id, .storageFailure, refusal))
-                return
-            }
+            guard writesAllowed(id, session, &output) else { return }
             let outcome = try engine.finish(uid: uid, app: app, transactionID: transactionID)
             apply(outcome, requestID: id, session: session, into: &output)
         case .restore(let id, let username):
-            if let refusal = mutatingRefusal {
-                output.reply(session, .result(id, .storageFailure, refusal))
-                return
-            }
+            guard writesAllowed(id, session, &output) else { return }
             // Single-flight: a second restore of the same queue in this unit of work joins the first.
             if restoring.contains(queue) {
                 output.reply(session, .result(id, .ok))
@@ -668,10 +666,7 @@ public final class Server {
             let outcome = try engine.restore(uid: uid, app: app, applicationUsername: username)
             apply(outcome, requestID: id, session: session, into: &output)
         case .cancelPayment(let id, let transactionID):
-            if let refusal = mutatingRefusal {
-                output.reply(session, .result(id, .storageFailure, refusal))
-                return
-            }
+            guard writesAllowed(id, session, &output) else { return }
             let outcome = try engine.cancelDeferred(uid: uid, app: app, transactionID: transactionID)
             apply(outcome, requestID: id, session: session, into: &output)
         case .products(let id, let identifiers):
