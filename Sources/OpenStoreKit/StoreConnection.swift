@@ -28,7 +28,13 @@ final class StoreConnection: Sendable {
     private struct Pending {
         let message: ClientMessage
         let completion: Completion?
+        var sentAt = Date()
     }
+
+    /// A request unanswered this long is sent again on the same connection: after a daemon
+    /// restart that kept the connection (FD store), a request it had read but not answered is
+    /// gone. Every request is safe to repeat (idempotency keys, idempotent finish and restore).
+    static let resendAfter: TimeInterval = 5
 
     private struct State {
         var started = false
@@ -153,22 +159,42 @@ final class StoreConnection: Sendable {
     private func serve(_ socket: WireConnection.Box, welcome: (uid: UInt32, storefront: String, storefrontID: String)) {
         let (resend, observing, handlers) = state.withLock { state -> ([ClientMessage], Bool, Handlers) in
             state.socket = socket
+            for id in state.order { state.pending[id]?.sentAt = Date() }
             return (state.order.compactMap { state.pending[$0]?.message }, state.observing, state.handlers)
         }
         handlers.connected(welcome.storefront, welcome.storefrontID)
         if observing { send(.subscribe(requestID: 0), on: socket) }
         for message in resend { send(message, on: socket) }
+        socket.connection.setReceiveTimeout(1)
         while true {
             let message: ServerMessage
             do {
                 message = try socket.connection.receive()
             } catch {
+                if error.code == .timedOut {
+                    resendStale(on: socket)
+                    continue
+                }
                 break
             }
             handle(message)
         }
         state.withLock { $0.socket = nil }
         socket.connection.close()
+    }
+
+    private func resendStale(on socket: WireConnection.Box) {
+        let now = Date()
+        let stale = state.withLock { state -> [ClientMessage] in
+            var messages: [ClientMessage] = []
+            for id in state.order {
+                guard let pending = state.pending[id], now.timeIntervalSince(pending.sentAt) >= Self.resendAfter else { continue }
+                state.pending[id]?.sentAt = now
+                messages.append(pending.message)
+            }
+            return messages
+        }
+        for message in stale { send(message, on: socket) }
     }
 
     private func handle(_ message: ServerMessage) {

@@ -10,6 +10,7 @@ public struct ConnectionError: Error, CustomStringConvertible, Sendable, Equatab
         case connect(Errno)
         case io(Errno)
         case closed
+        case timedOut
         case protocolError(WireError)
         case refused(ResultCode, String)
     }
@@ -27,6 +28,7 @@ public struct ConnectionError: Error, CustomStringConvertible, Sendable, Equatab
         case .connect(let errno): "cannot connect to \(path): \(errno)"
         case .io(let errno): "connection to \(path) failed: \(errno)"
         case .closed: "storekitd closed the connection (\(path))"
+        case .timedOut: "no answer from storekitd within the receive timeout (\(path))"
         case .protocolError(let error): "protocol error on \(path): \(error)"
         case .refused(let code, let message): "storekitd refused (\(code.name)): \(message)"
         }
@@ -111,12 +113,21 @@ public final class WireConnection {
             switch result {
             case .success(.transferred(let count)):
                 buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-            case .success(.endOfFile), .success(.wouldBlock):
+            case .success(.endOfFile):
                 throw ConnectionError(.closed, path: path)
+            case .success(.wouldBlock):
+                // Only with a receive timeout set (the fd is blocking): nothing arrived in time.
+                throw ConnectionError(.timedOut, path: path)
             case .failure(let errno):
                 throw ConnectionError(.io(errno), path: path)
             }
         }
+    }
+
+    /// Makes `receive()` throw `.timedOut` when nothing arrives for `seconds` (SO_RCVTIMEO).
+    public func setReceiveTimeout(_ seconds: Double) {
+        var value = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
     }
 
     /// Whether a whole message is already buffered (no syscall).
