@@ -41,6 +41,11 @@ install: deps
 	$(SWIFT) build -c release
 	$(MAKE) install-files BUILD_DIR=.build/release
 
+# Many cycles of: clients buying and finishing, kill -9 at a random moment, restart, check.
+torture: deps
+	$(SWIFT) build --build-tests
+	STOREKIT_TORTURE_CYCLES=$${STOREKIT_TORTURE_CYCLES:-300} $(SWIFT) test --skip-build --filter NothingLostTortureTests
+
 install-files:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/storekitd/apps.d $(DESTDIR)/etc/storekitd/catalog \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/catalog

@@ -147,4 +147,11 @@ static inline int storekit_poll_now(int fd, short events) {
     struct pollfd p = { fd, events, 0 };
     return poll(&p, 1, 0) > 0 ? 1 : 0;
 }
+/* Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread it starts later. */
+static inline int storekit_block_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT); sigaddset(&set, SIGHUP);
+    return sigprocmask(SIG_BLOCK, &set, NULL);
+}
 #endif

@@ -60,6 +60,8 @@ struct ControlCommands {
             return try transactions(arguments)
         case "buy":
             return try buy(arguments)
+        case "backup":
+            return backup(arguments)
         default:
             if let result = try storeCommand(command, arguments) { return result }
             return .failure(.invalidArgument, "unknown command '\(command)'")
@@ -77,6 +79,7 @@ struct ControlCommands {
             ("storefront", .string(engine.storefront)),
             ("clock", .string(RFC3339.string(milliseconds: engine.clock.now()))),
             ("protocolVersion", .int(Int64(ProtocolVersion.current))),
+            ("lowDiskSpace", .optional(engine.store.space.lowSpaceReason)),
         ]))
     }
 

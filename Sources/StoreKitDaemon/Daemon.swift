@@ -39,6 +39,9 @@ public enum Daemon {
 
     /// Exit codes: 0 clean stop, 1 failure (config, database, sockets), 64 usage.
     public static func main(_ arguments: [String]) -> Int32 {
+        // Before any thread exists: SIGTERM, SIGINT and SIGHUP are read from a signalfd by the
+        // serving loop, so no thread (checkpointer, integrity check, D-Bus calls) may take them.
+        Server.blockSignals()
         let options: Options
         switch parse(Array(arguments.dropFirst())) {
         case .success(let parsed): options = parsed
@@ -74,10 +77,15 @@ public enum Daemon {
             try makeDirectory(runtimeDirectory, mode: 0o755)
             store = try TransactionStore(path: databasePath)
         } catch {
-            logger.error("Failed to open database \(databasePath): \(error)", id: .storageFailure)
+            logger.error("Failed to open database \(databasePath): \((error as? StoreError)?.message ?? "\(error)")",
+                         id: .storageFailure)
             return 1
         }
         logger.info("Opened database \(databasePath): \(store.openReport)", id: .recovery)
+        let spaceLogger = logger
+        store.space.onTransition = { low, message in
+            if low { spaceLogger.warning(message, id: .storageFailure) } else { spaceLogger.notice(message, id: .recovery) }
+        }
         let checkpointer = Checkpointer(path: databasePath)
         if (try? store.disableAutomaticCheckpoints()) != nil { checkpointer.start() }
         defer { checkpointer.stop() }

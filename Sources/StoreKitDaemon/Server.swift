@@ -138,6 +138,11 @@ public final class Server {
         if let name = session.storeName { notifier.storeFileDescriptor(session.fd, name: name) }
     }
 
+    /// Blocks the signals the loop reads from its signalfd; call before starting any thread.
+    public static func blockSignals() {
+        _ = storekit_block_signals()
+    }
+
     // MARK: The loop
 
     /// Serves until SIGTERM/SIGINT, then drains and returns.
@@ -219,6 +224,7 @@ public final class Server {
         let unfinished = (try? engine.store.unfinishedCount()) ?? -1
         var line = "Serving \(sessions.count) connections, \(observerCount) observers, \(unfinished) unfinished transactions"
         if let writesStoppedReason { line += "; WRITES STOPPED: \(writesStoppedReason)" }
+        if let low = engine.store.space.lowSpaceReason { line += "; LOW DISK SPACE: \(low)" }
         return line
     }
 
@@ -559,6 +565,7 @@ public final class Server {
         defer { for (session, _) in batch { session.inFlight = 0 } }
         var output = BatchOutput()
         var restoring = Set<QueueKey>()
+        let batchStart = ServiceNotifier.monotonicMilliseconds()
         do {
             try engine.store.begin()
             if fireScheduled {
@@ -568,6 +575,9 @@ public final class Server {
                 try execute(message, for: session, into: &output, restoring: &restoring)
             }
             try engine.store.commit()
+            if logger.maximumPriority >= .debug {
+                logger.debug("Committed \(batch.count) requests in \(ServiceNotifier.monotonicMilliseconds() - batchStart) ms")
+            }
         } catch {
             engine.store.rollback()
             for (key, token) in output.subscriptions {

@@ -31,6 +31,32 @@ public final class SQLiteDatabase {
         sqlite3_busy_timeout(handle, Self.busyTimeoutMilliseconds)
     }
 
+    /// A read-only view of the file exactly as it is on disk: no locks, no -wal or -shm files
+    /// (SQLite's `immutable`). Right only for a database whose WAL is absent or empty; it reads
+    /// without leaving a trace, which is how a file the store refuses is identified.
+    init(immutablePath path: String) throws(StoreError) {
+        self.path = path
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/-_.~".utf8)
+        var uri = "file:"
+        for byte in path.utf8 {
+            if allowed.contains(byte) {
+                uri.append(Character(Unicode.Scalar(byte)))
+            } else {
+                uri += "%" + (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+            }
+        }
+        uri += "?mode=ro&immutable=1"
+        var handle: OpaquePointer?
+        let status = sqlite3_open_v2(uri, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nil)
+        guard status == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close(handle)
+            throw StoreError(Self.code(for: status), path: path, message: message)
+        }
+        self.handle = handle
+        sqlite3_extended_result_codes(handle, 1)
+    }
+
     deinit {
         for statement in statements.values { sqlite3_finalize(statement) }
         sqlite3_close_v2(handle)

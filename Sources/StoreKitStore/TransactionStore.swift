@@ -16,6 +16,8 @@ public final class TransactionStore {
 
     public let database: SQLiteDatabase
     public var path: String { database.path }
+    /// Low-space mode on a filling file system (see DiskSpaceGuard.swift).
+    public let space: DiskSpaceGuard
 
     private var nextID: UInt64 = 0
     private var sequences: [QueueKey: UInt64] = [:]
@@ -39,9 +41,23 @@ public final class TransactionStore {
 
     /// Opens (creating when absent) the database at `path`. Cheap checks only: file header,
     /// application id, schema version, WAL recovery. The full integrity check runs separately.
-    public init(path: String) throws(StoreError) {
+    public convenience init(path: String) throws(StoreError) {
+        try self.init(path: path, spaceReserve: DiskSpaceGuard.defaultReserveSize)
+    }
+
+    /// `spaceReserve`: bytes of the reserve file kept for a full disk (0: none; see DiskSpaceGuard).
+    public init(path: String, spaceReserve: Int) throws(StoreError) {
+        space = DiskSpaceGuard(databasePath: path, reserveSize: spaceReserve)
+        space.prepareForOpen()
         let existed = try Self.checkHeader(path: path)
+        if existed {
+            // A truncated file, a foreign or a newer database is refused before a read-write
+            // connection exists: closing one would checkpoint (rewrite) a WAL database.
+            try Self.checkSize(path: path)
+            try Self.identify(path: path)
+        }
         database = try SQLiteDatabase(path: path)
+        database.fullHandler = { [space] in space.noteFull() }
         // Identify the file before changing anything about it: a foreign database is never touched
         // (not even switched to WAL, which rewrites its header).
         let applicationID = Int32(truncatingIfNeeded: try database.scalarInt("PRAGMA application_id") ?? 0)
@@ -49,10 +65,11 @@ public final class TransactionStore {
         if existed {
             let tables = try database.scalarInt("SELECT count(*) FROM sqlite_schema") ?? 0
             if applicationID != Self.applicationID && !(applicationID == 0 && tables == 0) {
-                throw StoreError(.foreignDatabase, path: path,
-                                 message: "not a storekitd database (application_id \(applicationID)); refusing to touch it")
+                throw Self.foreignDatabaseError(path: path, applicationID: applicationID)
             }
         }
+        // A newer schema is refused before anything about the file changes.
+        guard version <= Self.schemaVersion else { throw Self.newerSchemaError(path: path, version: version) }
         // WAL: readers never block the writer and a commit is one append + fsync of the log.
         // synchronous=FULL: the WAL is fsynced at every commit, so an acknowledged change survives
         // a power cut, not only a crash of the daemon.
@@ -61,10 +78,6 @@ public final class TransactionStore {
         }
         try database.execute("PRAGMA synchronous=FULL")
         try database.execute("PRAGMA foreign_keys=ON")
-        guard version <= Self.schemaVersion else {
-            throw StoreError(.unsupportedSchema(found: version, supported: Self.schemaVersion), path: path,
-                             message: "schema version \(version) is newer than this storekitd supports (\(Self.schemaVersion))")
-        }
         if version < Self.schemaVersion {
             try migrate(from: version)
             openReport = existed ? "migrated schema \(version) → \(Self.schemaVersion)" : "created schema \(Self.schemaVersion)"
@@ -73,6 +86,7 @@ public final class TransactionStore {
         }
         nextID = try highestAllocatedID() + 1
         if nextID < Self.firstTransactionID { nextID = Self.firstTransactionID }
+        space.opened()
     }
 
     /// The largest transaction id ever handed out: in the table, or remembered when `clear`
@@ -195,6 +209,7 @@ public final class TransactionStore {
 
     public func begin() throws(StoreError) {
         precondition(!inTransaction, "nested store transaction")
+        space.beforeUnitOfWork(database)
         try database.execute("BEGIN IMMEDIATE")
         inTransaction = true
     }
@@ -209,6 +224,7 @@ public final class TransactionStore {
             rollback()
             throw error
         }
+        space.afterCommit(database)
     }
 
     /// Abandons the unit of work and forgets cached counters that may include its changes.
@@ -267,6 +283,8 @@ public final class TransactionStore {
     // MARK: Writes
 
     public func insert(_ record: TransactionRecord, paymentKey: String? = nil) throws(StoreError) {
+        // On a full disk the space left goes to finishing what exists, not to new transactions.
+        if let refusal = space.newTransactionRefusal { throw StoreError(.full, path: path, message: refusal) }
         let insert = try database.statement("""
             INSERT INTO transactions(id, original_id, uid, app, product, quantity, state, sequence, date, finished,
                 error_code, error_message, revocation_date, revocation_reason, app_username, expires_date, payment_key)

@@ -31,7 +31,7 @@ enum StoreKitCtl {
         AutoRenewCommand.self, BillingIssueCommand.self, ResolveCommand.self, FailNextCommand.self,
         InterruptedCommand.self, AskToBuyCommand.self, StorefrontCommand.self, PromoteCommand.self,
         ClockCommand.self, EntitlementsCommand.self, HistoryCommand.self, SubscriptionsCommand.self,
-        SwitchesCommand.self, ClearCommand.self, ResetCommand.self,
+        SwitchesCommand.self, ClearCommand.self, ResetCommand.self, BackupCommand.self,
     ]
 
     static var globalUsage: String {

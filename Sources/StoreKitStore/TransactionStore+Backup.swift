@@ -1,0 +1,118 @@
+import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// `storekitctl backup FILE`: SQLite's online backup API, while the daemon serves.
+
+extension TransactionStore {
+    /// What a finished backup holds.
+    public struct BackupReport: Sendable, Equatable {
+        public let path: String
+        public let bytes: Int
+        public let pages: Int
+        public let transactions: Int
+        public let unfinishedTransactions: Int
+        /// The highest sequence number of any queue: everything up to it is in the copy.
+        public let highestSequence: Int
+        public let milliseconds: Int
+    }
+
+    /// Copies the last committed state of the database into a new file at `destination`.
+    ///
+    /// The copy is read on its own read-only connection: it sees exactly what was committed
+    /// before it started (WAL snapshot isolation), never the uncommitted unit of work of the caller,
+    /// and the writer is not blocked meanwhile. `destination` must be an absolute path that does not
+    /// exist (it is created with `O_EXCL`, so nothing is ever overwritten). The copy is a
+    /// self-contained rollback-journal file, fsynced with its directory and checked with
+    /// `PRAGMA integrity_check` before this returns; on any failure it is removed again.
+    public func backup(to destination: String) throws(StoreError) -> BackupReport {
+        let started = DiskSpaceGuard.monotonicMilliseconds()
+        guard destination.hasPrefix("/") else {
+            throw StoreError(.other(SQLITE_MISUSE), path: destination, message: "the backup file must be an absolute path")
+        }
+        for suffix in ["-journal", "-wal", "-shm"] where access(destination + suffix, F_OK) == 0 {
+            throw StoreError(.other(SQLITE_CANTOPEN), path: destination,
+                             message: "\(destination + suffix) exists; choose another name (a backup never overwrites)")
+        }
+        // Claim the name first: O_EXCL makes "never overwrite" atomic.
+        let fd = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let reason = errno == EEXIST ? "it already exists (a backup never overwrites)" : String(cString: strerror(errno))
+            let code: StoreError.Code = errno == ENOSPC ? .full : .other(SQLITE_CANTOPEN)
+            throw StoreError(code, path: destination, message: "cannot create the backup file: \(reason)")
+        }
+        close(fd)
+        do {
+            try copy(into: destination)
+            let report = try verify(destination, started: started)
+            try Self.syncDirectory(of: destination)
+            return report
+        } catch {
+            unlink(destination)
+            unlink(destination + "-journal")
+            throw error
+        }
+    }
+
+    private func copy(into destination: String) throws(StoreError) {
+        let source = try SQLiteDatabase(path: path, readOnly: true)
+        let target = try SQLiteDatabase(path: destination)
+        guard let backup = sqlite3_backup_init(target.handle, "main", source.handle, "main") else {
+            throw target.error(sqlite3_errcode(target.handle), "backup")
+        }
+        var status: Int32
+        repeat {
+            // All pages in one step: one read transaction, so one consistent snapshot.
+            status = sqlite3_backup_step(backup, -1)
+            if status == SQLITE_BUSY || status == SQLITE_LOCKED { usleep(10_000) }
+        } while status == SQLITE_OK || status == SQLITE_BUSY || status == SQLITE_LOCKED
+        let finish = sqlite3_backup_finish(backup)
+        guard status == SQLITE_DONE, finish == SQLITE_OK else {
+            throw target.error(status == SQLITE_DONE ? finish : status, "backup")
+        }
+        // The pages came from a WAL database: make the copy one self-contained file.
+        try target.execute("PRAGMA journal_mode=DELETE")
+    }
+
+    private func verify(_ destination: String, started: Int64) throws(StoreError) -> BackupReport {
+        let copy = try SQLiteDatabase(path: destination, readOnly: true)
+        let check = try copy.scalarText("PRAGMA integrity_check(20)") ?? "no answer"
+        guard check == "ok" else {
+            throw StoreError(.corrupt, path: destination, message: "the backup failed its integrity check: \(check)")
+        }
+        let applicationID = Int32(truncatingIfNeeded: try copy.scalarInt("PRAGMA application_id") ?? 0)
+        let version = Int(try copy.scalarInt("PRAGMA user_version") ?? 0)
+        guard applicationID == Self.applicationID, version == Self.schemaVersion else {
+            throw StoreError(.corrupt, path: destination,
+                             message: "the backup has application_id \(applicationID) and schema \(version)")
+        }
+        return BackupReport(
+            path: destination,
+            bytes: DiskSpaceGuard.fileSize(destination),
+            pages: Int(try copy.scalarInt("PRAGMA page_count") ?? 0),
+            transactions: Int(try copy.scalarInt("SELECT count(*) FROM transactions") ?? 0),
+            unfinishedTransactions: Int(try copy.scalarInt("SELECT count(*) FROM transactions WHERE finished = 0") ?? 0),
+            highestSequence: Int(try copy.scalarInt("SELECT coalesce(max(last), 0) FROM sequences") ?? 0),
+            milliseconds: Int(DiskSpaceGuard.monotonicMilliseconds() - started))
+    }
+
+    /// Makes the new file and its directory entry durable.
+    static func syncDirectory(of file: String) throws(StoreError) {
+        let fileFD = open(file, O_RDONLY | O_CLOEXEC)
+        if fileFD >= 0 {
+            defer { close(fileFD) }
+            guard fsync(fileFD) == 0 else {
+                throw StoreError(.io, path: file, message: "cannot sync the backup: \(String(cString: strerror(errno)))")
+            }
+        }
+        guard let slash = file.lastIndex(of: "/") else { return }
+        let directory = slash == file.startIndex ? "/" : String(file[..<slash])
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        if fsync(fd) != 0 && errno != EINVAL {
+            throw StoreError(.io, path: file, message: "cannot sync the backup's directory: \(String(cString: strerror(errno)))")
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Cheap checks of an existing database file before the store opens it for writing. Each refusal
+// names the file and says what is wrong; the file is read, never written.
+
+extension TransactionStore {
+    /// The size the SQLite header promises against the size of the file: a database cut short
+    /// (a partial copy, a full disk during a copy, a truncation) is refused before it is used.
+    ///
+    /// Skipped while a non-empty `-wal` file exists: a crash in the middle of a checkpoint may
+    /// leave the main file short, and the WAL holds the pages that complete it.
+    static func checkSize(path: String) throws(StoreError) {
+        if DiskSpaceGuard.fileSize(path + "-wal") > 0 { return }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw StoreError(.io, path: path, message: "cannot open: \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var header = [UInt8](repeating: 0, count: 100)
+        let count = read(fd, &header, 100)
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            throw StoreError(.io, path: path, message: "cannot stat: \(String(cString: strerror(errno)))")
+        }
+        let fileSize = Int(info.st_size)
+        guard count == 100 else {
+            throw StoreError(.corrupt, path: path,
+                             message: "the database is truncated: the file has \(fileSize) bytes, less than an SQLite header; refusing to touch it")
+        }
+        func bigEndian(_ offset: Int, _ width: Int) -> Int {
+            header[offset..<offset + width].reduce(0) { $0 << 8 | Int($1) }
+        }
+        let rawPageSize = bigEndian(16, 2)
+        let pageSize = rawPageSize == 1 ? 65536 : rawPageSize
+        guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else {
+            throw StoreError(.corrupt, path: path,
+                             message: "the database header is damaged (page size \(rawPageSize)); refusing to touch it")
+        }
+        guard fileSize % pageSize == 0 else {
+            throw StoreError(.corrupt, path: path,
+                             message: "the database is truncated or damaged: \(fileSize) bytes is not a whole number of "
+                                 + "\(pageSize)-byte pages; refusing to touch it")
+        }
+        let changeCounter = bigEndian(24, 4)
+        let pages = bigEndian(28, 4)
+        let validFor = bigEndian(92, 4)
+        if validFor == changeCounter, pages > 0, fileSize < pages * pageSize {
+            throw StoreError(.corrupt, path: path,
+                             message: "the database is truncated: its header counts \(pages) pages (\(pages * pageSize) bytes) "
+                                 + "but the file has \(fileSize) bytes; refusing to touch it")
+        }
+    }
+
+    /// Reads the application id, schema version and table count on a read-only connection (which
+    /// never checkpoints nor rolls back a journal; with no WAL, one that creates no file at all) and refuses what is not a storekitd database of a
+    /// schema this version knows.
+    static func identify(path: String) throws(StoreError) {
+        let applicationID: Int32
+        let version: Int
+        let tables: Int64
+        do {
+            // Without a WAL the file is the whole database: read it without creating -wal/-shm.
+            let probe = DiskSpaceGuard.fileSize(path + "-wal") > 0
+                ? try SQLiteDatabase(path: path, readOnly: true) : try SQLiteDatabase(immutablePath: path)
+            applicationID = Int32(truncatingIfNeeded: try probe.scalarInt("PRAGMA application_id") ?? 0)
+            version = Int(try probe.scalarInt("PRAGMA user_version") ?? 0)
+            tables = try probe.scalarInt("SELECT count(*) FROM sqlite_schema") ?? 0
+        } catch {
+            throw StoreError(error.code, path: path,
+                             message: "cannot read it as an SQLite database (\(error.message)); refusing to touch it")
+        }
+        if applicationID != Self.applicationID && !(applicationID == 0 && tables == 0) {
+            throw foreignDatabaseError(path: path, applicationID: applicationID)
+        }
+        if version > Self.schemaVersion { throw newerSchemaError(path: path, version: version) }
+    }
+
+    static func foreignDatabaseError(path: String, applicationID: Int32) -> StoreError {
+        let hex = String(UInt32(bitPattern: applicationID), radix: 16)
+        return StoreError(.foreignDatabase, path: path,
+                          message: "not a storekitd database (application_id \(applicationID) = 0x\(hex), storekitd's is "
+                              + "0x\(String(UInt32(bitPattern: Self.applicationID), radix: 16))); refusing to touch it")
+    }
+
+    static func newerSchemaError(path: String, version: Int) -> StoreError {
+        StoreError(.unsupportedSchema(found: version, supported: Self.schemaVersion), path: path,
+                   message: "schema version \(version) is newer than this storekitd supports (\(Self.schemaVersion)); "
+                       + "refusing to touch it: run the storekitd that wrote it, or restore a backup")
+    }
+}
