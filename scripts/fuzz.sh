@@ -88,19 +88,25 @@ for target in "${TARGETS[@]}"; do source_of "$target" >/dev/null || die "unknown
 
 mkdir -p "$FUZZ_DIR/bin" "$FUZZ_DIR/logs" || die "cannot create $FUZZ_DIR"
 
-# libFuzzer with AddressSanitizer if this toolchain links it, else libFuzzer alone.
-SANITIZE=fuzzer,address
-probe="$FUZZ_DIR/bin/.probe"
-if ! compile "$SANITIZE" "$probe" Fuzz/FuzzClientMessage.swift >"$FUZZ_DIR/logs/build-probe.log" 2>&1; then
-    if compile fuzzer "$probe" Fuzz/FuzzClientMessage.swift >"$FUZZ_DIR/logs/build-probe.log" 2>&1; then
-        echo "fuzz.sh: AddressSanitizer does not link with libFuzzer here; fuzzing without it" >&2
-        SANITIZE=fuzzer
-    else
-        cat "$FUZZ_DIR/logs/build-probe.log" >&2
-        die "swiftc -sanitize=fuzzer does not work with $SWIFTC (libclang_rt.fuzzer missing?)"
+# libFuzzer with AddressSanitizer if this toolchain links it, else libFuzzer alone (probed once
+# per toolchain; the answer is cached in $FUZZ_DIR/bin/sanitize).
+if [ -s "$FUZZ_DIR/bin/sanitize" ] && [ "$FUZZ_DIR/bin/sanitize" -nt "$SWIFTC" ]; then
+    SANITIZE=$(cat "$FUZZ_DIR/bin/sanitize")
+else
+    SANITIZE=fuzzer,address
+    probe="$FUZZ_DIR/bin/.probe"
+    if ! compile "$SANITIZE" "$probe" Fuzz/FuzzClientMessage.swift >"$FUZZ_DIR/logs/build-probe.log" 2>&1; then
+        if compile fuzzer "$probe" Fuzz/FuzzClientMessage.swift >"$FUZZ_DIR/logs/build-probe.log" 2>&1; then
+            echo "fuzz.sh: AddressSanitizer does not link with libFuzzer here; fuzzing without it" >&2
+            SANITIZE=fuzzer
+        else
+            cat "$FUZZ_DIR/logs/build-probe.log" >&2
+            die "swiftc -sanitize=fuzzer does not work with $SWIFTC (libclang_rt.fuzzer missing?)"
+        fi
     fi
+    rm -f "$probe"
+    echo "$SANITIZE" >"$FUZZ_DIR/bin/sanitize"
 fi
-rm -f "$probe"
 
 # Build what is missing or older than its sources, in parallel.
 pids=()

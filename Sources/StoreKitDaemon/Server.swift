@@ -569,10 +569,20 @@ public final class Server {
         do {
             try engine.store.begin()
             if fireScheduled {
-                for effect in try engine.fireDueEvents() { route(effect, into: &output) }
+                // A scheduled event that cannot be stored now is retried at the next turn.
+                _ = isolated(&output, onFailure: { _, _ in }) { (output: inout BatchOutput) throws(StoreError) in
+                    for effect in try engine.fireDueEvents() { route(effect, into: &output) }
+                }
             }
             for (session, message) in batch where sessions[session.token] != nil {
-                try execute(message, for: session, into: &output, restoring: &restoring)
+                // Each request in its own savepoint: one that fails (e.g. a full disk refusing a new
+                // row) is answered with its error; the others in the batch still commit.
+                _ = isolated(&output, onFailure: { error, output in
+                    output.reply(session, .result(message.requestID ?? 0, error.code == .full ? .storageFull : .storageFailure,
+                                                  "the store could not record this: \(error.message)"))
+                }) { (output: inout BatchOutput) throws(StoreError) in
+                    try execute(message, for: session, into: &output, restoring: &restoring)
+                }
             }
             try engine.store.commit()
             if logger.maximumPriority >= .debug {
@@ -604,6 +614,34 @@ public final class Server {
                 if let lastSession { markDirty(lastSession) }
             }
             lastSession?.enqueue(encodedFrame: frame)
+        }
+    }
+
+    /// Runs `body` in a savepoint. On a store error its changes, frames, journal entries and
+    /// observer registrations are undone and `onFailure` answers for it; true when it succeeded.
+    private func isolated(
+        _ output: inout BatchOutput, onFailure: (StoreError, inout BatchOutput) -> Void,
+        _ body: (inout BatchOutput) throws(StoreError) -> Void
+    ) -> Bool {
+        let marks = (output.frames.count, output.subscriptions.count, output.journal.count, output.unobserved.count)
+        do {
+            try engine.store.savepoint()
+            try body(&output)
+            try engine.store.releaseSavepoint()
+            return true
+        } catch {
+            engine.store.rollbackToSavepoint()
+            for (key, token) in output.subscriptions[marks.1...] {
+                observers[key]?.remove(token)
+                sessions[token]?.subscribed = false
+            }
+            output.frames.removeSubrange(marks.0...)
+            output.subscriptions.removeSubrange(marks.1...)
+            output.journal.removeSubrange(marks.2...)
+            output.unobserved.removeSubrange(marks.3...)
+            logger.error("Failed to record a request in \(engine.store.path): \(error.message)", id: .storageFailure)
+            onFailure(error, &output)
+            return false
         }
     }
 

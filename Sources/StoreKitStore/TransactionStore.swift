@@ -241,6 +241,27 @@ public final class TransactionStore {
 
     public var isInTransaction: Bool { inTransaction }
 
+    // MARK: Savepoints: one request's changes inside the batch's unit of work
+
+    /// Starts one request's changes, so that its failure can be undone without the batch's.
+    public func savepoint() throws(StoreError) {
+        precondition(inTransaction, "savepoint outside a unit of work")
+        try database.statement("SAVEPOINT request").run()
+    }
+
+    /// Keeps the request's changes in the unit of work.
+    public func releaseSavepoint() throws(StoreError) {
+        try database.statement("RELEASE request").run()
+    }
+
+    /// Undoes the request's changes. Ids and sequence numbers it allocated stay used (gaps are
+    /// harmless: both only need to be unique and increasing).
+    public func rollbackToSavepoint() {
+        try? database.statement("ROLLBACK TO request").run()
+        try? database.statement("RELEASE request").run()
+        generation &+= 1
+    }
+
     /// Hands checkpoints to a `Checkpointer` thread instead of running them inside commits.
     public func disableAutomaticCheckpoints() throws(StoreError) {
         try database.execute("PRAGMA wal_autocheckpoint=0")
