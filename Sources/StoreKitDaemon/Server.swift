@@ -565,7 +565,7 @@ public final class Server {
         defer { for (session, _) in batch { session.inFlight = 0 } }
         var output = BatchOutput()
         var restoring = Set<QueueKey>()
-        let batchStart = ServiceNotifier.monotonicMilliseconds()
+        let batchStart = ServiceNotifier.monotonicMicroseconds()
         do {
             try engine.store.begin()
             if fireScheduled {
@@ -584,9 +584,11 @@ public final class Server {
                     try execute(message, for: session, into: &output, restoring: &restoring)
                 }
             }
+            let executed = ServiceNotifier.monotonicMicroseconds()
             try engine.store.commit()
             if logger.maximumPriority >= .debug {
-                logger.debug("Committed \(batch.count) requests in \(ServiceNotifier.monotonicMilliseconds() - batchStart) ms")
+                let now = ServiceNotifier.monotonicMicroseconds()
+                logger.debug("Committed \(batch.count) requests: executed in \(executed - batchStart) µs, committed in \(now - executed) µs")
             }
         } catch {
             engine.store.rollback()

@@ -50,6 +50,12 @@ public struct ServiceNotifier: Sendable {
         notify("FDSTOREREMOVE=1\nFDNAME=\(name)")
     }
 
+    public static func monotonicMicroseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
+    }
+
     public static func monotonicMilliseconds() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)

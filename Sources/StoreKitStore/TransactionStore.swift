@@ -70,6 +70,10 @@ public final class TransactionStore {
         }
         // A newer schema is refused before anything about the file changes.
         guard version <= Self.schemaVersion else { throw Self.newerSchemaError(path: path, version: version) }
+        // Small pages: a commit appends every page it touched to the WAL and fsyncs it, and a
+        // batch of payments touches one page per index per queue; 1 KiB pages keep that append
+        // (and so the fsync) four times smaller than SQLite's default 4 KiB. Only for a new file.
+        if !existed { try database.execute("PRAGMA page_size=1024") }
         // WAL: readers never block the writer and a commit is one append + fsync of the log.
         // synchronous=FULL: the WAL is fsynced at every commit, so an acknowledged change survives
         // a power cut, not only a crash of the daemon.
