@@ -57,9 +57,10 @@ import Testing
         case .truncatedToHalf, .truncatedMidPage:
             try makeRealDatabase(daemon)
             let size = try #require(fileBytes(path)).count
-            let pages = size / 4096
+            let pageSize = try #require(Int(try sqlite3(path, "PRAGMA page_size;").trimmingCharacters(in: .whitespacesAndNewlines)))
+            let pages = size / pageSize
             try #require(pages >= 8, "the real database has only \(pages) pages")
-            let length = damage == .truncatedToHalf ? pages / 2 * 4096 : pages / 2 * 4096 + 1000
+            let length = damage == .truncatedToHalf ? pages / 2 * pageSize : pages / 2 * pageSize + pageSize / 3
             #expect(truncate(path, off_t(length)) == 0)
         case .foreignDatabase:
             _ = try sqlite3(path, """
