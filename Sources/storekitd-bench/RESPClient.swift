@@ -140,7 +140,8 @@ final class RedisPeer {
     }
 
     func stop() {
-        kill(pid, SIGTERM)
+        // SIGKILL: the measurement is over and nothing of this redis is kept.
+        kill(pid, SIGKILL)
         var status: Int32 = 0
         waitpid(pid, &status, 0)
     }

@@ -24,7 +24,13 @@ let outputPath = arguments.firstIndex(of: "--output").flatMap { arguments.indice
 raiseFileLimit()
 do {
     let bench = try Bench(quick: quick)
-    let figures = try bench.runAll()
+    let figures: [Figure]
+    do {
+        figures = try bench.runAll()
+    } catch {
+        bench.cleanUp()
+        throw error
+    }
     bench.cleanUp()
     Report.printTable(figures)
     try Report.writeJSON(figures, to: outputPath)
