@@ -689,6 +689,8 @@ public final class Server {
                 output.reply(session, .updated(Array(unfinished[start..<end])))
                 start = end
             }
+            // Promotions offered while nobody observed are offered now, once.
+            for product in try engine.takePromotions(queue) { output.reply(session, .promotedPurchase(product)) }
             output.reply(session, .result(id, .ok, value: UInt64(unfinished.count)))
         case .unsubscribe(let id):
             if session.subscribed {
@@ -790,6 +792,14 @@ public final class Server {
             return
         }
         guard let tokens = observers[queue], !tokens.isEmpty else {
+            if case .promoted(_, let product) = effect {
+                do {
+                    try engine.queuePromotion(queue, productID: product.productID)
+                } catch {
+                    logger.error("Failed to keep the promotion of \(product.productID) for \(queue.app): \(error.message)",
+                                 id: .storageFailure)
+                }
+            }
             output.unobserved.append(queue)
             return
         }

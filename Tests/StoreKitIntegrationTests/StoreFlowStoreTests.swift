@@ -148,3 +148,22 @@ import Testing
         #expect(table.status == 0 && table.stdout.contains("offsetMilliseconds"))
     }
 }
+
+/// A purchase promoted while the app was not running waits for its next observer.
+@Suite struct PromotionQueueTests {
+    @Test func aPromotionWithNoObserverIsOfferedToTheNextOne() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        _ = try daemon.ctlObject(["promote", Sample.app, Sample.levelPack])
+        // Nobody observed: the promotion is kept, and offered once when the app starts observing.
+        let app = try daemon.observer()
+        #expect(app.waitForOutput { output in
+            events(output).contains { $0[string: "event"] == "promoted" && $0[string: "productIdentifier"] == Sample.levelPack }
+        }, "\(app.transcript)")
+        #expect(app.waitForUpdate { $0[string: "productIdentifier"] == Sample.levelPack && $0[string: "state"] == "purchased" })
+        let second = try daemon.observer()
+        usleep(300_000)
+        #expect(!events(second.transcript).contains { $0[string: "event"] == "promoted" }, "offered twice")
+    }
+}
