@@ -68,6 +68,8 @@ public indirect enum JSONValue: Sendable, Equatable {
 /// RFC 3339 UTC timestamps from milliseconds since 1970 (no Foundation needed).
 public enum RFC3339 {
     public static func string(milliseconds: Int64) -> String {
+        // Clamp to years 0001…9999 so that absurd stored values render instead of overflowing.
+        let milliseconds = min(max(milliseconds, -62_135_596_800_000), 253_402_300_799_999)
         let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
         let millis = milliseconds - seconds * 1000
         var days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
@@ -103,7 +105,7 @@ extension TransactionRecord {
             ("originalTransactionIdentifier", .optional(originalID.map { String($0) })),
             ("uid", .int(Int64(uid))),
             ("app", .string(app)),
-            ("sequence", .int(Int64(sequence))),
+            ("sequence", .int(Int64(clamping: sequence))),
             ("transactionDate", .string(RFC3339.string(milliseconds: date))),
             ("finished", .bool(finished)),
         ]

@@ -96,3 +96,23 @@ struct RFC3339Tests {
         }
     }
 }
+
+/// Values a damaged database or a fuzzer can put in a record render instead of trapping
+/// (found by the `record-json` fuzz target; inputs kept in Fuzz/crashes/record-json/).
+@Suite("JSON rendering of extreme values")
+struct JSONExtremeValueTests {
+    @Test("dates at the ends of Int64 clamp to years 0001 and 9999")
+    func extremeDates() {
+        #expect(RFC3339.string(milliseconds: .min) == "0001-01-01T00:00:00.000Z")
+        #expect(RFC3339.string(milliseconds: .max) == "9999-12-31T23:59:59.999Z")
+    }
+
+    @Test("a sequence above Int64.max renders clamped")
+    func hugeSequence() {
+        let record = TransactionRecord(id: .max, uid: .max, app: "a", productID: "p", quantity: .min, state: .purchased,
+                                       sequence: .max, date: .min, revocationDate: .min + 1, expiresDate: .max)
+        let text = record.json.serialized()
+        #expect(text.contains("\"sequence\":9223372036854775807"))
+        #expect(text.contains("\"transactionDate\":\"0001-01-01T00:00:00.000Z\""))
+    }
+}
