@@ -8,7 +8,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # activation, dbus-daemon with python3-dbusmock, redis for the benchmark peer).
 APT_PACKAGES := libsqlite3-dev libsystemd-dev sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux
 CONFIG ?= config/storekitd.conf
-FUZZ_SECONDS ?= 60
+# Fuzzing: a bounded run per target inside `make test`, a long one with `make fuzz`.
+TEST_FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test bench install install-files clean fuzz torture test-sanitize
 
@@ -28,7 +30,15 @@ run: build
 
 test: deps
 	$(SWIFT) build --build-tests
+	scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
 	$(SWIFT) test --skip-build
+
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The whole suite once under AddressSanitizer and once under ThreadSanitizer.
+test-sanitize: deps
+	scripts/test-sanitize.sh
 
 bench: deps
 	$(SWIFT) build -c release --product storekitd-bench
