@@ -2,8 +2,8 @@
 // ProductRecord.json, RFC3339, JSONValue.serialized) of every record a ServerMessage decodes to,
 // so every value the wire types can carry reaches it. Seeds: the server-message corpus.
 //
-// Property: rendering never traps and always yields a non-empty document. Not in the default
-// target list of scripts/fuzz.sh while the crash kept in Fuzz/crashes/record-json/ is open.
+// Property: rendering never traps and always yields a document. Fuzz/crashes/record-json/ holds the
+// inputs that trapped before JSONValue.swift clamped sequences and dates (commit ec1d532).
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRecordJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {

@@ -11,8 +11,8 @@
 #   frame-decoder   FrameDecoder fed a stream in fuzzer-chosen pieces through both `append`
 #                   overloads, compared with a one-pass reference decoder; every body goes through
 #                   ClientMessage.decode, as in the daemon's read loop.
-#   record-json     the `-o json` rendering of decoded records. Not a default target: it stops at
-#                   the open bug kept in Fuzz/crashes/record-json/ (name it to run it anyway).
+#   record-json     the `-o json` rendering (TransactionRecord.json, ProductRecord.json, RFC3339)
+#                   of every record a ServerMessage decodes to; must never trap.
 #
 # How it works: the harness and Sources/StoreKitWire/*.swift are compiled together into one module
 # with `swiftc -parse-as-library -sanitize=fuzzer,address -O` (falling back to -sanitize=fuzzer if
@@ -33,7 +33,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-DEFAULT_TARGETS=(client-message server-message frame-decoder)
+DEFAULT_TARGETS=(client-message server-message frame-decoder record-json)
 FUZZ_DIR=${FUZZ_DIR:-.build/fuzz}
 SWIFTC=${SWIFTC:-$(command -v swiftc || echo /opt/swift/usr/bin/swiftc)}
 TOOLBIN=$(dirname "$(readlink -f "$SWIFTC")")
