@@ -9,7 +9,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := libsqlite3-dev libsystemd-dev sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux
 CONFIG ?= config/storekitd.conf
 # Fuzzing: a bounded run per target inside `make test`, a long one with `make fuzz`.
-TEST_FUZZ_SECONDS ?= 30
+TEST_FUZZ_SECONDS ?= 15
 FUZZ_SECONDS ?= 600
 
 .PHONY: all deps build run test bench install install-files clean fuzz torture test-sanitize

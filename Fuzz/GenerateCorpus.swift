@@ -96,6 +96,8 @@ enum GenerateCorpus {
         write([0, 1, 0] + shortSession, to: "\(frames)/session-byte-by-byte")
         write([0, 7, 0] + session, to: "\(frames)/session-random-pieces")
         write([64, 9, 31] + shortSession, to: "\(frames)/session-repeated-small-limit")
+        // 32 × 5 sessions ≈ 100 KiB in pieces of up to 512 bytes: past the decoder's 64 KiB compaction point.
+        write([0, 9, 31] + Array([[UInt8]](repeating: session, count: 5).joined()), to: "\(frames)/session-past-compaction")
         write([0, 5, 0] + partial, to: "\(frames)/partial-last-frame")
         write([0, 0, 0, 0, 0, 0x10, 0] + [1], to: "\(frames)/frame-too-large")
         write([255, 3, 0] + Frame.encode(body: [UInt8](repeating: 0x41, count: 1021)), to: "\(frames)/frame-over-small-limit")

@@ -31,7 +31,8 @@
 # Environment: SWIFTC (default: swiftc on PATH, else /opt/swift/usr/bin/swiftc), FUZZ_DIR,
 # FUZZ_ARGS (extra libFuzzer flags, e.g. "-jobs=2 -workers=2").
 set -uo pipefail
-cd "$(dirname "$0")/.."
+SCRIPT=$(readlink -f "$0")
+cd "$(dirname "$SCRIPT")/.."
 
 DEFAULT_TARGETS=(client-message server-message frame-decoder record-json)
 FUZZ_DIR=${FUZZ_DIR:-.build/fuzz}
@@ -114,7 +115,7 @@ for target in "${TARGETS[@]}"; do
     binary="$FUZZ_DIR/bin/fuzz-$target"
     stamp="$FUZZ_DIR/bin/fuzz-$target.sanitize"
     if [ -x "$binary" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$SANITIZE" ] \
-        && [ -z "$(find Sources/StoreKitWire "$(source_of "$target")" "$0" -newer "$binary" -print -quit)" ]; then
+        && [ -z "$(find Sources/StoreKitWire "$(source_of "$target")" "$SCRIPT" -newer "$binary" -print -quit)" ]; then
         continue
     fi
     ( compile "$SANITIZE" "$binary" "$(source_of "$target")" >"$FUZZ_DIR/logs/build-$target.log" 2>&1 \

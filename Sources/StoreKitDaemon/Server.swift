@@ -412,6 +412,7 @@ public final class Server {
 
     private func readAvailable(_ session: Session) {
         var budget = 16
+        let inFlightBefore = session.inFlight
         while budget > 0 && !session.closeAfterFlush && !session.backlogged {
             budget -= 1
             let result = readBuffer.withUnsafeMutableBytes { raw in
@@ -428,10 +429,13 @@ public final class Server {
                 return
             }
         }
-        if session.decoder.bufferedByteCount > 0 {
-            if session.partialSince == nil { session.partialSince = ServiceNotifier.monotonicMilliseconds() }
-        } else {
-            session.partialSince = nil
+        // The deadline is for a client that stalls inside a frame: it restarts whenever a whole
+        // frame arrived, and does not run while the session is held back with complete frames.
+        if session.decoder.bufferedByteCount == 0 || session.backlogged || session.inFlight > inFlightBefore {
+            session.partialSince = session.decoder.bufferedByteCount > 0 && !session.backlogged
+                ? ServiceNotifier.monotonicMilliseconds() : nil
+        } else if session.partialSince == nil {
+            session.partialSince = ServiceNotifier.monotonicMilliseconds()
         }
     }
 
