@@ -5,7 +5,7 @@ public final class TemporaryDirectory: @unchecked Sendable {
     public let path: String
 
     public init(_ label: String = "skd") {
-        let template = "/tmp/\(label)-XXXXXX"
+        let template = "/tmp/\(label)-" + String(repeating: "X", count: 6)   // mkdtemp template
         var bytes = Array(template.utf8CString)
         let created = bytes.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(created != nil, "mkdtemp failed: \(errno)")

