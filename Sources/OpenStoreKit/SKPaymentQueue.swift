@@ -133,7 +133,7 @@ open class SKPaymentQueue: NSObject {
         guard isConnected else { return }
         let payment = payment.copy() as? SKPayment ?? payment
         let request = ClientMessage.AddPayment(
-            requestID: 0, key: UUID().uuidString, productID: payment.productIdentifier,
+            requestID: 0, key: Self.idempotencyKey(), productID: payment.productIdentifier,
             quantity: Int32(clamping: payment.quantity), applicationUsername: payment.applicationUsername,
             hasRequestData: payment.requestData != nil, simulatesAskToBuy: payment.simulatesAskToBuyInSandbox)
         let refused = PaymentReference(payment: payment)
@@ -147,6 +147,14 @@ open class SKPaymentQueue: NSObject {
             // transaction for the observers, as StoreKit reports it.
             reference.queue?.deliverRefusal(of: refused.payment, error: error)
         })
+    }
+
+    /// A payment's idempotency key: time-ordered (milliseconds in hex first) so that the store's
+    /// key index grows at its end instead of at random places, then a UUID for uniqueness.
+    static func idempotencyKey() -> String {
+        let milliseconds = UInt64(Date().timeIntervalSince1970 * 1000)
+        let hex = String(milliseconds, radix: 16)
+        return String(repeating: "0", count: max(0, 12 - hex.count)) + hex + "-" + UUID().uuidString
     }
 
     private func deliverRefusal(of payment: SKPayment, error: SKError) {
