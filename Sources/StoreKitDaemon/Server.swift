@@ -767,23 +767,11 @@ public final class Server {
         case .updated(let key, let records):
             queue = key
             message = .updated(records)
-            let logger = self.logger
-            output.journal.append {
-                for record in records {
-                    logger.info("Transaction \(record.id) of \(record.app) for uid \(record.uid) is \(record.state)",
-                                id: .stateChanged, fields: Self.fields(record))
-                }
-            }
+            journal(records, into: &output, id: .stateChanged) { "is \($0.state)" }
         case .removed(let key, let records):
             queue = key
             message = .removed(records)
-            let logger = self.logger
-            output.journal.append {
-                for record in records {
-                    logger.info("Transaction \(record.id) of \(record.app) for uid \(record.uid) was finished",
-                                id: .finished, fields: Self.fields(record))
-                }
-            }
+            journal(records, into: &output, id: .finished) { _ in "was finished" }
         case .revoked(let key, let productIDs):
             queue = key
             message = .entitlementsRevoked(productIDs: productIDs)
@@ -818,6 +806,18 @@ public final class Server {
         for queue in Set(queues) where observers[queue]?.isEmpty ?? true {
             guard let unit = configuration.app(queue.app)?.observerUnit else { continue }
             activator.request(queue, unit: unit, now: now, interval: configuration.observerActivationInterval.milliseconds)
+        }
+    }
+
+    /// One journal entry per record, written once the change is durable.
+    private func journal(_ records: [TransactionRecord], into output: inout BatchOutput, id: MessageID,
+                         _ what: @escaping (TransactionRecord) -> String) {
+        let logger = self.logger
+        output.journal.append {
+            for record in records {
+                logger.info("Transaction \(record.id) of \(record.app) for uid \(record.uid) \(what(record))",
+                            id: id, fields: Self.fields(record))
+            }
         }
     }
 
