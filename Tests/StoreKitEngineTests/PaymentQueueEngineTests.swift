@@ -9,20 +9,12 @@ private let game = "com.example.game"
 private let player: UInt32 = 1000
 private let queue = QueueKey(uid: player, app: game)
 
-private enum Product {
-    static let coins = "com.example.game.coins100"
-    static let levelPack = "com.example.game.level_pack"
-    static let monthly = "com.example.game.premium.monthly"
-    static let yearly = "com.example.game.premium.yearly"
-    static let seasonPass = "com.example.game.season_pass"
-}
+private typealias Product = SampleCatalog
 
 /// An engine over a fresh store in a temporary directory, selling the sample catalogue as
 /// `com.example.game` (and as `com.example.other`, to check that queues are kept apart).
 private final class EngineFixture {
-    static let catalogPath = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("config/catalog/example.storekit").path
+    static let catalogPath = SampleCatalog.path
 
     let directory = TemporaryDirectory("skengine")
     let store: TransactionStore

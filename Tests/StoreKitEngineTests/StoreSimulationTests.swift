@@ -8,19 +8,11 @@ import Testing
 private let game = "com.example.game"
 private let buyer: UInt32 = 1000
 
-private enum Sample {
-    static let coins = "com.example.game.coins100"
-    static let levelPack = "com.example.game.level_pack"
-    static let monthly = "com.example.game.premium.monthly"
-    static let yearly = "com.example.game.premium.yearly"
-    static let seasonPass = "com.example.game.season_pass"
-}
+private typealias Sample = SampleCatalog
 
 /// An engine over a fresh store selling the sample catalogue, for the simulated store's flows.
 private final class StoreFixture {
-    static let catalogPath = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("config/catalog/example.storekit").path
+    static let catalogPath = SampleCatalog.path
 
     let directory = TemporaryDirectory("sksim")
     var store: TransactionStore
