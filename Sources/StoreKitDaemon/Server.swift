@@ -60,6 +60,8 @@ public final class Server {
     private var readBuffer = [UInt8](repeating: 0, count: 65_536)
     private var lastWatchdog: Int64 = 0
     private var lastStatus = ""
+    /// Connections or the store changed since STATUS= was last computed.
+    private var statusStale = true
     private var lastHousekeeping: Int64 = 0
     private let reloader: Reloader?
     /// Set when the background integrity check failed: mutating requests are refused.
@@ -212,6 +214,10 @@ public final class Server {
                 refuse(session, .limitExceeded, "partial frame not completed within \(deadline) ms", id: .protocolError)
             }
         }
+        // STATUS= counts unfinished transactions with a query: only when someone listens and
+        // something changed since the last one.
+        guard notifier.enabled, statusStale else { return }
+        statusStale = false
         let status = statusLine()
         if status != lastStatus {
             notifier.status(status)
@@ -327,6 +333,7 @@ public final class Server {
             nextToken += 1
             sessions[session.token] = session
             connectionsPerUID[peer.uid, default: 0] += 1
+            statusStale = true
             do {
                 try epoll.add(fd, events: [.readable, .peerClosed], token: session.token)
             } catch {
@@ -358,6 +365,7 @@ public final class Server {
 
     private func close(_ session: Session, keepStored: Bool = false) {
         guard sessions.removeValue(forKey: session.token) != nil else { return }
+        statusStale = true
         if let name = session.storeName, !keepStored { notifier.removeStoredFileDescriptor(name: name) }
         epoll.remove(session.fd)
         UnixSocket.close(session.fd)
@@ -590,6 +598,7 @@ public final class Server {
             }
             let executed = ServiceNotifier.monotonicMicroseconds()
             try engine.store.commit()
+            statusStale = true
             if logger.maximumPriority >= .debug {
                 let now = ServiceNotifier.monotonicMicroseconds()
                 logger.debug("Committed \(batch.count) requests: executed in \(executed - batchStart) µs, committed in \(now - executed) µs")

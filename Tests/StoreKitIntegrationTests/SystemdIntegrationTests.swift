@@ -52,6 +52,17 @@ struct SystemdIntegrationTests {
         #expect(status == 0, "exit status \(status)")
     }
 
+    @Test("STATUS= follows the counts after a change")
+    func statusFollowsChanges() throws {
+        let managed = try Managed()
+        defer { managed.cleanUp() }
+        try managed.start()
+        let before = managed.manager.notifications.count
+        #expect(try managed.daemon.ctl(["buy", "com.example.game", "com.example.game.level_pack", "--uid", "0"]).status == 0)
+        #expect(managed.manager.waitFor(after: before) { $0.contains("STATUS=") && $0.contains("1 unfinished transactions") } != nil,
+                "\(managed.manager.notifications.suffix(3))")
+    }
+
     @Test("SIGHUP: RELOADING=1 with MONOTONIC_USEC, then READY=1; a broken config keeps the old one")
     func reload() throws {
         let managed = try Managed()
