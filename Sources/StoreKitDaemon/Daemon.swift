@@ -86,7 +86,7 @@ public enum Daemon {
         store.space.onTransition = { low, message in
             if low { spaceLogger.warning(message, id: .storageFailure) } else { spaceLogger.notice(message, id: .recovery) }
         }
-        let checkpointer = Checkpointer(path: databasePath)
+        let checkpointer = Checkpointer(path: databasePath, durable: store.commitLog.durable)
         if (try? store.disableAutomaticCheckpoints()) != nil { checkpointer.start() }
         defer { checkpointer.stop() }
 

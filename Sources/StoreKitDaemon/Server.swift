@@ -151,15 +151,32 @@ public final class Server {
     public func run() throws(Errno) {
         notifier.ready(status: statusLine())
         while running {
-            try epoll.wait(timeout: pending.isEmpty ? nextTimeout() : 0) { token, events in
-                handle(token: token, events: events)
+            // Units of work waiting in the SQLite transaction are committed when the loop has
+            // nothing else to do, or once the transaction is `flushInterval` old.
+            let idleCheck = pending.isEmpty && engine.store.hasUnflushedChanges
+            var events = 0
+            try epoll.wait(timeout: pending.isEmpty && !idleCheck ? nextTimeout() : 0) { token, flags in
+                events += 1
+                handle(token: token, events: flags)
             }
+            if idleCheck && events == 0 && pending.isEmpty { flushStore() }
             executePending()
             resumeBacklog()
             flushDirty()
+            if engine.store.flushIsDue(now: ServiceNotifier.monotonicMilliseconds()) { flushStore() }
             housekeeping()
         }
         shutdown()
+    }
+
+    /// Commits the SQLite transaction (no fsync: its units of work are durable in the commit log).
+    private func flushStore() {
+        do {
+            try engine.store.flush()
+        } catch {
+            logger.error("Failed to commit to \(engine.store.path) (the commit log keeps the changes): \(error.message)",
+                         id: .storageFailure)
+        }
     }
 
     private func nextTimeout() -> Int32 {
@@ -578,6 +595,9 @@ public final class Server {
         var output = BatchOutput()
         var restoring = Set<QueueKey>()
         let batchStart = ServiceNotifier.monotonicMicroseconds()
+        // Control commands (backup, integrity check, …) may read the database on another
+        // connection: everything acknowledged before them is committed to SQLite first.
+        if batch.contains(where: { if case .control = $0.1 { true } else { false } }) { flushStore() }
         do {
             try engine.store.begin()
             if fireScheduled {
@@ -853,6 +873,7 @@ public final class Server {
         // Requests already read are finished (committed and answered); then output is drained for
         // a bounded time so that clients hear what was made durable for them.
         executePending()
+        flushStore()
         for session in sessions.values { markDirty(session) }
         let deadline = ServiceNotifier.monotonicMilliseconds() + 2000
         flushDirty()

@@ -7,16 +7,23 @@ import Foundation
 /// and fsync the database file while every client waits. Here the writer turns them off
 /// (`wal_autocheckpoint=0`) and this thread runs `wal_checkpoint(PASSIVE)` on its own connection:
 /// it never blocks the writer, and SQLite restarts the WAL from its beginning once a checkpoint
-/// has caught up. Durability is unchanged — a commit is durable when the WAL is fsynced.
+/// has caught up.
+///
+/// It also tells the commit log how far the database file is durable: a checkpoint on this
+/// connection (`synchronous=FULL`) fsyncs the WAL, copies it and fsyncs the database, so once every
+/// frame is copied, every unit of work up to the LSN read before it is in the database file and the
+/// commit log may reuse the space that held it.
 public final class Checkpointer: @unchecked Sendable {
     private let path: String
+    private let durable: CommitLog.DurableMark?
     private let interval: TimeInterval
     private let condition = NSCondition()
     private var running = true
     private var thread: Thread?
 
-    public init(path: String, interval: TimeInterval = 0.2) {
+    public init(path: String, durable: CommitLog.DurableMark? = nil, interval: TimeInterval = 0.2) {
         self.path = path
+        self.durable = durable
         self.interval = interval
     }
 
@@ -35,14 +42,18 @@ public final class Checkpointer: @unchecked Sendable {
     }
 
     private func loop() {
-        guard let database = try? SQLiteDatabase(path: path) else { return }
+        guard let database = try? SQLiteDatabase(path: path), (try? database.execute("PRAGMA synchronous=FULL")) != nil else {
+            return
+        }
         while true {
             condition.lock()
             if running { _ = condition.wait(until: Date().addingTimeInterval(interval)) }
             let keepGoing = running
             condition.unlock()
             // A final checkpoint on stop leaves a short WAL behind for the next start.
-            try? database.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            let lsn = (try? database.scalarText("SELECT value FROM settings WHERE key = '\(TransactionStore.lsnKey)'"))
+                .flatMap { $0 }.flatMap { UInt64($0) }
+            if database.checkpointPassive(), let lsn { durable?.advance(to: lsn) }
             if !keepGoing { return }
         }
     }

@@ -11,6 +11,13 @@ public final class SQLiteDatabase {
     private var statements: [String: OpaquePointer] = [:]
     /// Called whenever SQLite reports that the file system is full (the store's low-space mode).
     var fullHandler: (() -> Void)?
+    /// While recording (a unit of work, TransactionStore+CommitLog.swift): every statement run
+    /// through `Statement` that changes data, as SQL with its parameters inlined
+    /// (`sqlite3_expanded_sql`), each as a u32 byte count and the text. Running them again in order
+    /// on the same database state makes the same changes: every statement is deterministic and
+    /// binds only integers and NUL-free text.
+    var recording = false
+    var recorded: [UInt8] = []
 
     static let busyTimeoutMilliseconds: Int32 = 5000
 
@@ -111,6 +118,44 @@ public final class SQLiteDatabase {
 
     public var changes: Int { Int(sqlite3_changes(handle)) }
 
+    func record(_ statement: OpaquePointer) {
+        guard let sql = sqlite3_expanded_sql(statement) else {
+            // Out of memory: an unrecordable change must not be acknowledged.
+            recordingFailed = true
+            return
+        }
+        defer { sqlite3_free(sql) }
+        let count = strlen(sql)
+        withUnsafeBytes(of: UInt32(count).littleEndian) { recorded.append(contentsOf: $0) }
+        recorded.append(contentsOf: UnsafeRawBufferPointer(start: sql, count: count))
+    }
+
+    /// Set when a change could not be recorded; the unit of work must then be rolled back.
+    var recordingFailed = false
+
+    /// Runs statements recorded while `recording`, in order.
+    func replay(_ recorded: [UInt8]) throws(StoreError) {
+        var offset = 0
+        while offset + 4 <= recorded.count {
+            let count = recorded.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self))) }
+            guard offset + 4 + count <= recorded.count else { break }
+            let sql = String(decoding: recorded[(offset + 4)..<(offset + 4 + count)], as: UTF8.self)
+            try execute(sql)
+            offset += 4 + count
+        }
+        guard offset == recorded.count else {
+            throw StoreError(.corrupt, path: path, message: "a commit-log record ends inside a statement")
+        }
+    }
+
+    /// A passive checkpoint; true when every frame of the WAL is now in the database file.
+    func checkpointPassive() -> Bool {
+        var logFrames: Int32 = 0
+        var checkpointed: Int32 = 0
+        let status = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
+        return status == SQLITE_OK && logFrames == checkpointed
+    }
+
     /// Runs a single-value query such as a PRAGMA and returns its text.
     public func scalarText(_ sql: String) throws(StoreError) -> String? {
         let statement = try statement(sql)
@@ -142,7 +187,11 @@ struct Statement {
 
     /// Steps once: true when a row is available, false when done.
     func step() throws(StoreError) -> Bool {
+        let starting = database.recording && sqlite3_stmt_busy(handle) == 0
         let status = sqlite3_step(handle)
+        if starting && (status == SQLITE_ROW || status == SQLITE_DONE) && sqlite3_stmt_readonly(handle) == 0 {
+            database.record(handle)
+        }
         switch status {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false

@@ -19,6 +19,8 @@ extension TransactionStore {
     }
 
     /// Copies the last committed state of the database into a new file at `destination`.
+    /// Units of work still waiting in the commit log are not in it: the daemon flushes the store
+    /// before a batch with a control command, so everything acknowledged before is.
     ///
     /// The copy is read on its own read-only connection: it sees exactly what was committed
     /// before it started (WAL snapshot isolation), never the uncommitted unit of work of the caller,
@@ -73,6 +75,11 @@ extension TransactionStore {
         }
         // The pages came from a WAL database: make the copy one self-contained file.
         try target.execute("PRAGMA journal_mode=DELETE")
+        // A copy is a database of its own: restored, it must not take this one's commit log
+        // (which would roll it forward to the present).
+        try target.execute("""
+            UPDATE settings SET value = '\(String(CommitLog.randomSalt(), radix: 16))' WHERE key = '\(Self.identityKey)'
+            """)
     }
 
     private func verify(_ destination: String, started: Int64) throws(StoreError) -> BackupReport {

@@ -7,8 +7,10 @@ import Glibc
 /// The durable payment queue: every transaction of every (uid, app), in one SQLite file.
 ///
 /// Writes happen inside `begin()` … `commit()`; the daemon groups many clients' requests into one
-/// transaction (group commit) and tells no client anything before `commit()` returned.
-/// Transitions are guarded in SQL (`WHERE state = ?`) and the changed-row count is checked.
+/// unit of work (group commit) and tells no client anything before `commit()` returned.
+/// `commit()` makes a unit of work durable in the commit log (CommitLog.swift); SQLite commits
+/// many of them at once, without an fsync, at `flush()`. Transitions are guarded in SQL
+/// (`WHERE state = ?`) and the changed-row count is checked.
 public final class TransactionStore {
     public static let schemaVersion = 2
     /// `PRAGMA application_id`: "SKQD". A database with another id is not ours and is never touched.
@@ -21,7 +23,17 @@ public final class TransactionStore {
 
     private var nextID: UInt64 = 0
     private var sequences: [QueueKey: UInt64] = [:]
-    private var inTransaction = false
+    /// A unit of work is open (`begin()` … `commit()`/`rollback()`): the savepoint `batch`.
+    var inTransaction = false
+    /// The SQLite transaction that holds units of work until `flush()`, and when it began (ms).
+    var sqliteOpen = false
+    var sqliteOpenedAt: Int64 = 0
+    /// SQLite lost the open transaction (it rolls back on some I/O errors): the units of work it
+    /// held are re-applied from the commit log before the next one.
+    var needsCatchUp = false
+    /// Where `database.recorded` stood at each open request savepoint.
+    var savepointMarks: [Int] = []
+    var log: CommitLog?
 
     /// Grows at every rollback: whoever caches state read from the store (the engine's clock,
     /// switches and next due event) compares it to know when its cache may hold undone changes.
@@ -82,12 +94,21 @@ public final class TransactionStore {
         }
         try database.execute("PRAGMA synchronous=FULL")
         try database.execute("PRAGMA foreign_keys=ON")
+        // Savepoint journals (one per request) in memory, not in a temporary file.
+        try database.execute("PRAGMA temp_store=MEMORY")
+        // Units of work acknowledged but not yet in the database come back from the commit log,
+        // under the schema they were made with, before any migration.
+        let identity = version >= 1 ? try setting(Self.identityKey).flatMap { UInt64($0, radix: 16) } : nil
+        var replay = ""
+        if let identity { replay = try replayCommitLog(CommitLog(databasePath: path, database: identity)) }
         if version < Self.schemaVersion {
             try migrate(from: version)
             openReport = existed ? "migrated schema \(version) → \(Self.schemaVersion)" : "created schema \(Self.schemaVersion)"
         } else {
             openReport = "schema \(version)"
         }
+        openReport += replay
+        try startCommitLog(identity: identity)
         nextID = try highestAllocatedID() + 1
         if nextID < Self.firstTransactionID { nextID = Self.firstTransactionID }
         space.opened()
@@ -211,32 +232,64 @@ public final class TransactionStore {
 
     // MARK: Transactions (units of work)
 
+    /// Opens a unit of work (inside the SQLite transaction, which it opens when none is).
     public func begin() throws(StoreError) {
         precondition(!inTransaction, "nested store transaction")
+        // Low on space: SQLite commits after every unit of work, so that its checkpoints can
+        // reuse the WAL (DiskSpaceGuard.swift).
+        if space.isLow && sqliteOpen { try? flush() }
         space.beforeUnitOfWork(database)
-        try database.execute("BEGIN IMMEDIATE")
+        noticeLostTransaction()
+        if needsCatchUp { try catchUp() }
+        if !sqliteOpen {
+            try database.execute("BEGIN IMMEDIATE")
+            sqliteOpen = true
+            sqliteOpenedAt = DiskSpaceGuard.monotonicMilliseconds()
+        }
+        try database.statement("SAVEPOINT batch").run()
         inTransaction = true
+        database.recorded.removeAll(keepingCapacity: true)
+        database.recordingFailed = false
+        database.recording = true
+        savepointMarks.removeAll()
     }
 
-    /// Makes everything since `begin()` durable (fsync of the WAL). Throws when it could not.
+    /// Makes everything since `begin()` durable: its statements are appended to the commit log and
+    /// fsynced. Throws (and undoes the unit of work) when it could not.
     public func commit() throws(StoreError) {
         precondition(inTransaction, "commit without begin")
-        do {
-            try database.execute("COMMIT")
+        do throws(StoreError) {
+            if !database.recorded.isEmpty, let log {
+                guard !database.recordingFailed else {
+                    throw StoreError(.other(SQLITE_NOMEM), path: path, message: "out of memory recording a change")
+                }
+                try setSetting(Self.lsnKey, String(log.nextLSN))
+                try log.append(database.recorded)
+            }
+            database.recording = false
+            try database.statement("RELEASE batch").run()
             inTransaction = false
         } catch {
+            if error.code == .full { space.noteFull() }
             rollback()
             throw error
         }
-        space.afterCommit(database)
+        if space.isLow { try? flush() }
     }
 
     /// Abandons the unit of work and forgets cached counters that may include its changes.
     public func rollback() {
+        database.recording = false
         if inTransaction {
-            try? database.execute("ROLLBACK")
+            try? database.statement("ROLLBACK TO batch").run()
+            try? database.statement("RELEASE batch").run()
             inTransaction = false
         }
+        noticeLostTransaction()
+        forgetCachedCounters()
+    }
+
+    func forgetCachedCounters() {
         sequences.removeAll()
         generation &+= 1
         nextID = ((try? highestAllocatedID()) ?? 0) + 1
@@ -251,11 +304,13 @@ public final class TransactionStore {
     public func savepoint() throws(StoreError) {
         precondition(inTransaction, "savepoint outside a unit of work")
         try database.statement("SAVEPOINT request").run()
+        savepointMarks.append(database.recorded.count)
     }
 
     /// Keeps the request's changes in the unit of work.
     public func releaseSavepoint() throws(StoreError) {
         try database.statement("RELEASE request").run()
+        savepointMarks.removeLast()
     }
 
     /// Undoes the request's changes. Ids and sequence numbers it allocated stay used (gaps are
@@ -263,6 +318,7 @@ public final class TransactionStore {
     public func rollbackToSavepoint() {
         try? database.statement("ROLLBACK TO request").run()
         try? database.statement("RELEASE request").run()
+        if let mark = savepointMarks.popLast() { database.recorded.removeSubrange(mark...) }
         generation &+= 1
     }
 

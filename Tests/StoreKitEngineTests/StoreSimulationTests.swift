@@ -29,6 +29,7 @@ private final class StoreFixture {
 
     /// Opens the database again with a new engine, as a daemon restart does.
     func restart() throws {
+        try store.shutDown()
         store = try TransactionStore(path: directory.file("storekitd.sqlite"))
         engine = PaymentQueueEngine(store: store, catalogs: [game: catalog])
     }

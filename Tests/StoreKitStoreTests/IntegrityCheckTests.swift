@@ -16,6 +16,8 @@ struct IntegrityCheckTests {
                 try store.insert(record, paymentKey: "\(keyPrefix)-\(index)")
             }
         }
+        // Into SQLite (the unit of work is in the commit log until then), where the check reads.
+        try store.flush()
     }
 
     @Test("an intact database passes, while the store is open and after it closed")

@@ -1,0 +1,400 @@
+import CSQLite
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The durable record of every unit of work that SQLite has not made durable yet.
+///
+/// A unit of work (one batch of requests) is told to no client before its changes are on disk.
+/// Committing it to SQLite with `synchronous=FULL` would append every page it touched to the WAL
+/// (a payment touches one page of the table and of each index) and fsync all of them. Instead the
+/// store appends the batch's data-changing statements (SQL with the parameters inlined, a few
+/// hundred bytes per request) to this log and `fdatasync`s it: one small write per batch.
+/// SQLite commits the same changes lazily (`synchronous=NORMAL`, no fsync), many batches at a time,
+/// and the `Checkpointer` makes them durable in the database file; only then may the log forget them.
+///
+/// Layout: two segment files, `<database>-log.0` and `<database>-log.1`. Each starts with a
+/// 40-byte header (magic, the database's identity, a salt, the first record's number, checksum),
+/// then records: payload length (u32), magic (u32), LSN (u64), checksum (u64), payload padded to
+/// 8 bytes. Records carry consecutive log sequence numbers (LSNs); the checksum covers the salt,
+/// so a record left over from an earlier use of the segment never validates. Writing goes to one
+/// segment until it is past `switchSize` and the other one holds nothing that is not durable yet;
+/// then the other one is started over with a new salt. Segments are preallocated (zero-filled) and
+/// reused, so an append overwrites blocks the file already has and `fdatasync` writes no metadata.
+///
+/// Recovery reads both segments, keeps the valid records in LSN order and returns those after the
+/// database's own LSN, which the store applies before it serves. Not thread-safe except for
+/// `durable`, which the checkpoint thread advances.
+public final class CommitLog {
+    /// The highest LSN whose changes are durable in the database file (set by the checkpointer).
+    public final class DurableMark: Sendable {
+        private let value = Atomic<UInt64>(0)
+        public init() {}
+        public func advance(to lsn: UInt64) {
+            var current = value.load(ordering: .acquiring)
+            while lsn > current {
+                let (exchanged, original) = value.compareExchange(expected: current, desired: lsn, ordering: .acquiringAndReleasing)
+                if exchanged { return }
+                current = original
+            }
+        }
+        public var lsn: UInt64 { value.load(ordering: .acquiring) }
+    }
+
+    public struct Record: Equatable, Sendable {
+        public let lsn: UInt64
+        public let payload: [UInt8]
+    }
+
+    /// What recovery found besides the records to apply, for the journal.
+    public struct Recovery: Sendable {
+        public var records: [Record] = []
+        /// Records that cannot be applied (a gap before them), or segments of another database.
+        public var problems: [String] = []
+    }
+
+    struct Segment {
+        let path: String
+        var fd: Int32 = -1
+        var salt: UInt64 = 0
+        var firstLSN: UInt64 = 0
+        /// LSN of the last record written since this segment was started; 0: none.
+        var lastLSN: UInt64 = 0
+        /// Where the next record goes.
+        var end = CommitLog.headerSize
+        /// Bytes the file has (zero-filled beyond `end`).
+        var allocated = 0
+    }
+
+    static let headerSize = 40
+    static let recordHeaderSize = 24
+    static let headerMagic: UInt64 = 0x3130_474F_4C4B_5320   // " SKLOG01"
+    static let recordMagic: UInt32 = 0x5244_4B53            // "SKDR"
+    /// A segment is switched for the other once it holds this much.
+    public static let defaultSwitchSize = 256 * 1024
+    /// Largest payload accepted (a `storekitctl clear` of a big store can be large).
+    static let maximumPayload = 1 << 30
+
+    public let databasePath: String
+    public let database: UInt64
+    public let durable = DurableMark()
+    let switchSize: Int
+    private(set) var segments: [Segment]
+    private(set) var active = 0
+    /// The LSN the next append must carry.
+    public private(set) var nextLSN: UInt64 = 1
+    private var buffer: [UInt8] = []
+
+    static func segmentPath(_ databasePath: String, _ index: Int) -> String { databasePath + "-log.\(index)" }
+
+    /// Opens (creating when absent) both segments and locks them: one daemon per database.
+    public init(databasePath: String, database: UInt64, switchSize: Int = CommitLog.defaultSwitchSize) throws(StoreError) {
+        self.databasePath = databasePath
+        self.database = database
+        self.switchSize = max(switchSize, 4096)
+        segments = [Segment(path: Self.segmentPath(databasePath, 0)), Segment(path: Self.segmentPath(databasePath, 1))]
+        var created = false
+        for index in segments.indices {
+            let path = segments[index].path
+            let existed = access(path, F_OK) == 0
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw Self.error(path, "cannot open the commit log") }
+            segments[index].fd = fd
+            created = created || !existed
+            var info = stat()
+            fstat(fd, &info)
+            segments[index].allocated = Int(info.st_size)
+        }
+        if flock(segments[0].fd, LOCK_EX | LOCK_NB) != 0 {
+            let reason = errno == EWOULDBLOCK ? "another process (storekitd?) has this database open" : String(cString: strerror(errno))
+            closeFiles()
+            throw StoreError(.busy, path: segments[0].path, message: "cannot lock the commit log: \(reason)")
+        }
+        if created { try TransactionStore.syncDirectory(of: segments[0].path) }
+    }
+
+    deinit { closeFiles() }
+
+    private func closeFiles() {
+        for index in segments.indices where segments[index].fd >= 0 {
+            close(segments[index].fd)
+            segments[index].fd = -1
+        }
+    }
+
+    // MARK: Recovery
+
+    /// The records after `appliedLSN` (the database's own), in order. Reads both segments whole.
+    public func recover(after appliedLSN: UInt64) -> Recovery {
+        var recovery = Recovery()
+        var byLSN: [UInt64: [UInt8]] = [:]
+        for segment in segments {
+            guard let header = Self.parseHeader(Self.read(segment.fd, from: 0, count: Self.headerSize)) else { continue }
+            guard header.database == database else {
+                if header.firstLSN != 0 {
+                    recovery.problems.append("\(segment.path) belongs to another database; its records were not applied")
+                }
+                continue
+            }
+            for record in Self.readRecords(segment.fd, salt: header.salt, firstLSN: header.firstLSN) where record.lsn > appliedLSN {
+                byLSN[record.lsn] = record.payload
+            }
+        }
+        var lsn = appliedLSN + 1
+        while let payload = byLSN.removeValue(forKey: lsn) {
+            recovery.records.append(Record(lsn: lsn, payload: payload))
+            lsn += 1
+        }
+        if let lowest = byLSN.keys.min() {
+            recovery.problems.append("records \(lowest)…\(byLSN.keys.max() ?? lowest) follow a gap after \(lsn - 1) "
+                                     + "and were not applied (\(byLSN.count) records)")
+        }
+        return recovery
+    }
+
+    /// Starts both segments over (new salts): everything before `nextLSN` must already be durable
+    /// in the database. Then appends continue at `nextLSN`.
+    public func start(nextLSN: UInt64) throws(StoreError) {
+        for index in segments.indices {
+            // A segment that grew while checkpoints lagged goes back to its usual size.
+            if segments[index].allocated > 2 * switchSize, ftruncate(segments[index].fd, off_t(switchSize)) == 0 {
+                segments[index].allocated = switchSize
+            }
+            try preallocate(index, to: switchSize + Self.headerSize)
+            try writeHeader(index, firstLSN: index == 0 ? nextLSN : 0)
+            try sync(index)
+        }
+        active = 0
+        self.nextLSN = nextLSN
+        durable.advance(to: nextLSN - 1)
+    }
+
+    // MARK: Appending
+
+    /// Writes one record and makes it durable (fdatasync) before returning.
+    public func append(_ payload: UnsafeRawBufferPointer) throws(StoreError) {
+        guard payload.count <= Self.maximumPayload else {
+            throw StoreError(.other(SQLITE_TOOBIG), path: segments[active].path,
+                             message: "a unit of work of \(payload.count) bytes is too large for the commit log")
+        }
+        let lsn = nextLSN
+        let other = 1 - active
+        if segments[active].end >= switchSize && segments[other].lastLSN <= durable.lsn {
+            // Everything in the other segment is durable in the database: start it over, header
+            // and first record in one write.
+            segments[other].salt = Self.randomSalt()
+            segments[other].firstLSN = lsn
+            segments[other].lastLSN = 0
+            encodeHeader(other)
+            encodeRecord(lsn: lsn, payload: payload, salt: segments[other].salt)
+            try write(other, at: 0)
+            try sync(other)
+            segments[other].end = buffer.count
+            active = other
+        } else {
+            buffer.removeAll(keepingCapacity: true)
+            encodeRecord(lsn: lsn, payload: payload, salt: segments[active].salt)
+            try write(active, at: segments[active].end)
+            try sync(active)
+            segments[active].end += buffer.count
+        }
+        segments[active].lastLSN = lsn
+        nextLSN = lsn + 1
+    }
+
+    public func append(_ payload: [UInt8]) throws(StoreError) {
+        let result = payload.withUnsafeBytes { raw in Result { () throws(StoreError) in try append(raw) } }
+        try result.get()
+    }
+
+    /// The segment appends go to, and where its next record starts (for tests).
+    public var activeSegment: Int { active }
+    public func end(ofSegment index: Int) -> Int { segments[index].end }
+
+    // MARK: Encoding
+
+    private func encodeHeader(_ index: Int) {
+        buffer.removeAll(keepingCapacity: true)
+        Self.put(&buffer, Self.headerMagic)
+        Self.put(&buffer, database)
+        Self.put(&buffer, segments[index].salt)
+        Self.put(&buffer, segments[index].firstLSN)
+        Self.put(&buffer, buffer.withUnsafeBytes { Self.checksum(seed: 0, UnsafeRawBufferPointer(rebasing: $0[0..<32])) })
+    }
+
+    private func encodeRecord(lsn: UInt64, payload: UnsafeRawBufferPointer, salt: UInt64) {
+        let start = buffer.count
+        Self.put32(&buffer, UInt32(payload.count))
+        Self.put32(&buffer, Self.recordMagic)
+        Self.put(&buffer, lsn)
+        Self.put(&buffer, 0)
+        buffer.append(contentsOf: payload)
+        let padding = (8 - payload.count % 8) % 8
+        buffer.append(contentsOf: repeatElement(0, count: padding))
+        let sum = buffer.withUnsafeBytes { raw in
+            Self.recordChecksum(salt: salt, header: UnsafeRawBufferPointer(rebasing: raw[start..<start + 16]),
+                                payload: UnsafeRawBufferPointer(rebasing: raw[start + 24..<raw.count]))
+        }
+        withUnsafeBytes(of: sum.littleEndian) { buffer.replaceSubrange(start + 16..<start + 24, with: $0) }
+    }
+
+    static func recordChecksum(salt: UInt64, header: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer) -> UInt64 {
+        checksum(seed: checksum(seed: salt, header), payload)
+    }
+
+    /// A fast 64-bit checksum over 8-byte little-endian words (the count must be a multiple of 8).
+    /// It detects torn and stale records; it is not meant to resist a forger.
+    static func checksum(seed: UInt64, _ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var state = seed ^ 0x9E37_79B9_7F4A_7C15
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            state = (state ^ word) &* 0xBF58_476D_1CE4_E5B9
+            state ^= state >> 31
+            offset += 8
+        }
+        return state ^ UInt64(bytes.count)
+    }
+
+    static func put(_ buffer: inout [UInt8], _ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
+    }
+
+    static func put32(_ buffer: inout [UInt8], _ value: UInt32) {
+        withUnsafeBytes(of: value.littleEndian) { buffer.append(contentsOf: $0) }
+    }
+
+    // MARK: Decoding
+
+    struct Header {
+        let database: UInt64
+        let salt: UInt64
+        let firstLSN: UInt64
+    }
+
+    static func parseHeader(_ bytes: [UInt8]) -> Header? {
+        guard bytes.count >= headerSize else { return nil }
+        return bytes.withUnsafeBytes { raw -> Header? in
+            func word(_ offset: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+            guard word(0) == headerMagic, word(32) == checksum(seed: 0, UnsafeRawBufferPointer(rebasing: raw[0..<32])) else {
+                return nil
+            }
+            return Header(database: word(8), salt: word(16), firstLSN: word(24))
+        }
+    }
+
+    /// The valid records from the start of the segment: each must check out and carry the next
+    /// LSN. Reads only as far as the records go, not the zero-filled rest of the file.
+    static func readRecords(_ fd: Int32, salt: UInt64, firstLSN: UInt64) -> [Record] {
+        guard firstLSN != 0 else { return [] }
+        var records: [Record] = []
+        var offset = headerSize
+        var expected = firstLSN
+        while true {
+            let header = read(fd, from: offset, count: recordHeaderSize)
+            guard header.count == recordHeaderSize else { break }
+            let (length, magic, lsn, stored) = header.withUnsafeBytes { raw in
+                (Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt32.self))),
+                 UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 4, as: UInt32.self)),
+                 UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)),
+                 UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self)))
+            }
+            guard magic == recordMagic, lsn == expected, length <= maximumPayload else { break }
+            let padded = length + (8 - length % 8) % 8
+            let body = read(fd, from: offset + recordHeaderSize, count: padded)
+            guard body.count == padded else { break }
+            let valid = header.withUnsafeBytes { head in
+                body.withUnsafeBytes { payload in
+                    recordChecksum(salt: salt, header: UnsafeRawBufferPointer(rebasing: head[0..<16]), payload: payload) == stored
+                }
+            }
+            guard valid else { break }
+            records.append(Record(lsn: lsn, payload: Array(body[0..<length])))
+            offset += recordHeaderSize + padded
+            expected += 1
+        }
+        return records
+    }
+
+    // MARK: Files
+
+    private func writeHeader(_ index: Int, firstLSN: UInt64) throws(StoreError) {
+        segments[index].salt = Self.randomSalt()
+        segments[index].firstLSN = firstLSN
+        segments[index].lastLSN = 0
+        segments[index].end = Self.headerSize
+        encodeHeader(index)
+        try write(index, at: 0)
+    }
+
+    /// Writes `buffer` at `offset`, growing the zero-filled file first when it would not fit.
+    private func write(_ index: Int, at offset: Int) throws(StoreError) {
+        if offset + buffer.count > segments[index].allocated {
+            try preallocate(index, to: max(offset + buffer.count, segments[index].allocated + switchSize))
+        }
+        let fd = segments[index].fd
+        let failed = buffer.withUnsafeBytes { raw -> Bool in
+            var written = 0
+            while written < raw.count {
+                let count = pwrite(fd, raw.baseAddress! + written, raw.count - written, off_t(offset + written))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return true
+                }
+                written += count
+            }
+            return false
+        }
+        if failed { throw Self.error(segments[index].path, "cannot write the commit log") }
+    }
+
+    /// Zero-fills the file up to `size`, so that later appends overwrite allocated blocks.
+    private func preallocate(_ index: Int, to size: Int) throws(StoreError) {
+        let fd = segments[index].fd
+        let zeros = [UInt8](repeating: 0, count: 64 * 1024)
+        var offset = segments[index].allocated
+        while offset < size {
+            let count = min(zeros.count, size - offset)
+            let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress!, count, off_t(offset)) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw Self.error(segments[index].path, "cannot grow the commit log")
+            }
+            offset += written
+        }
+        segments[index].allocated = max(segments[index].allocated, size)
+    }
+
+    private func sync(_ index: Int) throws(StoreError) {
+        while fdatasync(segments[index].fd) != 0 {
+            if errno == EINTR { continue }
+            throw Self.error(segments[index].path, "cannot fsync the commit log")
+        }
+    }
+
+    static func read(_ fd: Int32, from offset: Int, count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var done = 0
+        bytes.withUnsafeMutableBytes { raw in
+            while done < count {
+                let read = pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
+                if read < 0 && errno == EINTR { continue }
+                if read <= 0 { break }
+                done += read
+            }
+        }
+        return done == count ? bytes : Array(bytes[0..<done])
+    }
+
+    static func randomSalt() -> UInt64 {
+        var salt: UInt64 = 0
+        while salt == 0 { salt = UInt64.random(in: 1...UInt64.max) }
+        return salt
+    }
+
+    static func error(_ path: String, _ what: String) -> StoreError {
+        let code: StoreError.Code = errno == ENOSPC || errno == EDQUOT ? .full : .io
+        return StoreError(code, path: path, message: "\(what): \(String(cString: strerror(errno)))")
+    }
+}

@@ -1,0 +1,144 @@
+import CSQLite
+
+// How units of work reach the disk: the commit log first (durable, one small fsync per unit of
+// work), then SQLite (lazily, many units of work per commit, made durable by the checkpointer).
+// A log record is the unit of work's data-changing statements with their parameters inlined
+// (SQLiteDatabase.recorded); applying it runs them again on the database state they were made on.
+
+extension TransactionStore {
+    /// `settings` key of the database's identity (hex); the commit log carries it, so that a log is
+    /// never applied to another database (or to a restored backup, which gets a new identity).
+    static let identityKey = "commitlog.database"
+    /// `settings` key of the LSN of the last unit of work the database holds.
+    static let lsnKey = "commitlog.lsn"
+    /// The SQLite transaction is committed at the latest this long after it began (ms).
+    public static let flushInterval: Int64 = 20
+
+    public var commitLog: CommitLog {
+        guard let log else { preconditionFailure("the commit log is opened with the store") }
+        return log
+    }
+
+    /// The LSN of the last unit of work in the database (committed or not yet flushed).
+    public func appliedLSN() throws(StoreError) -> UInt64 {
+        try setting(Self.lsnKey).flatMap { UInt64($0) } ?? 0
+    }
+
+    /// True while units of work are durable in the commit log but not committed to SQLite.
+    public var hasUnflushedChanges: Bool { sqliteOpen && !inTransaction }
+
+    /// Whether `flush()` should run now: the SQLite transaction is `flushInterval` old.
+    public func flushIsDue(now: Int64) -> Bool {
+        hasUnflushedChanges && now - sqliteOpenedAt >= Self.flushInterval
+    }
+
+    /// Commits the SQLite transaction holding the units of work since the last flush. No fsync
+    /// (`synchronous=NORMAL`): they are durable in the commit log already, and the checkpointer
+    /// makes them durable in the database file. Call between units of work only.
+    public func flush() throws(StoreError) {
+        precondition(!inTransaction, "flush inside a unit of work")
+        noticeLostTransaction()
+        guard sqliteOpen else { return }
+        do {
+            try database.execute("COMMIT")
+            sqliteOpen = false
+        } catch {
+            noticeLostTransaction()
+            throw error
+        }
+        space.afterCommit(database)
+    }
+
+    /// Commits what waits in the SQLite transaction and releases the commit log (and its lock), so
+    /// that the database can be opened again; the store must not be used afterwards.
+    public func shutDown() throws(StoreError) {
+        defer { log = nil }
+        try flush()
+    }
+
+    /// Flushes, then copies the WAL into the database file (fsynced), so that the commit log may
+    /// reuse its space. For tools that use a store without a `Checkpointer`.
+    public func checkpoint() throws(StoreError) {
+        try flush()
+        let lsn = try appliedLSN()
+        if database.checkpointPassive() { commitLog.durable.advance(to: lsn) }
+    }
+
+    /// SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error); the
+    /// units of work it held are still in the commit log and are applied again by `catchUp()`.
+    func noticeLostTransaction() {
+        guard sqliteOpen, sqlite3_get_autocommit(database.handle) != 0 else { return }
+        sqliteOpen = false
+        inTransaction = false
+        needsCatchUp = true
+    }
+
+    /// Re-applies, in a new SQLite transaction, the units of work of the commit log that the
+    /// database lost with its transaction. Throws (and is tried again at the next unit of work)
+    /// when it cannot.
+    func catchUp() throws(StoreError) {
+        let recovery = commitLog.recover(after: try appliedLSN())
+        try database.execute("BEGIN IMMEDIATE")
+        do throws(StoreError) {
+            for record in recovery.records { try database.replay(record.payload) }
+            let reached = try appliedLSN()
+            guard reached + 1 == commitLog.nextLSN else {
+                throw StoreError(.corrupt, path: commitLog.databasePath, message: "the commit log reaches \(reached), "
+                                 + "not \(commitLog.nextLSN - 1): \(recovery.problems.joined(separator: "; "))")
+            }
+        } catch {
+            try? database.execute("ROLLBACK")
+            throw error
+        }
+        sqliteOpen = true
+        sqliteOpenedAt = DiskSpaceGuard.monotonicMilliseconds()
+        needsCatchUp = false
+        forgetCachedCounters()
+    }
+
+    // MARK: Open
+
+    /// Applies (and commits, fsynced) the records of `log` after the database's LSN; returns a
+    /// note for the open report.
+    func replayCommitLog(_ log: CommitLog) throws(StoreError) -> String {
+        self.log = log
+        let recovery = log.recover(after: try appliedLSN())
+        var report = ""
+        if !recovery.records.isEmpty {
+            try database.execute("BEGIN IMMEDIATE")
+            do {
+                for record in recovery.records { try database.replay(record.payload) }
+                try database.execute("COMMIT")
+            } catch {
+                try? database.execute("ROLLBACK")
+                throw error
+            }
+            let count = recovery.records.count
+            report = "; applied \(count) unit\(count == 1 ? "" : "s") of work from the commit log"
+        }
+        if !recovery.problems.isEmpty { report += "; COMMIT LOG: " + recovery.problems.joined(separator: "; ") }
+        return report
+    }
+
+    /// Gives a database without one its identity, then starts the log's segments over after the
+    /// database's LSN (everything before is in the database, fsynced) and stops fsyncing commits.
+    func startCommitLog(identity existing: UInt64?) throws(StoreError) {
+        if existing == nil {
+            try database.execute("BEGIN IMMEDIATE")
+            do {
+                try setSetting(Self.identityKey, String(CommitLog.randomSalt(), radix: 16))
+                try database.execute("COMMIT")
+            } catch {
+                try? database.execute("ROLLBACK")
+                throw error
+            }
+        }
+        let identity = try setting(Self.identityKey).flatMap { UInt64($0, radix: 16) } ?? 0
+        if log?.database != identity {
+            log = nil   // releases the lock first
+            log = try CommitLog(databasePath: path, database: identity)
+        }
+        try commitLog.start(nextLSN: try appliedLSN() + 1)
+        try database.execute("PRAGMA synchronous=NORMAL")
+    }
+}
