@@ -10,9 +10,9 @@ import Foundation
 /// has caught up.
 ///
 /// It also tells the commit log how far the database file is durable: a checkpoint on this
-/// connection (`synchronous=FULL`) fsyncs the WAL, copies it and fsyncs the database, so once every
-/// frame is copied, every unit of work up to the LSN read before it is in the database file and the
-/// commit log may reuse the space that held it.
+/// connection (`synchronous=FULL`) fsyncs the WAL, copies it and fsyncs the database, so once it
+/// copied the frames of the last SQLite commit noted before it began, every unit of work up to that
+/// commit is in the database file and the commit log may reuse the space that held it.
 public final class Checkpointer: @unchecked Sendable {
     private let path: String
     private let durable: CommitLog.DurableMark?
@@ -51,9 +51,8 @@ public final class Checkpointer: @unchecked Sendable {
             let keepGoing = running
             condition.unlock()
             // A final checkpoint on stop leaves a short WAL behind for the next start.
-            let lsn = (try? database.scalarText("SELECT value FROM settings WHERE key = '\(TransactionStore.lsnKey)'"))
-                .flatMap { $0 }.flatMap { UInt64($0) }
-            if database.checkpointPassive(), let lsn { durable?.advance(to: lsn) }
+            let commit = durable?.lastCommitted
+            if let checkpointed = database.checkpointPassive(), let commit { durable?.checkpointed(checkpointed, since: commit) }
             if !keepGoing { return }
         }
     }

@@ -30,7 +30,22 @@ public final class CommitLog {
     /// The highest LSN whose changes are durable in the database file (set by the checkpointer).
     public final class DurableMark: Sendable {
         private let value = Atomic<UInt64>(0)
+        private let committed = Mutex<(lsn: UInt64, frames: Int)>((0, 0))
         public init() {}
+
+        /// The last SQLite commit: the LSN it holds and the WAL's frame count after it.
+        public func noteCommitted(lsn: UInt64, frames: Int) {
+            committed.withLock { $0 = (lsn, frames) }
+        }
+
+        public var lastCommitted: (lsn: UInt64, frames: Int) { committed.withLock { $0 } }
+
+        /// After a checkpoint that copied the first `checkpointed` WAL frames into the database
+        /// file and fsynced it, given the commit noted before it started: everything up to that
+        /// commit is durable. (Had SQLite restarted the WAL since, that commit was copied then.)
+        public func checkpointed(_ checkpointed: Int, since commit: (lsn: UInt64, frames: Int)) {
+            if checkpointed >= commit.frames { advance(to: commit.lsn) }
+        }
         public func advance(to lsn: UInt64) {
             var current = value.load(ordering: .acquiring)
             while lsn > current {

@@ -148,12 +148,29 @@ public final class SQLiteDatabase {
         }
     }
 
-    /// A passive checkpoint; true when every frame of the WAL is now in the database file.
-    func checkpointPassive() -> Bool {
+    /// A passive checkpoint that waits for no one: how many WAL frames are now in the database
+    /// file (nil when it failed).
+    func checkpointPassive() -> Int? {
         var logFrames: Int32 = 0
         var checkpointed: Int32 = 0
-        let status = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
-        return status == SQLITE_OK && logFrames == checkpointed
+        let status = withBusyTimeout(0) {
+            sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
+        }
+        return status == SQLITE_OK ? Int(checkpointed) : nil
+    }
+
+    /// Frames in the WAL after the last commit on this connection; nil unless `watchWAL()`.
+    private(set) var walFrames: Int?
+
+    /// Counts the WAL's frames after every commit. Replaces SQLite's automatic checkpoints, which
+    /// use the same hook: only for a connection whose checkpoints run elsewhere.
+    func watchWAL() {
+        sqlite3_wal_hook(handle, { context, _, _, frames in
+            guard let context else { return SQLITE_OK }
+            Unmanaged<SQLiteDatabase>.fromOpaque(context).takeUnretainedValue().walFrames = Int(frames)
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(self).toOpaque())
+        walFrames = 0
     }
 
     /// Runs a single-value query such as a PRAGMA and returns its text.

@@ -46,8 +46,21 @@ extension TransactionStore {
             noticeLostTransaction()
             throw error
         }
+        if let frames = database.walFrames {
+            let committed = (lsn: commitLog.nextLSN - 1, frames: frames)
+            commitLog.durable.noteCommitted(lsn: committed.lsn, frames: committed.frames)
+            // Under steady load the background checkpoint never catches up with the last commit,
+            // and SQLite restarts the WAL only when one has: past `walRestartFrames` the loop
+            // copies the rest itself (most of it is copied already), so the WAL starts over.
+            if frames > Self.walRestartFrames, let checkpointed = database.checkpointPassive() {
+                commitLog.durable.checkpointed(checkpointed, since: committed)
+            }
+        }
         space.afterCommit(database)
     }
+
+    /// WAL size (frames of 1 KiB pages) past which `flush()` checkpoints on the loop.
+    static let walRestartFrames = 4096
 
     /// Commits what waits in the SQLite transaction and releases the commit log (and its lock), so
     /// that the database can be opened again; the store must not be used afterwards.
@@ -61,7 +74,10 @@ extension TransactionStore {
     public func checkpoint() throws(StoreError) {
         try flush()
         let lsn = try appliedLSN()
-        if database.checkpointPassive() { commitLog.durable.advance(to: lsn) }
+        var logFrames: Int32 = 0
+        var checkpointed: Int32 = 0
+        let status = sqlite3_wal_checkpoint_v2(database.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
+        if status == SQLITE_OK && logFrames == checkpointed { commitLog.durable.advance(to: lsn) }
     }
 
     /// SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error); the

@@ -325,6 +325,7 @@ public final class TransactionStore {
     /// Hands checkpoints to a `Checkpointer` thread instead of running them inside commits.
     public func disableAutomaticCheckpoints() throws(StoreError) {
         try database.execute("PRAGMA wal_autocheckpoint=0")
+        database.watchWAL()
     }
 
     // MARK: Allocation
