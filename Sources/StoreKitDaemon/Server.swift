@@ -447,6 +447,9 @@ public final class Server {
             case .success(.transferred(let count)):
                 readBuffer.withUnsafeBytes { session.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
                 decodeFrames(session)
+                // A short read emptied the socket: epoll (level-triggered) reports what comes
+                // next, so no second read just to hear EAGAIN.
+                if count < readBuffer.count { budget = 0 }
             case .success(.wouldBlock):
                 budget = 0
             case .success(.endOfFile), .failure:
@@ -841,6 +844,7 @@ public final class Server {
     /// One journal entry per record, written once the change is durable.
     private func journal(_ records: [TransactionRecord], into output: inout BatchOutput, id: MessageID,
                          _ what: @escaping (TransactionRecord) -> String) {
+        guard logger.maximumPriority >= .info else { return }
         let logger = self.logger
         output.journal.append {
             for record in records {

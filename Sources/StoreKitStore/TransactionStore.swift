@@ -23,6 +23,8 @@ public final class TransactionStore {
 
     private var nextID: UInt64 = 0
     private var sequences: [QueueKey: UInt64] = [:]
+    /// Queues whose counter moved in this unit of work: written once each, at `commit()`.
+    private var movedSequences: Set<QueueKey> = []
     /// A unit of work is open (`begin()` … `commit()`/`rollback()`): the savepoint `batch`.
     var inTransaction = false
     /// The SQLite transaction that holds units of work until `flush()`, and when it began (ms).
@@ -259,6 +261,7 @@ public final class TransactionStore {
     public func commit() throws(StoreError) {
         precondition(inTransaction, "commit without begin")
         do throws(StoreError) {
+            try storeMovedSequences()
             if !database.recorded.isEmpty, let log {
                 guard !database.recordingFailed else {
                     throw StoreError(.other(SQLITE_NOMEM), path: path, message: "out of memory recording a change")
@@ -291,6 +294,7 @@ public final class TransactionStore {
 
     func forgetCachedCounters() {
         sequences.removeAll()
+        movedSequences.removeAll()
         generation &+= 1
         nextID = ((try? highestAllocatedID()) ?? 0) + 1
         if nextID < Self.firstTransactionID { nextID = Self.firstTransactionID }
@@ -350,16 +354,28 @@ public final class TransactionStore {
             last = try select.firstRow { UInt64($0.int64(0)) } ?? 0
         }
         let next = last + 1
+        sequences[key] = next
+        movedSequences.insert(key)
+        return next
+    }
+
+    /// Stores the counters that moved in this unit of work (numbers handed out by a request that
+    /// was undone stay used: gaps are harmless).
+    private func storeMovedSequences() throws(StoreError) {
+        guard !movedSequences.isEmpty else { return }
         let upsert = try database.statement("""
             INSERT INTO sequences(uid, app, last) VALUES(?, ?, ?)
             ON CONFLICT(uid, app) DO UPDATE SET last = excluded.last
             """)
-        upsert.bind(1, Int64(uid))
-        upsert.bind(2, app)
-        upsert.bind(3, Int64(next))
-        try upsert.run()
-        sequences[key] = next
-        return next
+        for key in movedSequences {
+            guard let last = sequences[key] else { continue }
+            upsert.reset()
+            upsert.bind(1, Int64(key.uid))
+            upsert.bind(2, key.app)
+            upsert.bind(3, Int64(last))
+            try upsert.run()
+        }
+        movedSequences.removeAll(keepingCapacity: true)
     }
 
     // MARK: Writes

@@ -1,0 +1,130 @@
+import Foundation
+import StoreKitStore
+import StoreKitTestSupport
+import Testing
+
+@Suite("CommitLog: appending, recovery, segments")
+struct CommitLogTests {
+    let directory = TemporaryDirectory("sklog")
+    var path: String { directory.file("storekitd.sqlite") }
+
+    static func payload(_ lsn: UInt64, size: Int = 100) -> [UInt8] {
+        (0..<size).map { UInt8(truncatingIfNeeded: Int(lsn) &* 31 &+ $0) }
+    }
+
+    func segment(_ index: Int) -> String { path + "-log.\(index)" }
+
+    @Test("records come back in order, after the LSN the database already has")
+    func roundTrip() throws {
+        defer { directory.remove() }
+        do {
+            let log = try CommitLog(databasePath: path, database: 7)
+            try log.start(nextLSN: 1)
+            for lsn in 1...3 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: Int(lsn) * 13)) }
+            #expect(log.nextLSN == 4)
+        }
+        let reopened = try CommitLog(databasePath: path, database: 7)
+        let all = reopened.recover(after: 0)
+        #expect(all.records.map(\.lsn) == [1, 2, 3])
+        #expect(all.records.map(\.payload) == [1, 2, 3].map { Self.payload($0, size: Int($0) * 13) })
+        #expect(all.problems.isEmpty)
+        #expect(reopened.recover(after: 2).records.map(\.lsn) == [3])
+        #expect(reopened.recover(after: 3).records.isEmpty)
+    }
+
+    @Test("a torn last record is not returned; the ones before it are")
+    func tornTail() throws {
+        defer { directory.remove() }
+        var end = 0
+        do {
+            let log = try CommitLog(databasePath: path, database: 7)
+            try log.start(nextLSN: 1)
+            for lsn in 1...3 as ClosedRange<UInt64> { try log.append(Self.payload(lsn)) }
+            end = log.end(ofSegment: 0)
+        }
+        // The last byte of the last record's payload never reached the disk.
+        let handle = try #require(FileHandle(forUpdatingAtPath: segment(0)))
+        try handle.seek(toOffset: UInt64(end - 5))
+        try handle.write(contentsOf: Data([0xFF]))
+        try handle.close()
+        let recovery = try CommitLog(databasePath: path, database: 7).recover(after: 0)
+        #expect(recovery.records.map(\.lsn) == [1, 2])
+    }
+
+    @Test("records from before a restart of the log are never replayed, and a gap is reported")
+    func staleRecordsAndGaps() throws {
+        defer { directory.remove() }
+        do {
+            let log = try CommitLog(databasePath: path, database: 7)
+            try log.start(nextLSN: 1)
+            for lsn in 1...5 as ClosedRange<UInt64> { try log.append(Self.payload(lsn)) }
+            // The database took 1…5; the log starts over (new salts) at 6 and writes over them.
+            try log.start(nextLSN: 6)
+            try log.append(Self.payload(6, size: 10))
+        }
+        let log = try CommitLog(databasePath: path, database: 7)
+        #expect(log.recover(after: 5).records.map(\.lsn) == [6])
+        // A database that only reached 3 cannot be brought to 6: 4 and 5 are gone.
+        let behind = log.recover(after: 3)
+        #expect(behind.records.isEmpty)
+        #expect(behind.problems.count == 1)
+        #expect(behind.problems.first?.contains("gap after 3") == true)
+    }
+
+    @Test("segments alternate once the other one is durable, and nothing not yet durable is overwritten")
+    func segmentsAreReusedOnlyWhenDurable() throws {
+        defer { directory.remove() }
+        do {
+            let log = try CommitLog(databasePath: path, database: 7, switchSize: 4096)
+            try log.start(nextLSN: 1)
+            // Records of ~1 KiB: four fill a segment. 1…4 go to segment 0, then (segment 1 is
+            // empty) 5…30 to segment 1, which grows: segment 0 holds records not yet durable.
+            for lsn in 1...30 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: 1000)) }
+            #expect(log.activeSegment == 1)
+            #expect(log.end(ofSegment: 1) > 25_000)
+            #expect(log.recover(after: 0).records.map(\.lsn) == Array(1...30))
+
+            // Up to 30 durable: segment 0 (1…4) is started over for 31…34; then segment 1
+            // (…30) for 35…38; then segment 0 holds 31…34, not durable, so 39 and 40 stay.
+            log.durable.advance(to: 30)
+            try log.append(Self.payload(31, size: 1000))
+            #expect(log.activeSegment == 0)
+            for lsn in 32...40 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: 1000)) }
+            #expect(log.activeSegment == 1)
+            #expect(log.recover(after: 30).records.map(\.lsn) == Array(31...40))
+
+            // Still only 30 durable: however full segment 1 gets, segment 0 is kept.
+            for lsn in 41...60 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: 1000)) }
+            #expect(log.activeSegment == 1)
+            #expect(log.recover(after: 30).records.map(\.lsn) == Array(31...60))
+        }
+        let reopened = try CommitLog(databasePath: path, database: 7, switchSize: 4096)
+        let recovery = reopened.recover(after: 30)
+        #expect(recovery.records.map(\.lsn) == Array(31...60))
+        #expect(recovery.records.map(\.payload) == (31...60).map { Self.payload($0, size: 1000) })
+    }
+
+    @Test("another database's log is not applied, and says so")
+    func anotherDatabase() throws {
+        defer { directory.remove() }
+        do {
+            let log = try CommitLog(databasePath: path, database: 7)
+            try log.start(nextLSN: 1)
+            try log.append(Self.payload(1))
+        }
+        let other = try CommitLog(databasePath: path, database: 8).recover(after: 0)
+        #expect(other.records.isEmpty)
+        #expect(other.problems.contains { $0.contains("belongs to another database") })
+    }
+
+    @Test("one process at a time: a second log on the same database is refused with .busy")
+    func locked() throws {
+        defer { directory.remove() }
+        let first = try CommitLog(databasePath: path, database: 7)
+        var error: StoreError?
+        do { _ = try CommitLog(databasePath: path, database: 7) } catch let caught { error = caught }
+        #expect(error?.code == .busy)
+        #expect(error?.message.contains("another process") == true)
+        _ = first
+    }
+}

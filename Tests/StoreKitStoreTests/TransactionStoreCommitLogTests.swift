@@ -1,0 +1,105 @@
+import Foundation
+import StoreKitStore
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// A unit of work is durable once `commit()` returns: in the commit log, before SQLite has it.
+@Suite("TransactionStore: the commit log")
+struct TransactionStoreCommitLogTests {
+    static func copy(_ fixture: StoreFixture, suffixes: [String], to target: StoreFixture) throws {
+        for suffix in suffixes where fixture.exists(suffix) {
+            try FileManager.default.copyItem(atPath: fixture.path + suffix, toPath: target.path + suffix)
+        }
+    }
+
+    @Test("units of work never flushed to SQLite come back at the next open (a crash)")
+    func crashBeforeFlush() throws {
+        let fixture = StoreFixture()
+        do {
+            let store = try fixture.open()
+            try StoreFixture.unit(store) { try store.insert(makeRecord(id: 11)) }
+            try StoreFixture.unit(store) { try store.insert(makeRecord(id: 12, state: .failed)) }
+            try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: 11, sequence: 5)) }
+            #expect(store.hasUnflushedChanges)
+            // Dropped without a flush: SQLite rolls its transaction back, as after kill -9.
+        }
+        let store = try fixture.open()
+        #expect(store.openReport.hasSuffix("; applied 3 units of work from the commit log"))
+        #expect(try store.transaction(id: 11)?.finished == true)
+        #expect(try store.transaction(id: 11)?.sequence == 5)
+        #expect(try store.transaction(id: 12)?.state == .failed)
+        #expect(try store.appliedLSN() == 3)
+    }
+
+    @Test("the database file alone (its WAL lost) is brought up to date from the commit log")
+    func walLost() throws {
+        let fixture = StoreFixture()
+        let copy = StoreFixture()
+        do {
+            let store = try fixture.open()
+            try StoreFixture.unit(store) { try store.insert(makeRecord(id: 21)) }
+            try store.checkpoint()   // 21 is in the database file itself now
+            try StoreFixture.unit(store) { try store.insert(makeRecord(id: 22)) }
+            try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: 21, sequence: 9)) }
+            // What survives a power cut that took the WAL: the main file and the fsynced log.
+            try Self.copy(fixture, suffixes: ["", "-log.0", "-log.1"], to: copy)
+        }
+        let store = try copy.open()
+        #expect(store.openReport.hasSuffix("; applied 2 units of work from the commit log"))
+        #expect(try store.transaction(id: 21)?.finished == true)
+        #expect(try store.transaction(id: 22) != nil)
+    }
+
+    @Test("a request undone inside a unit of work is not in its log record")
+    func undoneRequestIsNotReplayed() throws {
+        let fixture = StoreFixture()
+        do {
+            let store = try fixture.open()
+            try StoreFixture.unit(store) {
+                try store.savepoint()
+                try store.insert(makeRecord(id: 31))
+                store.rollbackToSavepoint()
+                try store.savepoint()
+                try store.insert(makeRecord(id: 32))
+                try store.releaseSavepoint()
+            }
+        }
+        let store = try fixture.open()
+        #expect(store.openReport.hasSuffix("; applied 1 unit of work from the commit log"))
+        #expect(try store.transaction(id: 31) == nil)
+        #expect(try store.transaction(id: 32) != nil)
+    }
+
+    @Test("a unit of work that changes nothing writes no log record")
+    func readOnlyUnitWritesNothing() throws {
+        let fixture = StoreFixture()
+        let store = try fixture.open()
+        let before = store.commitLog.nextLSN
+        try StoreFixture.unit(store) { _ = try store.transaction(id: 1) }
+        #expect(store.commitLog.nextLSN == before)
+        try StoreFixture.unit(store) { try store.setSetting("clock.offset", "1") }
+        #expect(store.commitLog.nextLSN == before + 1)
+    }
+
+    @Test("a restored backup does not take the live database's commit log")
+    func backupHasItsOwnIdentity() throws {
+        let fixture = StoreFixture()
+        let restored = StoreFixture()
+        let backup = restored.directory.file("backup.sqlite")
+        do {
+            let store = try fixture.open()
+            try StoreFixture.unit(store) { try store.insert(makeRecord(id: 41)) }
+            try store.flush()
+            _ = try store.backup(to: backup)
+            // After the backup: in the live database's log only.
+            try StoreFixture.unit(store) { try store.insert(makeRecord(id: 42)) }
+            try FileManager.default.copyItem(atPath: backup, toPath: restored.path)
+            try Self.copy(fixture, suffixes: ["-log.0", "-log.1"], to: restored)
+        }
+        let store = try restored.open()
+        #expect(store.openReport.contains("belongs to another database"))
+        #expect(try store.transaction(id: 41) != nil)
+        #expect(try store.transaction(id: 42) == nil, "the live database's log rolled the backup forward")
+    }
+}
