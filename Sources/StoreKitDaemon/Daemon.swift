@@ -124,6 +124,12 @@ public enum Daemon {
                                     resumedSessions: activation.sessions, logger: logger,
                                     notifier: ServiceNotifier(environment: environment), reloader: reloader,
                                     testHooks: options.testHooks)
+            // The commit log's fdatasync on its own thread: the loop goes on while the disk works.
+            let wakeup = server.wakeup
+            let syncer = CommitLogSyncer(onSynced: { wakeup.signal() })
+            syncer.start(syncedThrough: store.commitLog.nextLSN - 1)
+            store.commitLog.syncer = syncer
+            defer { syncer.stop() }
             logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(databasePath)", id: .started)
             server.startIntegrityCheck()
             try server.run()

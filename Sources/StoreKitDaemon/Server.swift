@@ -63,6 +63,8 @@ public final class Server {
     /// Connections or the store changed since STATUS= was last computed.
     private var statusStale = true
     private var lastHousekeeping: Int64 = 0
+    /// Outputs of units of work whose log records are written but not yet synced, in LSN order.
+    private var awaitingSync: [(lsn: UInt64, output: BatchOutput)] = []
     private let reloader: Reloader?
     /// Set when the background integrity check failed: mutating requests are refused.
     private var writesStoppedReason: String?
@@ -151,15 +153,16 @@ public final class Server {
     public func run() throws(Errno) {
         notifier.ready(status: statusLine())
         while running {
-            // Units of work waiting in the SQLite transaction are committed when the loop has
-            // nothing else to do, or once the transaction is `flushInterval` old.
-            let idleCheck = pending.isEmpty && engine.store.hasUnflushedChanges
+            // Units of work waiting in the SQLite transaction are committed once the loop has been
+            // idle for `idleFlushDelay` ms, or once the transaction is `flushInterval` old.
+            let waitsForFlush = pending.isEmpty && engine.store.hasUnflushedChanges
             var events = 0
-            try epoll.wait(timeout: pending.isEmpty && !idleCheck ? nextTimeout() : 0) { token, flags in
+            try epoll.wait(timeout: pending.isEmpty ? (waitsForFlush ? min(nextTimeout(), Self.idleFlushDelay) : nextTimeout()) : 0) {
+                token, flags in
                 events += 1
                 handle(token: token, events: flags)
             }
-            if idleCheck && events == 0 && pending.isEmpty { flushStore() }
+            if waitsForFlush && events == 0 && pending.isEmpty { flushStore() }
             executePending()
             resumeBacklog()
             flushDirty()
@@ -168,6 +171,10 @@ public final class Server {
         }
         shutdown()
     }
+
+    /// How long the loop must have had nothing to do before it commits the SQLite transaction
+    /// (ms). Not at once: at a steady trickle of requests, many share one SQLite commit.
+    static let idleFlushDelay: Int32 = 2
 
     /// Commits the SQLite transaction (no fsync: its units of work are durable in the commit log).
     private func flushStore() {
@@ -200,6 +207,7 @@ public final class Server {
             handleSignals()
         case Token.wakeup:
             wakeup.drain()
+            releaseSynced()
             handleBackgroundResults()
         default:
             if let listener = listeners[token] {
@@ -318,6 +326,14 @@ public final class Server {
     }
 
     private func handleBackgroundResults() {
+        if let failure = engine.store.commitLog.syncer?.failure {
+            // The kernel may have dropped the pages it could not write: nothing written since the
+            // last good sync may be acknowledged, and a retry could report success falsely.
+            // Starting over re-reads the log from the disk.
+            logger.error("Stopping: \(failure) (\(engine.store.commitLog.databasePath)); \(awaitingSync.count) units of work "
+                         + "are not acknowledged", id: .storageFailure)
+            exit(EXIT_FAILURE)
+        }
         guard let result = backgroundResults.takeIntegrity() else { return }
         if let failure = result {
             writesStoppedReason = "integrity check failed"
@@ -620,6 +636,9 @@ public final class Server {
                 }
             }
             let executed = ServiceNotifier.monotonicMicroseconds()
+            // Hand the fsync to the sync thread only when there is other work to do meanwhile
+            // (requests waiting, or earlier units of work still syncing).
+            engine.store.commitLog.deferSync = !awaitingSync.isEmpty || epoll.hasReadyEvents()
             try engine.store.commit()
             statusStale = true
             if logger.maximumPriority >= .debug {
@@ -635,12 +654,39 @@ public final class Server {
             let code: ResultCode = error.code == .full ? .storageFull : .storageFailure
             logger.error("Failed to commit \(batch.count) requests to \(engine.store.path): \(error.message)",
                          id: .storageFailure)
+            var refusals = BatchOutput()
             for (session, message) in batch where sessions[session.token] != nil {
-                session.enqueue(.result(message.requestID ?? 0, code, "the store could not record this: \(error.message)"))
-                markDirty(session)
+                refusals.reply(session, .result(message.requestID ?? 0, code, "the store could not record this: \(error.message)"))
             }
+            deliver(refusals)
             return
         }
+        deliver(output)
+    }
+
+    /// Tells clients what a unit of work did once it is on disk: now, or when the sync thread
+    /// reaches its log record (`releaseSynced()`). Outputs leave in the order they were made.
+    private func deliver(_ output: BatchOutput) {
+        let log = engine.store.commitLog
+        let lsn = log.nextLSN - 1
+        if awaitingSync.isEmpty && log.syncedLSN >= lsn {
+            release(output)
+        } else {
+            awaitingSync.append((lsn, output))
+        }
+    }
+
+    /// Releases the outputs whose log records the sync thread made durable.
+    private func releaseSynced() {
+        guard !awaitingSync.isEmpty else { return }
+        let synced = engine.store.commitLog.syncedLSN
+        let ready = awaitingSync.prefix { $0.lsn <= synced }.count
+        guard ready > 0 else { return }
+        for item in awaitingSync[..<ready] { release(item.output) }
+        awaitingSync.removeFirst(ready)
+    }
+
+    private func release(_ output: BatchOutput) {
         for entry in output.journal { entry() }
         activateObservers(for: output.unobserved)
         var lastToken: UInt64 = 0
@@ -878,6 +924,8 @@ public final class Server {
         // a bounded time so that clients hear what was made durable for them.
         executePending()
         flushStore()
+        engine.store.commitLog.waitForSync()
+        releaseSynced()
         for session in sessions.values { markDirty(session) }
         let deadline = ServiceNotifier.monotonicMilliseconds() + 2000
         flushDirty()

@@ -38,6 +38,15 @@ public final class Epoll {
     }
 
     /// Waits up to `timeout` ms (-1 forever) and calls `body` for each ready (token, events).
+    /// Whether any fd is ready now. Level-triggered readiness is reported again by `wait`.
+    public func hasReadyEvents() -> Bool {
+        tokens.withUnsafeMutableBufferPointer { tokenBuffer in
+            events.withUnsafeMutableBufferPointer { eventBuffer in
+                storekit_epoll_wait(fd, tokenBuffer.baseAddress, eventBuffer.baseAddress, 1, 0)
+            }
+        } > 0
+    }
+
     public func wait(timeout: Int32, _ body: (UInt64, Events) -> Void) throws(Errno) {
         let count: Int32
         let result = tokens.withUnsafeMutableBufferPointer { tokenBuffer in

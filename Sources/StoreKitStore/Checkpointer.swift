@@ -21,7 +21,12 @@ public final class Checkpointer: @unchecked Sendable {
     private var running = true
     private var thread: Thread?
 
-    public init(path: String, durable: CommitLog.DurableMark? = nil, interval: TimeInterval = 0.2) {
+    /// WAL frames (1 KiB pages) that make a checkpoint due.
+    static let walFrames = 4096
+    /// Seconds after which new commits are checkpointed however few they are.
+    static let maximumDelay: TimeInterval = 2
+
+    public init(path: String, durable: CommitLog.DurableMark? = nil, interval: TimeInterval = 0.1) {
         self.path = path
         self.durable = durable
         self.interval = interval
@@ -45,13 +50,21 @@ public final class Checkpointer: @unchecked Sendable {
         guard let database = try? SQLiteDatabase(path: path), (try? database.execute("PRAGMA synchronous=FULL")) != nil else {
             return
         }
+        var last = Date()
         while true {
             condition.lock()
             if running { _ = condition.wait(until: Date().addingTimeInterval(interval)) }
             let keepGoing = running
             condition.unlock()
-            // A final checkpoint on stop leaves a short WAL behind for the next start.
+            // Few and large: a checkpoint's fsyncs delay the commit log's on the same disk, so it
+            // runs once the WAL holds `walFrames`, or `maximumDelay` after the last one. A final
+            // checkpoint on stop leaves a short WAL behind for the next start.
             let commit = durable?.lastCommitted
+            if let commit, let durable, keepGoing {
+                let due = commit.frames >= Self.walFrames || (commit.lsn > durable.lsn && -last.timeIntervalSinceNow >= Self.maximumDelay)
+                guard due else { continue }
+            }
+            last = Date()
             if let checkpointed = database.checkpointPassive(), let commit { durable?.checkpointed(checkpointed, since: commit) }
             if !keepGoing { return }
         }

@@ -99,6 +99,20 @@ public final class CommitLog {
     private(set) var active = 0
     /// The LSN the next append must carry.
     public private(set) var nextLSN: UInt64 = 1
+    /// When set, `append` leaves the fdatasync to this thread (see CommitLogSyncer.swift) while
+    /// `deferSync` is true. The loop clears `deferSync` when nothing else waits for it: then
+    /// syncing at once is quicker than handing it over.
+    public var syncer: CommitLogSyncer?
+    public var deferSync = true
+    private var syncedHere: UInt64 = 0
+
+    /// The highest LSN on disk.
+    public var syncedLSN: UInt64 { max(syncer?.syncedLSN ?? 0, syncedHere) }
+
+    /// Blocks until everything appended is on disk, or the syncer failed: for shutdown.
+    public func waitForSync() {
+        while syncedLSN < nextLSN - 1 && syncer?.failure == nil { usleep(200) }
+    }
     private var buffer: [UInt8] = []
 
     static func segmentPath(_ databasePath: String, _ index: Int) -> String { databasePath + "-log.\(index)" }
@@ -182,12 +196,14 @@ public final class CommitLog {
         }
         active = 0
         self.nextLSN = nextLSN
+        syncedHere = nextLSN - 1
         durable.advance(to: nextLSN - 1)
     }
 
     // MARK: Appending
 
-    /// Writes one record and makes it durable (fdatasync) before returning.
+    /// Writes one record and makes it durable (fdatasync) before returning, or, with a `syncer`,
+    /// once `syncedLSN` reaches it.
     public func append(_ payload: UnsafeRawBufferPointer) throws(StoreError) {
         guard payload.count <= Self.maximumPayload else {
             throw StoreError(.other(SQLITE_TOOBIG), path: segments[active].path,
@@ -204,14 +220,14 @@ public final class CommitLog {
             encodeHeader(other)
             encodeRecord(lsn: lsn, payload: payload, salt: segments[other].salt)
             try write(other, at: 0)
-            try sync(other)
+            try sync(other, lsn)
             segments[other].end = buffer.count
             active = other
         } else {
             buffer.removeAll(keepingCapacity: true)
             encodeRecord(lsn: lsn, payload: payload, salt: segments[active].salt)
             try write(active, at: segments[active].end)
-            try sync(active)
+            try sync(active, lsn)
             segments[active].end += buffer.count
         }
         segments[active].lastLSN = lsn
@@ -379,6 +395,16 @@ public final class CommitLog {
             offset += written
         }
         segments[index].allocated = max(segments[index].allocated, size)
+    }
+
+    /// Makes the record `lsn` in segment `index` durable: now, or by the syncer.
+    private func sync(_ index: Int, _ lsn: UInt64) throws(StoreError) {
+        if let syncer, deferSync {
+            syncer.request(lsn, fd: segments[index].fd)
+        } else {
+            try sync(index)
+            syncedHere = lsn
+        }
     }
 
     private func sync(_ index: Int) throws(StoreError) {

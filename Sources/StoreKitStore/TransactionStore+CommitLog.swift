@@ -59,8 +59,9 @@ extension TransactionStore {
         space.afterCommit(database)
     }
 
-    /// WAL size (frames of 1 KiB pages) past which `flush()` checkpoints on the loop.
-    static let walRestartFrames = 4096
+    /// WAL size (frames of 1 KiB pages) past which `flush()` checkpoints on the loop, when the
+    /// checkpointer (which starts at `Checkpointer.walFrames`) has not caught up.
+    static let walRestartFrames = 8192
 
     /// Commits what waits in the SQLite transaction and releases the commit log (and its lock), so
     /// that the database can be opened again; the store must not be used afterwards.

@@ -98,6 +98,8 @@ public final class TransactionStore {
         try database.execute("PRAGMA foreign_keys=ON")
         // Savepoint journals (one per request) in memory, not in a temporary file.
         try database.execute("PRAGMA temp_store=MEMORY")
+        // A page cache (16 MiB at most) that holds the hot index pages of many queues.
+        try database.execute("PRAGMA cache_size=-16384")
         // Units of work acknowledged but not yet in the database come back from the commit log,
         // under the schema they were made with, before any migration.
         let identity = version >= 1 ? try setting(Self.identityKey).flatMap { UInt64($0, radix: 16) } : nil

@@ -7,9 +7,11 @@ import Testing
 /// The idempotency key of `addPayment`: when the connection drops before the answer arrives and
 /// the client sends the payment again, there is exactly one transaction.
 @Suite struct NothingLostRetryTests {
-    /// Rows carrying `key`, read from the database file.
+    /// Rows carrying `key`, read from the database file. A control command first: the daemon
+    /// commits what it acknowledged (durable in its commit log already) to SQLite before one.
     static func rows(_ daemon: SupervisedDaemon, key: String) throws -> [StoredRow] {
-        try storedRows(daemon.databasePath).filter { $0.paymentKey == key }
+        _ = try daemon.base.transactions()
+        return try storedRows(daemon.databasePath).filter { $0.paymentKey == key }
     }
 
     /// Sends addPayment with `key` on a fresh connection and closes it without reading anything.

@@ -254,6 +254,8 @@ func storedRows(_ database: String, prefix: [String] = []) throws -> [StoredRow]
 /// clients were told; returns every violation found.
 func ledgerViolations(_ daemon: SupervisedDaemon, _ ledger: ToldLedger) throws -> [String] {
     var violations: [String] = []
+    // A control command makes the daemon commit to SQLite what its commit log already holds.
+    _ = try daemon.base.transactions()
     let rows = try storedRows(daemon.databasePath)
     let byID = Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
     if byID.count != rows.count { violations.append("duplicate transaction ids in the database") }
