@@ -616,7 +616,8 @@ public final class Server {
         let batchStart = ServiceNotifier.monotonicMicroseconds()
         // Control commands (backup, integrity check, …) may read the database on another
         // connection: everything acknowledged before them is committed to SQLite first.
-        if batch.contains(where: { if case .control = $0.1 { true } else { false } }) { flushStore() }
+        let control = batch.contains(where: { if case .control = $0.1 { true } else { false } })
+        if control { flushStore() }
         do {
             try engine.store.begin()
             if fireScheduled {
@@ -625,7 +626,32 @@ public final class Server {
                     for effect in try engine.fireDueEvents() { route(effect, into: &output) }
                 }
             }
-            for (session, message) in batch where sessions[session.token] != nil {
+            // Optimistically without a savepoint per request (two statements each): a failure
+            // is rare (a full disk), and then the batch is undone and run again, each request in
+            // its own savepoint, so that only the failing one is refused. Control commands may
+            // act outside the store, so a batch with one never runs twice.
+            var optimistic = !control
+            if optimistic {
+                do throws(StoreError) {
+                    for (session, message) in batch where sessions[session.token] != nil {
+                        try execute(message, for: session, into: &output, restoring: &restoring)
+                    }
+                } catch {
+                    logger.debug("A request of a batch failed (\(error.message)); running each in a savepoint")
+                    engine.store.rollback()
+                    undoSubscriptions(output.subscriptions)
+                    output = BatchOutput()
+                    restoring.removeAll()
+                    try engine.store.begin()
+                    optimistic = false
+                    if fireScheduled {
+                        _ = isolated(&output, onFailure: { _, _ in }) { (output: inout BatchOutput) throws(StoreError) in
+                            for effect in try engine.fireDueEvents() { route(effect, into: &output) }
+                        }
+                    }
+                }
+            }
+            for (session, message) in batch where !optimistic && sessions[session.token] != nil {
                 // Each request in its own savepoint: one that fails (e.g. a full disk refusing a new
                 // row) is answered with its error; the others in the batch still commit.
                 _ = isolated(&output, onFailure: { error, output in
@@ -647,10 +673,7 @@ public final class Server {
             }
         } catch {
             engine.store.rollback()
-            for (key, token) in output.subscriptions {
-                observers[key]?.remove(token)
-                sessions[token]?.subscribed = false
-            }
+            undoSubscriptions(output.subscriptions)
             let code: ResultCode = error.code == .full ? .storageFull : .storageFailure
             logger.error("Failed to commit \(batch.count) requests to \(engine.store.path): \(error.message)",
                          id: .storageFailure)
@@ -662,6 +685,14 @@ public final class Server {
             return
         }
         deliver(output)
+    }
+
+    /// Forgets observer registrations made by requests that were undone.
+    private func undoSubscriptions(_ subscriptions: some Sequence<(QueueKey, UInt64)>) {
+        for (key, token) in subscriptions {
+            observers[key]?.remove(token)
+            sessions[token]?.subscribed = false
+        }
     }
 
     /// Tells clients what a unit of work did once it is on disk: now, or when the sync thread
@@ -715,10 +746,7 @@ public final class Server {
             return true
         } catch {
             engine.store.rollbackToSavepoint()
-            for (key, token) in output.subscriptions[marks.1...] {
-                observers[key]?.remove(token)
-                sessions[token]?.subscribed = false
-            }
+            undoSubscriptions(output.subscriptions[marks.1...])
             output.frames.removeSubrange(marks.0...)
             output.subscriptions.removeSubrange(marks.1...)
             output.journal.removeSubrange(marks.2...)
