@@ -12,7 +12,7 @@ extension TransactionStore {
     /// `settings` key of the LSN of the last unit of work the database holds.
     static let lsnKey = "commitlog.lsn"
     /// The SQLite transaction is committed at the latest this long after it began (ms).
-    public static let flushInterval: Int64 = 20
+    public static let flushInterval: Int64 = 100
 
     public var commitLog: CommitLog {
         guard let log else { preconditionFailure("the commit log is opened with the store") }

@@ -7,14 +7,17 @@ import StoreKitWire
 /// The measurements, in the order of the benchmark issue, each with its peer where one exists.
 final class Bench {
     let quick: Bool
+    /// Phases to run (`--only cycles,latency,replay,fanout,startup`); empty: all.
+    let only: Set<String>
     let directory: String
     let daemon: BenchDaemon
     let redis: RedisPeer
     let cycleSeconds: Double
     static let appCount = 110
 
-    init(quick: Bool) throws {
+    init(quick: Bool, only: Set<String> = []) throws {
         self.quick = quick
+        self.only = only
         cycleSeconds = quick ? 1 : 4
         var template = Array(("/tmp/skbench-" + String(repeating: "X", count: 6)).utf8CString)   // mkdtemp template
         guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
@@ -40,6 +43,9 @@ final class Bench {
         say(text)
     }
 
+    /// Whether `phase` runs: all of them, unless `--only` named some.
+    func wants(_ phase: String) -> Bool { only.isEmpty || only.contains(phase) }
+
     func runAll() throws -> [Figure] {
         var figures: [Figure] = []
         log("storekitd-bench: \(ProcessInfo.processInfo.activeProcessorCount) cores, temp dir \(directory)")
@@ -48,7 +54,7 @@ final class Bench {
         usleep(300_000)
         let idle = Double(residentBytes(of: daemon.pid)) / 1_048_576
 
-        for (clients, processes) in [(1, 1), (8, 8), (100, 4)] {
+        for (clients, processes) in [(1, 1), (8, 8), (100, 4)] where wants("cycles") {
             log("purchase cycles with \(clients) clients…")
             let ours = try cycles(kind: "storekit", socket: daemon.clientSocket, clients: clients, processes: processes, firstApp: 0)
             let peer = try cycles(kind: "redis", socket: redis.socketPath, clients: clients, processes: processes, firstApp: clients * 10)
@@ -56,36 +62,44 @@ final class Bench {
                                   value: ours, peer: peer, targetRatio: 1, targetAbsolute: nil, better: .higher))
         }
 
-        log("latency at 1,000 payments/s…")
-        let (ours50, ours99) = try storekitLatency(app: BenchDaemon.appID(101))
-        let (peer50, peer99) = try redisLatency()
-        figures.append(Figure(name: "latency p50 at 1,000/s", unit: "ms", value: ours50, peer: peer50,
-                              targetRatio: 1, targetAbsolute: nil, better: .lower))
-        figures.append(Figure(name: "latency p99 at 1,000/s", unit: "ms", value: ours99, peer: peer99,
-                              targetRatio: 2, targetAbsolute: nil, better: .lower))
+        if wants("latency") {
+            log("latency at 1,000 payments/s…")
+            let (ours50, ours99) = try storekitLatency(app: BenchDaemon.appID(101))
+            let (peer50, peer99) = try redisLatency()
+            figures.append(Figure(name: "latency p50 at 1,000/s", unit: "ms", value: ours50, peer: peer50,
+                                  targetRatio: 1, targetAbsolute: nil, better: .lower))
+            figures.append(Figure(name: "latency p99 at 1,000/s", unit: "ms", value: ours99, peer: peer99,
+                                  targetRatio: 2, targetAbsolute: nil, better: .lower))
+        }
 
-        log("replay of 100,000 unfinished transactions…")
-        let replayCount = 100_000
-        let oursReplay = try storekitReplay(app: BenchDaemon.appID(102), count: replayCount)
-        let peerReplay = try redisReplay(count: replayCount)
-        figures.append(Figure(name: "replay 100,000 to a new observer", unit: "s", value: oursReplay, peer: peerReplay,
-                              targetRatio: 0.5, targetAbsolute: nil, better: .lower))
+        if wants("replay") {
+            log("replay of 100,000 unfinished transactions…")
+            let replayCount = 100_000
+            let oursReplay = try storekitReplay(app: BenchDaemon.appID(102), count: replayCount)
+            let peerReplay = try redisReplay(count: replayCount)
+            figures.append(Figure(name: "replay 100,000 to a new observer", unit: "s", value: oursReplay, peer: peerReplay,
+                                  targetRatio: 0.5, targetAbsolute: nil, better: .lower))
+        }
 
-        log("fan-out with 10,000 observer connections…")
-        let (fanRSS, fanTime) = try fanOut(connections: quick ? 2_000 : 10_000)
-        figures.append(Figure(name: "RSS with \(quick ? "2,000" : "10,000") observers held", unit: "MB", value: fanRSS,
-                              peer: nil, targetRatio: nil, targetAbsolute: 150, better: .lower))
-        figures.append(Figure(name: "one update to 100 observers", unit: "ms", value: fanTime, peer: nil,
-                              targetRatio: nil, targetAbsolute: nil, better: .lower))
+        if wants("fanout") {
+            log("fan-out with 10,000 observer connections…")
+            let (fanRSS, fanTime) = try fanOut(connections: quick ? 2_000 : 10_000)
+            figures.append(Figure(name: "RSS with \(quick ? "2,000" : "10,000") observers held", unit: "MB", value: fanRSS,
+                                  peer: nil, targetRatio: nil, targetAbsolute: 150, better: .lower))
+            figures.append(Figure(name: "one update to 100 observers", unit: "ms", value: fanTime, peer: nil,
+                                  targetRatio: nil, targetAbsolute: nil, better: .lower))
+        }
 
         figures.append(Figure(name: "idle RSS", unit: "MB", value: idle, peer: nil, targetRatio: nil,
                               targetAbsolute: 30, better: .lower))
 
-        log("start-up with 1,000,000 transactions…")
         daemon.stop()
-        let startup = try startupWithMillion(rows: quick ? 100_000 : 1_000_000)
-        figures.append(Figure(name: "start-up to READY=1, \(quick ? "100k" : "1M") transactions", unit: "ms",
-                              value: startup, peer: nil, targetRatio: nil, targetAbsolute: 250, better: .lower))
+        if wants("startup") {
+            log("start-up with 1,000,000 transactions…")
+            let startup = try startupWithMillion(rows: quick ? 100_000 : 1_000_000)
+            figures.append(Figure(name: "start-up to READY=1, \(quick ? "100k" : "1M") transactions", unit: "ms",
+                                  value: startup, peer: nil, targetRatio: nil, targetAbsolute: 250, better: .lower))
+        }
 
         figures.append(Figure(name: "limit: Unix socket round trip", unit: "µs", value: limits.roundTrip, peer: nil,
                               targetRatio: nil, targetAbsolute: nil, better: .lower))

@@ -8,12 +8,13 @@ if arguments.first == "--worker" {
 }
 if arguments.contains("-h") || arguments.contains("--help") {
     say("""
-        Usage: storekitd-bench [--quick] [--output FILE]
+        Usage: storekitd-bench [--quick] [--only PHASES] [--output FILE]
 
         Starts storekitd (built next to this binary) and redis-server on temporary directories and
         measures purchase cycles, latency, replay, fan-out, start-up, RSS and the machine's limits.
         --quick shortens every phase (for a smoke test); --output sets the JSON file
-        (default bench-results.json in the current directory).
+        (default bench-results.json in the current directory). --only runs some phases, a comma-separated
+        list of cycles, latency, replay, fanout and startup (the limits and idle RSS always run).
         """)
     exit(0)
 }
@@ -23,7 +24,9 @@ let outputPath = arguments.firstIndex(of: "--output").flatMap { arguments.indice
 
 raiseFileLimit()
 do {
-    let bench = try Bench(quick: quick)
+    let only = arguments.firstIndex(of: "--only").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+        .map { Set($0.split(separator: ",").map(String.init)) } ?? []
+    let bench = try Bench(quick: quick, only: only)
     let figures: [Figure]
     do {
         figures = try bench.runAll()
