@@ -39,7 +39,9 @@ extension TransactionStore {
         precondition(!inTransaction, "flush inside a unit of work")
         noticeLostTransaction()
         guard sqliteOpen else { return }
-        do {
+        do throws(StoreError) {
+            try storeMovedSequences()
+            try setSetting(Self.lsnKey, String(commitLog.nextLSN - 1))
             try database.execute("COMMIT")
             sqliteOpen = false
         } catch {
@@ -97,7 +99,7 @@ extension TransactionStore {
         let recovery = commitLog.recover(after: try appliedLSN())
         try database.execute("BEGIN IMMEDIATE")
         do throws(StoreError) {
-            for record in recovery.records { try database.replay(record.payload) }
+            try apply(recovery.records)
             let reached = try appliedLSN()
             guard reached + 1 == commitLog.nextLSN else {
                 throw StoreError(.corrupt, path: commitLog.databasePath, message: "the commit log reaches \(reached), "
@@ -113,6 +115,19 @@ extension TransactionStore {
         forgetCachedCounters()
     }
 
+    /// Runs the records' statements, then sets what they do not carry: the database's LSN and
+    /// the per-queue sequence counters (at least every row's sequence).
+    func apply(_ records: [CommitLog.Record]) throws(StoreError) {
+        guard let last = records.last else { return }
+        for record in records { try database.replay(record.payload) }
+        try setSetting(Self.lsnKey, String(last.lsn))
+        try database.execute("""
+            INSERT INTO sequences(uid, app, last)
+                SELECT uid, app, max(sequence) FROM transactions WHERE true GROUP BY uid, app
+                ON CONFLICT(uid, app) DO UPDATE SET last = max(last, excluded.last)
+            """)
+    }
+
     // MARK: Open
 
     /// Applies (and commits, fsynced) the records of `log` after the database's LSN; returns a
@@ -124,7 +139,7 @@ extension TransactionStore {
         if !recovery.records.isEmpty {
             try database.execute("BEGIN IMMEDIATE")
             do {
-                for record in recovery.records { try database.replay(record.payload) }
+                try apply(recovery.records)
                 try database.execute("COMMIT")
             } catch {
                 try? database.execute("ROLLBACK")

@@ -22,9 +22,14 @@ public final class TransactionStore {
     public let space: DiskSpaceGuard
 
     private var nextID: UInt64 = 0
+    /// Per-queue sequence counters, authoritative in memory; written to the `sequences` table at
+    /// `flush()` for the queues that moved since the last one (units of work in the commit log
+    /// carry no counter writes: after a replay they are recomputed from the rows).
     private var sequences: [QueueKey: UInt64] = [:]
-    /// Queues whose counter moved in this unit of work: written once each, at `commit()`.
-    private var movedSequences: Set<QueueKey> = []
+    var movedSequences: Set<QueueKey> = []
+    /// The counters as the unit of work found them, restored when it is undone.
+    private var sequencesAtBegin: [QueueKey: UInt64] = [:]
+    private var movedAtBegin: Set<QueueKey> = []
     /// A unit of work is open (`begin()` … `commit()`/`rollback()`): the savepoint `batch`.
     var inTransaction = false
     /// The SQLite transaction that holds units of work until `flush()`, and when it began (ms).
@@ -256,6 +261,8 @@ public final class TransactionStore {
         database.recordingFailed = false
         database.recording = true
         savepointMarks.removeAll()
+        sequencesAtBegin = sequences
+        movedAtBegin = movedSequences
     }
 
     /// Makes everything since `begin()` durable: its statements are appended to the commit log and
@@ -263,12 +270,10 @@ public final class TransactionStore {
     public func commit() throws(StoreError) {
         precondition(inTransaction, "commit without begin")
         do throws(StoreError) {
-            try storeMovedSequences()
             if !database.recorded.isEmpty, let log {
                 guard !database.recordingFailed else {
                     throw StoreError(.other(SQLITE_NOMEM), path: path, message: "out of memory recording a change")
                 }
-                try setSetting(Self.lsnKey, String(log.nextLSN))
                 try log.append(database.recorded)
             }
             database.recording = false
@@ -291,7 +296,17 @@ public final class TransactionStore {
             inTransaction = false
         }
         noticeLostTransaction()
-        forgetCachedCounters()
+        if sqliteOpen {
+            // Earlier units of work are still in the SQLite transaction: back to the counters
+            // as this one found them.
+            sequences = sequencesAtBegin
+            movedSequences = movedAtBegin
+            generation &+= 1
+            nextID = ((try? highestAllocatedID()) ?? 0) + 1
+            if nextID < Self.firstTransactionID { nextID = Self.firstTransactionID }
+        } else {
+            forgetCachedCounters()
+        }
     }
 
     func forgetCachedCounters() {
@@ -361,9 +376,9 @@ public final class TransactionStore {
         return next
     }
 
-    /// Stores the counters that moved in this unit of work (numbers handed out by a request that
+    /// Stores the counters that moved since the last flush (numbers handed out by a request that
     /// was undone stay used: gaps are harmless).
-    private func storeMovedSequences() throws(StoreError) {
+    func storeMovedSequences() throws(StoreError) {
         guard !movedSequences.isEmpty else { return }
         let upsert = try database.statement("""
             INSERT INTO sequences(uid, app, last) VALUES(?, ?, ?)

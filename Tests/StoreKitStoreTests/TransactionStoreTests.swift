@@ -166,7 +166,7 @@ struct TransactionStoreTests {
         #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false).map(\.id) == [1, 2, 3, 4, 5])
     }
 
-    @Test("nextSequence counts per (uid, app) and keeps counting across a reopen")
+    @Test("nextSequence counts per (uid, app) and keeps counting across a reopen and a crash")
     func sequencesPerQueue() throws {
         let fixture = StoreFixture()
         do {
@@ -181,13 +181,25 @@ struct TransactionStoreTests {
             try StoreFixture.unit(store) { () throws in
                 #expect(try store.nextSequence(uid: 1000, app: "a") == 4)
             }
+            try store.shutDown()   // counters reach the sequences table when SQLite commits
+        }
+        do {
+            let store = try fixture.open()
+            try StoreFixture.unit(store) { () throws in
+                #expect(try store.nextSequence(uid: 1000, app: "a") == 5)
+                #expect(try store.nextSequence(uid: 1000, app: "b") == 2)
+                #expect(try store.nextSequence(uid: 1001, app: "a") == 2)
+                #expect(try store.nextSequence(uid: 1001, app: "b") == 1)
+                try store.insert(makeRecord(id: 51, app: "c", sequence: try store.nextSequence(uid: 1000, app: "c")))
+                try store.insert(makeRecord(id: 52, app: "c", sequence: try store.nextSequence(uid: 1000, app: "c")))
+            }
+            // Dropped without a flush, as by a crash: the unit of work comes back from the commit
+            // log, and the counters from the rows it stored.
         }
         let store = try fixture.open()
         try StoreFixture.unit(store) { () throws in
             #expect(try store.nextSequence(uid: 1000, app: "a") == 5)
-            #expect(try store.nextSequence(uid: 1000, app: "b") == 2)
-            #expect(try store.nextSequence(uid: 1001, app: "a") == 2)
-            #expect(try store.nextSequence(uid: 1001, app: "b") == 1)
+            #expect(try store.nextSequence(uid: 1000, app: "c") == 3)
         }
     }
 
