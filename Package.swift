@@ -25,7 +25,7 @@ let package = Package(
         .target(name: "StoreKitConnection", dependencies: ["StoreKitWire", "StoreKitPosix"]),
 
         // Durable state and the logic over it.
-        .target(name: "StoreKitStore", dependencies: ["CSQLite", "StoreKitWire"]),
+        .target(name: "StoreKitStore", dependencies: ["CSQLite", "CPosix", "StoreKitWire"]),
         .target(name: "StoreKitEngine", dependencies: ["StoreKitStore", "StoreKitWire"]),
 
         // The daemon as a library, and its tiny main.

@@ -154,4 +154,13 @@ static inline int storekit_block_signals(void) {
     sigaddset(&set, SIGTERM); sigaddset(&set, SIGINT); sigaddset(&set, SIGHUP);
     return sigprocmask(SIG_BLOCK, &set, NULL);
 }
+/* pwritev2 (glibc 2.26, Linux 4.7) with its flags, e.g. RWF_DSYNC = 2: a write that returns
+   once its range is on disk. */
+struct iovec;
+extern ssize_t pwritev2(int fd, const struct iovec *iov, int count, off_t offset, int flags);
+static inline ssize_t storekit_pwrite_flags(int fd, const void *buffer, size_t count, off_t offset, int flags) {
+    struct { const void *base; size_t length; } vector = { buffer, count };
+    return pwritev2(fd, (const struct iovec *)&vector, 1, offset, flags);
+}
+
 #endif

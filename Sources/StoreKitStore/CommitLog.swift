@@ -1,3 +1,4 @@
+import CPosix
 import CSQLite
 import Synchronization
 #if canImport(Glibc)
@@ -219,14 +220,14 @@ public final class CommitLog {
             segments[other].lastLSN = 0
             encodeHeader(other)
             encodeRecord(lsn: lsn, payload: payload, salt: segments[other].salt)
-            try write(other, at: 0)
+            try write(other, at: 0, durably: !defersSync)
             try sync(other, lsn)
             segments[other].end = buffer.count
             active = other
         } else {
             buffer.removeAll(keepingCapacity: true)
             encodeRecord(lsn: lsn, payload: payload, salt: segments[active].salt)
-            try write(active, at: segments[active].end)
+            try write(active, at: segments[active].end, durably: !defersSync)
             try sync(active, lsn)
             segments[active].end += buffer.count
         }
@@ -360,17 +361,27 @@ public final class CommitLog {
     }
 
     /// Writes `buffer` at `offset`, growing the zero-filled file first when it would not fit.
-    private func write(_ index: Int, at offset: Int) throws(StoreError) {
+    /// `durably`: the write returns once its bytes are on disk (`RWF_DSYNC`: the kernel syncs
+    /// just this range, one system call instead of a write and an fdatasync).
+    private func write(_ index: Int, at offset: Int, durably: Bool = false) throws(StoreError) {
         if offset + buffer.count > segments[index].allocated {
             try preallocate(index, to: max(offset + buffer.count, segments[index].allocated + switchSize))
         }
         let fd = segments[index].fd
+        var flags = durably && perWriteSync ? Self.writeDurably : 0
         let failed = buffer.withUnsafeBytes { raw -> Bool in
             var written = 0
             while written < raw.count {
-                let count = pwrite(fd, raw.baseAddress! + written, raw.count - written, off_t(offset + written))
+                let count = storekit_pwrite_flags(fd, raw.baseAddress! + written, raw.count - written,
+                                                  off_t(offset + written), flags)
                 if count < 0 {
                     if errno == EINTR { continue }
+                    if flags != 0 && [EOPNOTSUPP, EINVAL, ENOSYS].contains(errno) {
+                        // A kernel or file system without RWF_DSYNC: write, then fdatasync.
+                        perWriteSync = false
+                        flags = 0
+                        continue
+                    }
                     return true
                 }
                 written += count
@@ -378,7 +389,11 @@ public final class CommitLog {
             return false
         }
         if failed { throw Self.error(segments[index].path, "cannot write the commit log") }
+        if durably && flags == 0 { try sync(index) }
     }
+
+    /// False once the kernel refused `RWF_DSYNC`.
+    private var perWriteSync = true
 
     /// Zero-fills the file up to `size`, so that later appends overwrite allocated blocks.
     private func preallocate(_ index: Int, to size: Int) throws(StoreError) {
@@ -397,12 +412,13 @@ public final class CommitLog {
         segments[index].allocated = max(segments[index].allocated, size)
     }
 
-    /// Makes the record `lsn` in segment `index` durable: now, or by the syncer.
+    private var defersSync: Bool { syncer != nil && deferSync }
+
+    /// The record `lsn` in segment `index` was written durably, or the syncer is asked to sync it.
     private func sync(_ index: Int, _ lsn: UInt64) throws(StoreError) {
         if let syncer, deferSync {
             syncer.request(lsn, fd: segments[index].fd)
         } else {
-            try sync(index)
             syncedHere = lsn
         }
     }
@@ -433,6 +449,9 @@ public final class CommitLog {
         while salt == 0 { salt = UInt64.random(in: 1...UInt64.max) }
         return salt
     }
+
+    /// `RWF_DSYNC` (Linux 4.7).
+    static let writeDurably: Int32 = 0x2
 
     static func error(_ path: String, _ what: String) -> StoreError {
         let code: StoreError.Code = errno == ENOSPC || errno == EDQUOT ? .full : .io
