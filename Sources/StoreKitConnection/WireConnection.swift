@@ -41,6 +41,8 @@ public final class WireConnection {
     public let fd: Int32
     public let path: String
     private var decoder = FrameDecoder(maximumBodySize: 64 << 20)
+    /// poll() timeout of `receive()`: -1 (none) unless `setReceiveTimeout` was called.
+    private var receiveTimeoutMilliseconds: Int32 = -1
     private var buffer = [UInt8](repeating: 0, count: 65_536)
     public private(set) var closed = false
 
@@ -107,6 +109,13 @@ public final class WireConnection {
             } catch {
                 throw ConnectionError(.protocolError(error), path: path)
             }
+            // Wait in poll(POLLIN), not in read(): a reader blocked in read() is woken by the
+            // daemon's every read of this socket too (the kernel signals free send space on the
+            // same wait queue), a wake-up and a context switch for nothing; poll filters it.
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let polled = poll(&ready, 1, receiveTimeoutMilliseconds)
+            if polled == 0 { throw ConnectionError(.timedOut, path: path) }
+            if polled < 0 && errno != EINTR { throw ConnectionError(.io(Errno.current), path: path) }
             let result = buffer.withUnsafeMutableBytes { raw in
                 Result { () throws(Errno) -> IOResult in try UnixSocket.read(fd, into: raw) }
             }
@@ -126,6 +135,7 @@ public final class WireConnection {
 
     /// Makes `receive()` throw `.timedOut` when nothing arrives for `seconds` (SO_RCVTIMEO).
     public func setReceiveTimeout(_ seconds: Double) {
+        receiveTimeoutMilliseconds = Int32(max(1, (seconds * 1000).rounded(.up)))
         var value = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
     }

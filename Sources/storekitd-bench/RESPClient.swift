@@ -71,6 +71,9 @@ final class RESPClient {
             buffer.removeAll(keepingCapacity: true)
             position = 0
         }
+        // Waits in poll(), as WireConnection does (see there): same client I/O for both sides.
+        var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&ready, 1, -1)
         let count = chunk.withUnsafeMutableBytes { raw in Glibc.read(fd, raw.baseAddress, raw.count) }
         guard count > 0 else { throw Failure(description: "redis connection closed") }
         buffer.append(contentsOf: chunk[0..<count])
