@@ -10,8 +10,9 @@ import Glibc
 /// A unit of work (one batch of requests) is told to no client before its changes are on disk.
 /// Committing it to SQLite with `synchronous=FULL` would append every page it touched to the WAL
 /// (a payment touches one page of the table and of each index) and fsync all of them. Instead the
-/// store appends the batch's data-changing statements (SQL with the parameters inlined, a few
-/// hundred bytes per request) to this log and `fdatasync`s it: one small write per batch.
+/// store appends the batch's data-changing statements (each statement's SQL once per record, then
+/// the parameters of every run of it: some 100 bytes per request) to this log and `fdatasync`s
+/// it: one small write per batch.
 /// SQLite commits the same changes lazily (`synchronous=NORMAL`, no fsync), many batches at a time,
 /// and the `Checkpointer` makes them durable in the database file; only then may the log forget them.
 ///
@@ -85,7 +86,7 @@ public final class CommitLog {
 
     static let headerSize = 40
     static let recordHeaderSize = 24
-    static let headerMagic: UInt64 = 0x3130_474F_4C4B_5320   // " SKLOG01"
+    static let headerMagic: UInt64 = 0x3230_474F_4C4B_5320   // " SKLOG02"
     static let recordMagic: UInt32 = 0x5244_4B53            // "SKDR"
     /// A segment is switched for the other once it holds this much.
     public static let defaultSwitchSize = 256 * 1024

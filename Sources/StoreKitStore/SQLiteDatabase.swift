@@ -12,12 +12,26 @@ public final class SQLiteDatabase {
     /// Called whenever SQLite reports that the file system is full (the store's low-space mode).
     var fullHandler: (() -> Void)?
     /// While recording (a unit of work, TransactionStore+CommitLog.swift): every statement run
-    /// through `Statement` that changes data, as SQL with its parameters inlined
-    /// (`sqlite3_expanded_sql`), each as a u32 byte count and the text. Running them again in order
-    /// on the same database state makes the same changes: every statement is deterministic and
-    /// binds only integers and NUL-free text.
-    var recording = false
+    /// through `Statement` that changes data, with the parameters bound to it. Running them again
+    /// in order on the same database state makes the same changes: every statement is
+    /// deterministic and binds only integers, NULL and NUL-free text. Encoding, one entry after
+    /// another: `01` u32 n, n bytes — the SQL of a statement (the record's next template);
+    /// `02` u16 template, u16 n, then n × (u8 parameter, u8 type 0 NULL | 1 i64 | 2 text, value) —
+    /// a run of that template (text: u32 n, n bytes); `03` u32 n, n bytes — SQL with its
+    /// parameters inlined, for a statement whose bindings were not seen.
+    private(set) var recording = false
     var recorded: [UInt8] = []
+    private var templateIndex: [OpaquePointer: UInt16] = [:]
+    private var templateOrder: [OpaquePointer] = []
+    /// The statement last taken from the cache while recording, and what was bound to it since.
+    fileprivate var boundHandle: OpaquePointer?
+    fileprivate var boundValues: [(index: Int32, value: BoundValue)] = []
+
+    enum BoundValue {
+        case null
+        case integer(Int64)
+        case text(String)
+    }
 
     static let busyTimeoutMilliseconds: Int32 = 5000
 
@@ -107,27 +121,107 @@ public final class SQLiteDatabase {
         if let cached = statements[sql] {
             sqlite3_reset(cached)
             sqlite3_clear_bindings(cached)
+            if recording {
+                boundHandle = cached
+                boundValues.removeAll(keepingCapacity: true)
+            }
             return Statement(handle: cached, database: self)
         }
         var prepared: OpaquePointer?
         let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
         guard status == SQLITE_OK, let prepared else { throw error(status, "prepare") }
         statements[sql] = prepared
+        if recording {
+            boundHandle = prepared
+            boundValues.removeAll(keepingCapacity: true)
+        }
         return Statement(handle: prepared, database: self)
     }
 
     public var changes: Int { Int(sqlite3_changes(handle)) }
 
+    /// Starts recording a unit of work's changes (into an empty `recorded`).
+    func startRecording() {
+        recorded.removeAll(keepingCapacity: true)
+        templateIndex.removeAll(keepingCapacity: true)
+        templateOrder.removeAll(keepingCapacity: true)
+        boundHandle = nil
+        recordingFailed = false
+        recording = true
+    }
+
+    func stopRecording() {
+        recording = false
+        boundHandle = nil
+    }
+
+    /// Where the recording stands, to undo what a request that is rolled back recorded.
+    var recordingMark: (bytes: Int, templates: Int) { (recorded.count, templateOrder.count) }
+
+    func rollBackRecording(to mark: (bytes: Int, templates: Int)) {
+        recorded.removeSubrange(mark.bytes...)
+        for handle in templateOrder[mark.templates...] { templateIndex[handle] = nil }
+        templateOrder.removeSubrange(mark.templates...)
+    }
+
     func record(_ statement: OpaquePointer) {
+        guard boundHandle == statement, templateOrder.count < Int(UInt16.max), boundValues.count < Int(UInt16.max) else {
+            recordExpanded(statement)
+            return
+        }
+        let template: UInt16
+        if let known = templateIndex[statement] {
+            template = known
+        } else {
+            guard let sql = sqlite3_sql(statement) else {
+                recordExpanded(statement)
+                return
+            }
+            template = UInt16(templateOrder.count)
+            templateIndex[statement] = template
+            templateOrder.append(statement)
+            recorded.append(1)
+            appendBytes(UnsafeRawBufferPointer(start: sql, count: strlen(sql)))
+        }
+        recorded.append(2)
+        append16(template)
+        append16(UInt16(boundValues.count))
+        for (index, value) in boundValues {
+            recorded.append(UInt8(truncatingIfNeeded: index))
+            switch value {
+            case .null:
+                recorded.append(0)
+            case .integer(let number):
+                recorded.append(1)
+                withUnsafeBytes(of: number.littleEndian) { recorded.append(contentsOf: $0) }
+            case .text(let text):
+                recorded.append(2)
+                // sqlite3_bind_text(-1) stored the text up to its first NUL: record the same.
+                var utf8 = Array(text.utf8)
+                if let nul = utf8.firstIndex(of: 0) { utf8.removeSubrange(nul...) }
+                utf8.withUnsafeBytes { appendBytes($0) }
+            }
+        }
+    }
+
+    private func recordExpanded(_ statement: OpaquePointer) {
         guard let sql = sqlite3_expanded_sql(statement) else {
             // Out of memory: an unrecordable change must not be acknowledged.
             recordingFailed = true
             return
         }
         defer { sqlite3_free(sql) }
-        let count = strlen(sql)
-        withUnsafeBytes(of: UInt32(count).littleEndian) { recorded.append(contentsOf: $0) }
-        recorded.append(contentsOf: UnsafeRawBufferPointer(start: sql, count: count))
+        recorded.append(3)
+        appendBytes(UnsafeRawBufferPointer(start: sql, count: strlen(sql)))
+    }
+
+    private func appendBytes(_ bytes: UnsafeRawBufferPointer) {
+        withUnsafeBytes(of: UInt32(bytes.count).littleEndian) { recorded.append(contentsOf: $0) }
+        recorded.append(contentsOf: bytes)
+    }
+
+    private func append16(_ value: UInt16) {
+        withUnsafeBytes(of: value.littleEndian) { recorded.append(contentsOf: $0) }
     }
 
     /// Set when a change could not be recorded; the unit of work must then be rolled back.
@@ -135,16 +229,40 @@ public final class SQLiteDatabase {
 
     /// Runs statements recorded while `recording`, in order.
     func replay(_ recorded: [UInt8]) throws(StoreError) {
-        var offset = 0
-        while offset + 4 <= recorded.count {
-            let count = recorded.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self))) }
-            guard offset + 4 + count <= recorded.count else { break }
-            let sql = String(decoding: recorded[(offset + 4)..<(offset + 4 + count)], as: UTF8.self)
-            try execute(sql)
-            offset += 4 + count
-        }
-        guard offset == recorded.count else {
-            throw StoreError(.corrupt, path: path, message: "a commit-log record ends inside a statement")
+        var reader = RecordReader(bytes: recorded)
+        var templates: [String] = []
+        let malformed = StoreError(.corrupt, path: path, message: "a commit-log record is malformed")
+        while !reader.atEnd {
+            guard let tag = reader.byte() else { throw malformed }
+            switch tag {
+            case 1:
+                guard let sql = reader.text() else { throw malformed }
+                templates.append(sql)
+            case 2:
+                guard let template = reader.uint16(), Int(template) < templates.count, let count = reader.uint16() else {
+                    throw malformed
+                }
+                let statement = try self.statement(templates[Int(template)])
+                for _ in 0..<count {
+                    guard let index = reader.byte(), let type = reader.byte() else { throw malformed }
+                    switch type {
+                    case 0: statement.bind(Int32(index), Optional<Int64>.none)
+                    case 1:
+                        guard let number = reader.int64() else { throw malformed }
+                        statement.bind(Int32(index), number)
+                    case 2:
+                        guard let text = reader.text() else { throw malformed }
+                        statement.bind(Int32(index), text)
+                    default: throw malformed
+                    }
+                }
+                try statement.run()
+            case 3:
+                guard let sql = reader.text() else { throw malformed }
+                try execute(sql)
+            default:
+                throw malformed
+            }
         }
     }
 
@@ -185,6 +303,36 @@ public final class SQLiteDatabase {
     }
 }
 
+/// Reads a recorded unit of work; nil past its end.
+struct RecordReader {
+    let bytes: [UInt8]
+    var offset = 0
+
+    var atEnd: Bool { offset >= bytes.count }
+
+    mutating func byte() -> UInt8? {
+        guard offset < bytes.count else { return nil }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func little<T: FixedWidthInteger>(_: T.Type) -> T? {
+        let size = MemoryLayout<T>.size
+        guard offset + size <= bytes.count else { return nil }
+        defer { offset += size }
+        return bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+    }
+
+    mutating func uint16() -> UInt16? { little(UInt16.self) }
+    mutating func int64() -> Int64? { little(Int64.self) }
+
+    mutating func text() -> String? {
+        guard let count = little(UInt32.self).map(Int.init), offset + count <= bytes.count else { return nil }
+        defer { offset += count }
+        return String(decoding: bytes[offset..<offset + count], as: UTF8.self)
+    }
+}
+
 /// A prepared statement borrowed from the database's cache.
 struct Statement {
     let handle: OpaquePointer
@@ -192,9 +340,15 @@ struct Statement {
 
     func bind(_ index: Int32, _ value: Int64?) {
         if let value { sqlite3_bind_int64(handle, index, value) } else { sqlite3_bind_null(handle, index) }
+        if database.recording && database.boundHandle == handle {
+            database.boundValues.append((index, value.map { .integer($0) } ?? .null))
+        }
     }
 
     func bind(_ index: Int32, _ value: String?) {
+        if database.recording && database.boundHandle == handle {
+            database.boundValues.append((index, value.map { .text($0) } ?? .null))
+        }
         if let value {
             sqlite3_bind_text(handle, index, value, -1, SQLiteDatabase.transient)
         } else {

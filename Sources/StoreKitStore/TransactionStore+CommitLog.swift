@@ -2,7 +2,7 @@ import CSQLite
 
 // How units of work reach the disk: the commit log first (durable, one small fsync per unit of
 // work), then SQLite (lazily, many units of work per commit, made durable by the checkpointer).
-// A log record is the unit of work's data-changing statements with their parameters inlined
+// A log record is the unit of work's data-changing statements with their parameters
 // (SQLiteDatabase.recorded); applying it runs them again on the database state they were made on.
 
 extension TransactionStore {

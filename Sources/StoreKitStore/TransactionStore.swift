@@ -38,8 +38,8 @@ public final class TransactionStore {
     /// SQLite lost the open transaction (it rolls back on some I/O errors): the units of work it
     /// held are re-applied from the commit log before the next one.
     var needsCatchUp = false
-    /// Where `database.recorded` stood at each open request savepoint.
-    var savepointMarks: [Int] = []
+    /// Where the recording stood at each open request savepoint.
+    var savepointMarks: [(bytes: Int, templates: Int)] = []
     var log: CommitLog?
 
     /// Grows at every rollback: whoever caches state read from the store (the engine's clock,
@@ -257,9 +257,7 @@ public final class TransactionStore {
         }
         try database.statement("SAVEPOINT batch").run()
         inTransaction = true
-        database.recorded.removeAll(keepingCapacity: true)
-        database.recordingFailed = false
-        database.recording = true
+        database.startRecording()
         savepointMarks.removeAll()
         sequencesAtBegin = sequences
         movedAtBegin = movedSequences
@@ -276,7 +274,7 @@ public final class TransactionStore {
                 }
                 try log.append(database.recorded)
             }
-            database.recording = false
+            database.stopRecording()
             try database.statement("RELEASE batch").run()
             inTransaction = false
         } catch {
@@ -289,7 +287,7 @@ public final class TransactionStore {
 
     /// Abandons the unit of work and forgets cached counters that may include its changes.
     public func rollback() {
-        database.recording = false
+        database.stopRecording()
         if inTransaction {
             try? database.statement("ROLLBACK TO batch").run()
             try? database.statement("RELEASE batch").run()
@@ -325,7 +323,7 @@ public final class TransactionStore {
     public func savepoint() throws(StoreError) {
         precondition(inTransaction, "savepoint outside a unit of work")
         try database.statement("SAVEPOINT request").run()
-        savepointMarks.append(database.recorded.count)
+        savepointMarks.append(database.recordingMark)
     }
 
     /// Keeps the request's changes in the unit of work.
@@ -339,7 +337,7 @@ public final class TransactionStore {
     public func rollbackToSavepoint() {
         try? database.statement("ROLLBACK TO request").run()
         try? database.statement("RELEASE request").run()
-        if let mark = savepointMarks.popLast() { database.recorded.removeSubrange(mark...) }
+        if let mark = savepointMarks.popLast() { database.rollBackRecording(to: mark) }
         generation &+= 1
     }
 

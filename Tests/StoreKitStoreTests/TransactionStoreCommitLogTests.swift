@@ -51,6 +51,27 @@ struct TransactionStoreCommitLogTests {
         #expect(try store.transaction(id: 22) != nil)
     }
 
+    @Test("replayed values are the stored ones: quotes, Unicode, NUL, NULL, extreme integers")
+    func replayKeepsValuesExactly() throws {
+        var record = makeRecord(id: UInt64(Int64.max), state: .failed, sequence: UInt64(Int64.max), date: Int64.min)
+        record.errorMessage = "it's \"quoted\" ☕️ 日本語 \u{0}after NUL"
+        record.applicationUsername = "O'Brien; DROP TABLE transactions; --"
+        record.errorCode = Int32.min
+        record.expiresDate = nil
+        let flushed = StoreFixture()
+        let crashed = StoreFixture()
+        for fixture in [flushed, crashed] {
+            let store = try fixture.open()
+            try StoreFixture.unit(store) { try store.insert(record, paymentKey: "k'ey\u{0}") }
+            if fixture === flushed { try store.shutDown() }
+        }
+        let expected = try #require(try flushed.open().transaction(id: record.id))
+        let store = try crashed.open()
+        #expect(store.openReport.hasSuffix("; applied 1 unit of work from the commit log"))
+        #expect(try store.transaction(id: record.id) == expected)
+        #expect(try store.transaction(uid: record.uid, app: record.app, paymentKey: "k'ey") == expected)
+    }
+
     @Test("a request undone inside a unit of work is not in its log record")
     func undoneRequestIsNotReplayed() throws {
         let fixture = StoreFixture()
