@@ -618,14 +618,16 @@ public final class Server {
         // connection: everything acknowledged before them is committed to SQLite first.
         let control = batch.contains(where: { if case .control = $0.1 { true } else { false } })
         if control { flushStore() }
+        // A scheduled event that cannot be stored now is retried at the next turn.
+        func fireDueEvents(into output: inout BatchOutput) {
+            guard fireScheduled else { return }
+            _ = isolated(&output, onFailure: { _, _ in }) { (output: inout BatchOutput) throws(StoreError) in
+                for effect in try engine.fireDueEvents() { route(effect, into: &output) }
+            }
+        }
         do {
             try engine.store.begin()
-            if fireScheduled {
-                // A scheduled event that cannot be stored now is retried at the next turn.
-                _ = isolated(&output, onFailure: { _, _ in }) { (output: inout BatchOutput) throws(StoreError) in
-                    for effect in try engine.fireDueEvents() { route(effect, into: &output) }
-                }
-            }
+            fireDueEvents(into: &output)
             // Optimistically without a savepoint per request (two statements each): a failure
             // is rare (a full disk), and then the batch is undone and run again, each request in
             // its own savepoint, so that only the failing one is refused. Control commands may
@@ -644,11 +646,7 @@ public final class Server {
                     restoring.removeAll()
                     try engine.store.begin()
                     optimistic = false
-                    if fireScheduled {
-                        _ = isolated(&output, onFailure: { _, _ in }) { (output: inout BatchOutput) throws(StoreError) in
-                            for effect in try engine.fireDueEvents() { route(effect, into: &output) }
-                        }
-                    }
+                    fireDueEvents(into: &output)
                 }
             }
             for (session, message) in batch where !optimistic && sessions[session.token] != nil {
