@@ -82,6 +82,7 @@ public enum Daemon {
             return 1
         }
         logger.info("Opened database \(databasePath): \(store.openReport)", id: .recovery)
+        for problem in store.openProblems { logger.error("Database \(databasePath): \(problem)", id: .storageFailure) }
         let spaceLogger = logger
         store.space.onTransition = { low, message in
             if low { spaceLogger.warning(message, id: .storageFailure) } else { spaceLogger.notice(message, id: .recovery) }

@@ -37,7 +37,6 @@ public final class Epoll {
         _ = storekit_epoll_ctl(fd, EPOLL_CTL_DEL, target, 0, 0)
     }
 
-    /// Waits up to `timeout` ms (-1 forever) and calls `body` for each ready (token, events).
     /// Whether any fd is ready now. Level-triggered readiness is reported again by `wait`.
     public func hasReadyEvents() -> Bool {
         tokens.withUnsafeMutableBufferPointer { tokenBuffer in
@@ -47,6 +46,7 @@ public final class Epoll {
         } > 0
     }
 
+    /// Waits up to `timeout` ms (-1 forever) and calls `body` for each ready (token, events).
     public func wait(timeout: Int32, _ body: (UInt64, Events) -> Void) throws(Errno) {
         let count: Int32
         let result = tokens.withUnsafeMutableBufferPointer { tokenBuffer in

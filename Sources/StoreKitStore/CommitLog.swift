@@ -184,6 +184,24 @@ public final class CommitLog {
         return recovery
     }
 
+    /// Copies both segment files to `<segment>.kept-<suffix>`, for records recovery could not
+    /// apply, before `start` writes over them. Best effort: returns the paths written.
+    public func keepCopies(suffix: String) -> [String] {
+        var kept: [String] = []
+        for segment in segments {
+            var info = stat()
+            guard fstat(segment.fd, &info) == 0 else { continue }
+            let bytes = Self.read(segment.fd, from: 0, count: Int(info.st_size))
+            let path = segment.path + ".kept-" + suffix
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { continue }
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if written == bytes.count && fsync(fd) == 0 { kept.append(path) }
+            close(fd)
+        }
+        return kept
+    }
+
     /// Starts both segments over (new salts): everything before `nextLSN` must already be durable
     /// in the database. Then appends continue at `nextLSN`.
     public func start(nextLSN: UInt64) throws(StoreError) {
@@ -228,7 +246,15 @@ public final class CommitLog {
         } else {
             buffer.removeAll(keepingCapacity: true)
             encodeRecord(lsn: lsn, payload: payload, salt: segments[active].salt)
-            try write(active, at: segments[active].end, durably: !defersSync)
+            do {
+                try write(active, at: segments[active].end, durably: !defersSync)
+            } catch {
+                // The bytes may have reached the disk although the write (or its sync) failed:
+                // spoil the record's magic so that no recovery takes an unacknowledged record.
+                var spoiled: UInt32 = 0
+                _ = pwrite(segments[active].fd, &spoiled, 4, off_t(segments[active].end + 4))
+                throw error
+            }
             try sync(active, lsn)
             segments[active].end += buffer.count
         }

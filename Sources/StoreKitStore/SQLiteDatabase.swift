@@ -224,6 +224,13 @@ public final class SQLiteDatabase {
         withUnsafeBytes(of: value.littleEndian) { recorded.append(contentsOf: $0) }
     }
 
+    /// Throws when the connection has no open transaction (SQLite rolled it back by itself).
+    func requireTransaction() throws(StoreError) {
+        guard sqlite3_get_autocommit(handle) == 0 else {
+            throw StoreError(.io, path: path, message: "SQLite rolled the transaction back after an error")
+        }
+    }
+
     /// Set when a change could not be recorded; the unit of work must then be rolled back.
     var recordingFailed = false
 
@@ -359,6 +366,8 @@ struct Statement {
     /// Steps once: true when a row is available, false when done.
     func step() throws(StoreError) -> Bool {
         let starting = database.recording && sqlite3_stmt_busy(handle) == 0
+        // A unit of work whose transaction SQLite rolled back must not go on in autocommit mode.
+        if starting { try database.requireTransaction() }
         let status = sqlite3_step(handle)
         if starting && (status == SQLITE_ROW || status == SQLITE_DONE) && sqlite3_stmt_readonly(handle) == 0 {
             database.record(handle)

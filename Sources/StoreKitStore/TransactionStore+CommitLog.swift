@@ -96,7 +96,9 @@ extension TransactionStore {
     /// database lost with its transaction. Throws (and is tried again at the next unit of work)
     /// when it cannot.
     func catchUp() throws(StoreError) {
-        let recovery = commitLog.recover(after: try appliedLSN())
+        var recovery = commitLog.recover(after: try appliedLSN())
+        // Only what was appended successfully: a failed append may have left a valid record.
+        recovery.records.removeAll { $0.lsn >= commitLog.nextLSN }
         try database.execute("BEGIN IMMEDIATE")
         do throws(StoreError) {
             try apply(recovery.records)
@@ -148,7 +150,13 @@ extension TransactionStore {
             let count = recovery.records.count
             report = "; applied \(count) unit\(count == 1 ? "" : "s") of work from the commit log"
         }
-        if !recovery.problems.isEmpty { report += "; COMMIT LOG: " + recovery.problems.joined(separator: "; ") }
+        if !recovery.problems.isEmpty {
+            // Keep what could not be applied: the log is started over next.
+            let kept = log.keepCopies(suffix: String(Int64(DiskSpaceGuard.monotonicMilliseconds())))
+            openProblems = recovery.problems.map { "commit log: \($0)" }
+                + (kept.isEmpty ? [] : ["the commit log segments were kept as \(kept.joined(separator: ", "))"])
+            report += "; COMMIT LOG: " + recovery.problems.joined(separator: "; ")
+        }
         return report
     }
 

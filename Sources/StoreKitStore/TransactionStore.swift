@@ -8,8 +8,9 @@ import Glibc
 ///
 /// Writes happen inside `begin()` … `commit()`; the daemon groups many clients' requests into one
 /// unit of work (group commit) and tells no client anything before `commit()` returned.
-/// `commit()` makes a unit of work durable in the commit log (CommitLog.swift); SQLite commits
-/// many of them at once, without an fsync, at `flush()`. Transitions are guarded in SQL
+/// `commit()` makes a unit of work durable in the commit log (CommitLog.swift) — when it returns,
+/// or, with a `CommitLogSyncer`, once `commitLog.syncedLSN` reaches it; SQLite commits many of
+/// them at once, without an fsync, at `flush()`. Transitions are guarded in SQL
 /// (`WHERE state = ?`) and the changed-row count is checked.
 public final class TransactionStore {
     public static let schemaVersion = 2
@@ -48,6 +49,9 @@ public final class TransactionStore {
 
     /// What was found at open, for the recovery log line.
     public private(set) var openReport = ""
+    /// What opening found wrong but could not mend (records of the commit log it could not
+    /// apply), for error-level journal entries.
+    public internal(set) var openProblems: [String] = []
 
     public struct QueueKey: Hashable, Sendable {
         public let uid: UInt32
@@ -94,8 +98,8 @@ public final class TransactionStore {
         // (and so the fsync) four times smaller than SQLite's default 4 KiB. Only for a new file.
         if !existed { try database.execute("PRAGMA page_size=1024") }
         // WAL: readers never block the writer and a commit is one append + fsync of the log.
-        // synchronous=FULL: the WAL is fsynced at every commit, so an acknowledged change survives
-        // a power cut, not only a crash of the daemon.
+        // synchronous=FULL while opening (migrations and commit-log replay are fsynced);
+        // startCommitLog() then switches to NORMAL: from there the commit log is what fsyncs.
         guard try database.scalarText("PRAGMA journal_mode=WAL")?.lowercased() == "wal" else {
             throw StoreError(.io, path: path, message: "cannot switch to WAL journal mode")
         }
@@ -255,12 +259,12 @@ public final class TransactionStore {
             sqliteOpen = true
             sqliteOpenedAt = DiskSpaceGuard.monotonicMilliseconds()
         }
+        sequencesAtBegin = sequences
+        movedAtBegin = movedSequences
         try database.statement("SAVEPOINT batch").run()
         inTransaction = true
         database.startRecording()
         savepointMarks.removeAll()
-        sequencesAtBegin = sequences
-        movedAtBegin = movedSequences
     }
 
     /// Makes everything since `begin()` durable: its statements are appended to the commit log and
@@ -268,10 +272,13 @@ public final class TransactionStore {
     public func commit() throws(StoreError) {
         precondition(inTransaction, "commit without begin")
         do throws(StoreError) {
+            guard !database.recordingFailed else {
+                throw StoreError(.other(SQLITE_NOMEM), path: path, message: "out of memory recording a change")
+            }
+            // SQLite rolls a transaction back by itself on some errors: then this unit of work's
+            // changes are not what it recorded, and nothing of it may reach the log.
+            try database.requireTransaction()
             if !database.recorded.isEmpty, let log {
-                guard !database.recordingFailed else {
-                    throw StoreError(.other(SQLITE_NOMEM), path: path, message: "out of memory recording a change")
-                }
                 try log.append(database.recorded)
             }
             database.stopRecording()
@@ -322,6 +329,7 @@ public final class TransactionStore {
     /// Starts one request's changes, so that its failure can be undone without the batch's.
     public func savepoint() throws(StoreError) {
         precondition(inTransaction, "savepoint outside a unit of work")
+        try database.requireTransaction()   // else SAVEPOINT would start a transaction of its own
         try database.statement("SAVEPOINT request").run()
         savepointMarks.append(database.recordingMark)
     }
@@ -355,7 +363,8 @@ public final class TransactionStore {
         return nextID
     }
 
-    /// The next per-(uid, app) sequence number, persisted in the current unit of work.
+    /// The next per-(uid, app) sequence number (stored at the next `flush()`; after a crash,
+    /// recomputed from the rows that carry it).
     public func nextSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
         precondition(inTransaction, "sequence allocated outside a unit of work")
         let key = QueueKey(uid: uid, app: app)
@@ -893,6 +902,9 @@ extension TransactionStore {
     /// counters are kept: they never go back.
     public func deleteHistory(uid: UInt32?, app: String?) throws(StoreError) -> (deleted: Int, unfinished: [TransactionRecord]) {
         precondition(inTransaction, "history deleted outside a unit of work")
+        // The counters of the queues emptied here must not come back lower after a replay
+        // (which recomputes them from the rows): store them in this unit of work.
+        try storeMovedSequences()
         let select = try database.statement("""
             SELECT \(Self.columns) FROM transactions
             WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2) AND finished = 0 ORDER BY id

@@ -72,6 +72,29 @@ struct TransactionStoreCommitLogTests {
         #expect(try store.transaction(uid: record.uid, app: record.app, paymentKey: "k'ey") == expected)
     }
 
+    @Test("records after a gap are not applied, reported as problems, and their segments kept")
+    func gapIsKeptAndReported() throws {
+        let fixture = StoreFixture()
+        var identity: UInt64 = 0
+        do {
+            let store = try fixture.open()
+            identity = try #require(try store.setting("commitlog.database").flatMap { UInt64($0, radix: 16) })
+            try store.shutDown()
+        }
+        do {
+            // A log whose records start at 3 while the database holds nothing after 0.
+            let log = try CommitLog(databasePath: fixture.path, database: identity)
+            try log.start(nextLSN: 3)
+            try log.append(Array("x".utf8))
+        }
+        let store = try fixture.open()
+        #expect(store.openProblems.contains { $0.contains("gap after 0") })
+        let kept = store.openProblems.first { $0.contains("kept as") }
+        #expect(kept != nil)
+        let files = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path)
+        #expect(files.filter { $0.contains("-log.0.kept-") || $0.contains("-log.1.kept-") }.count == 2)
+    }
+
     @Test("a request undone inside a unit of work is not in its log record")
     func undoneRequestIsNotReplayed() throws {
         let fixture = StoreFixture()
