@@ -65,7 +65,7 @@ public final class Checkpointer: @unchecked Sendable {
                 guard due else { continue }
             }
             last = Date()
-            if let checkpointed = database.checkpointPassive(), let commit { durable?.checkpointed(checkpointed, since: commit) }
+            if let result = database.checkpointPassive(), let commit { durable?.checkpointed(result.checkpointed, since: commit) }
             if !keepGoing { return }
         }
     }

@@ -39,17 +39,22 @@ public final class SQLiteDatabase {
 
     public init(path: String, readOnly: Bool = false) throws(StoreError) {
         self.path = path
-        var handle: OpaquePointer?
         let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
-        let status = sqlite3_open_v2(path, &handle, flags | SQLITE_OPEN_NOMUTEX, nil)
+        handle = try Self.open(path, flags: flags, path: path)
+        sqlite3_busy_timeout(handle, Self.busyTimeoutMilliseconds)
+    }
+
+    /// `sqlite3_open_v2` of `filename` (a path or a URI), with extended result codes; errors name `path`.
+    private static func open(_ filename: String, flags: Int32, path: String) throws(StoreError) -> OpaquePointer {
+        var handle: OpaquePointer?
+        let status = sqlite3_open_v2(filename, &handle, flags | SQLITE_OPEN_NOMUTEX, nil)
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close(handle)
             throw StoreError(Self.code(for: status), path: path, message: message)
         }
-        self.handle = handle
         sqlite3_extended_result_codes(handle, 1)
-        sqlite3_busy_timeout(handle, Self.busyTimeoutMilliseconds)
+        return handle
     }
 
     /// A read-only view of the file exactly as it is on disk: no locks, no -wal or -shm files
@@ -67,15 +72,7 @@ public final class SQLiteDatabase {
             }
         }
         uri += "?mode=ro&immutable=1"
-        var handle: OpaquePointer?
-        let status = sqlite3_open_v2(uri, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nil)
-        guard status == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
-            sqlite3_close(handle)
-            throw StoreError(Self.code(for: status), path: path, message: message)
-        }
-        self.handle = handle
-        sqlite3_extended_result_codes(handle, 1)
+        handle = try Self.open(uri, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path: path)
     }
 
     deinit {
@@ -273,15 +270,15 @@ public final class SQLiteDatabase {
         }
     }
 
-    /// A passive checkpoint that waits for no one: how many WAL frames are now in the database
-    /// file (nil when it failed).
-    func checkpointPassive() -> Int? {
+    /// A passive checkpoint that waits for no one: the WAL's frames and how many of them are now
+    /// in the database file (nil when it failed).
+    func checkpointPassive() -> (frames: Int, checkpointed: Int)? {
         var logFrames: Int32 = 0
         var checkpointed: Int32 = 0
         let status = withBusyTimeout(0) {
             sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
         }
-        return status == SQLITE_OK ? Int(checkpointed) : nil
+        return status == SQLITE_OK ? (Int(logFrames), Int(checkpointed)) : nil
     }
 
     /// Frames in the WAL after the last commit on this connection; nil unless `watchWAL()`.

@@ -54,8 +54,8 @@ extension TransactionStore {
             // Under steady load the background checkpoint never catches up with the last commit,
             // and SQLite restarts the WAL only when one has: past `walRestartFrames` the loop
             // copies the rest itself (most of it is copied already), so the WAL starts over.
-            if frames > Self.walRestartFrames, let checkpointed = database.checkpointPassive() {
-                commitLog.durable.checkpointed(checkpointed, since: committed)
+            if frames > Self.walRestartFrames, let result = database.checkpointPassive() {
+                commitLog.durable.checkpointed(result.checkpointed, since: committed)
             }
         }
         space.afterCommit(database)
@@ -77,10 +77,9 @@ extension TransactionStore {
     public func checkpoint() throws(StoreError) {
         try flush()
         let lsn = try appliedLSN()
-        var logFrames: Int32 = 0
-        var checkpointed: Int32 = 0
-        let status = sqlite3_wal_checkpoint_v2(database.handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
-        if status == SQLITE_OK && logFrames == checkpointed { commitLog.durable.advance(to: lsn) }
+        if let result = database.checkpointPassive(), result.frames == result.checkpointed {
+            commitLog.durable.advance(to: lsn)
+        }
     }
 
     /// SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error); the
