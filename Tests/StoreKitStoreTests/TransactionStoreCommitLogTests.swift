@@ -95,6 +95,47 @@ struct TransactionStoreCommitLogTests {
         #expect(files.filter { $0.contains("-log.0.kept-") || $0.contains("-log.1.kept-") }.count == 2)
     }
 
+    // SQLite rolls its transaction back by itself on some I/O errors; a ROLLBACK on the store's
+    // connection does the same to it here.
+
+    @Test("units of work lost with SQLite's transaction are applied again before the next one")
+    func lostTransactionIsCaughtUp() throws {
+        let fixture = StoreFixture()
+        let store = try fixture.open()
+        try StoreFixture.unit(store) { try store.insert(makeRecord(id: 61)) }
+        try StoreFixture.unit(store) { try store.insert(makeRecord(id: 62)) }
+        try store.database.execute("ROLLBACK")
+        #expect(try store.transaction(id: 61) == nil, "the rollback did not take")
+        try StoreFixture.unit(store) { try store.insert(makeRecord(id: 63)) }
+        for id: UInt64 in [61, 62, 63] { #expect(try store.transaction(id: id) != nil, "\(id) is missing") }
+        try store.flush()
+        #expect(try store.appliedLSN() == 3)
+    }
+
+    @Test("a unit of work whose transaction SQLite lost midway records nothing and is refused")
+    func lossInsideAUnitOfWork() throws {
+        let fixture = StoreFixture()
+        let store = try fixture.open()
+        try StoreFixture.unit(store) { try store.insert(makeRecord(id: 71)) }
+        let before = store.commitLog.nextLSN
+        try store.begin()
+        try store.insert(makeRecord(id: 72))
+        try store.database.execute("ROLLBACK")
+        // Without the transaction, the next statement would commit on its own: it must not run.
+        #expect(throws: StoreError.self) { try store.insert(makeRecord(id: 73)) }
+        #expect(throws: StoreError.self) { try store.commit() }
+        #expect(store.commitLog.nextLSN == before, "a record of the lost unit of work was appended")
+        try StoreFixture.unit(store) { try store.insert(makeRecord(id: 74)) }
+        #expect(try store.transaction(id: 71) != nil)
+        #expect(try store.transaction(id: 72) == nil && store.transaction(id: 73) == nil)
+        #expect(try store.transaction(id: 74) != nil)
+        // And what a reopen finds is the same.
+        try store.shutDown()
+        let reopened = try fixture.open()
+        #expect(try reopened.transaction(id: 71) != nil && reopened.transaction(id: 74) != nil)
+        #expect(try reopened.transaction(id: 72) == nil && reopened.transaction(id: 73) == nil)
+    }
+
     @Test("a request undone inside a unit of work is not in its log record")
     func undoneRequestIsNotReplayed() throws {
         let fixture = StoreFixture()
