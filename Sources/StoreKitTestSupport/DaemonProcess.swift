@@ -48,11 +48,23 @@ public final class DaemonProcess: @unchecked Sendable {
 
     /// Starts the daemon and waits until its control socket answers.
     public func start(timeout: Double = 15) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Paths.binary("storekitd"))
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(extraEnvironment) { $1 }
+        let environment = ProcessInfo.processInfo.environment.merging(extraEnvironment) { $1 }
             .filter { $0.key != "NOTIFY_SOCKET" && $0.key != "LISTEN_FDS" }
+        let (process, exited) = try launch([Paths.binary("storekitd")] + arguments, environment: environment)
+        self.process = process
+        self.exited = exited
+        if try !waitUntilReady(process, timeout: timeout) {
+            throw DaemonError.exited(status: process.terminationStatus, log: log(tail: 20))
+        }
+    }
+
+    /// Runs `command` with its output appended to this daemon's log; the semaphore is signalled
+    /// when it exits.
+    public func launch(_ command: [String], environment: [String: String]) throws -> (Process, DispatchSemaphore) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        process.environment = environment
         if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         let logFile = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         logFile.seekToEndOfFile()
@@ -60,17 +72,22 @@ public final class DaemonProcess: @unchecked Sendable {
         process.standardOutput = logFile
         process.standardInput = FileHandle.nullDevice
         let exited = DispatchSemaphore(value: 0)
-        self.exited = exited
         process.terminationHandler = { _ in exited.signal() }
         try process.run()
-        self.process = process
+        try? logFile.close()
+        return (process, exited)
+    }
+
+    /// Waits until the control socket answers: true; false when `process` exited first. Throws
+    /// `DaemonError.timeout` after `timeout` seconds.
+    public func waitUntilReady(_ process: Process, timeout: Double) throws -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
-            if !process.isRunning { throw DaemonError.exited(status: process.terminationStatus, log: log(tail: 20)) }
+            if !process.isRunning { return false }
             if let connection = try? WireConnection(path: controlSocket), (try? connection.hello(app: "")) != nil {
-                return
+                return true
             }
-            usleep(20_000)
+            usleep(10_000)
         }
         throw DaemonError.timeout(log: log(tail: 20))
     }

@@ -48,38 +48,16 @@ final class SupervisedDaemon: @unchecked Sendable {
     /// Starts the daemon and waits until its control socket answers.
     func start(timeout: Double = 15) throws {
         try FileManager.default.createDirectory(atPath: base.runtimeDirectory, withIntermediateDirectories: true)
-        let process = Process()
         let command = launchPrefix + ["/usr/bin/python3", "-c", Self.unmaskScript, Paths.binary("storekitd")] + base.arguments
-        process.executableURL = URL(fileURLWithPath: command[0])
-        process.arguments = Array(command.dropFirst())
-        process.environment = ProcessInfo.processInfo.environment.filter {
+        let environment = ProcessInfo.processInfo.environment.filter {
             !["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC"].contains($0.key)
         }
-        if !FileManager.default.fileExists(atPath: base.logPath) {
-            _ = FileManager.default.createFile(atPath: base.logPath, contents: nil)
-        }
-        let logFile = try FileHandle(forWritingTo: URL(fileURLWithPath: base.logPath))
-        logFile.seekToEndOfFile()
-        process.standardError = logFile
-        process.standardOutput = logFile
-        process.standardInput = FileHandle.nullDevice
-        let exited = DispatchSemaphore(value: 0)
-        self.exited = exited
-        process.terminationHandler = { _ in exited.signal() }
-        try process.run()
-        try? logFile.close()
+        let (process, exited) = try base.launch(command, environment: environment)
         self.process = process
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if !process.isRunning {
-                throw IntegrationFailure("storekitd exited with \(process.terminationStatus) while starting:\n\(base.log(tail: 20))")
-            }
-            if let connection = try? WireConnection(path: base.controlSocket), (try? connection.hello(app: "")) != nil {
-                return
-            }
-            usleep(10_000)
+        self.exited = exited
+        if try !base.waitUntilReady(process, timeout: timeout) {
+            throw IntegrationFailure("storekitd exited with \(process.terminationStatus) while starting:\n\(base.log(tail: 20))")
         }
-        throw IntegrationFailure("storekitd did not become ready:\n\(base.log(tail: 20))")
     }
 
     /// SIGKILL: a crash at whatever point the daemon is.
