@@ -163,4 +163,28 @@ static inline ssize_t storekit_pwrite_flags(int fd, const void *buffer, size_t c
     return pwritev2(fd, (const struct iovec *)&vector, 1, offset, flags);
 }
 
+/* Whether any extent of the file is still waiting for delayed allocation (FIEMAP): 1 yes, 0 no,
+   -1 when the file system cannot say (errno set). */
+#include <sys/ioctl.h>
+#include <linux/fs.h>
+#include <linux/fiemap.h>
+static inline int storekit_has_delayed_allocation(int fd) {
+    struct { struct fiemap map; struct fiemap_extent extents[64]; } request;
+    __u64 start = 0;
+    for (;;) {
+        memset(&request, 0, sizeof(request));
+        request.map.fm_start = start;
+        request.map.fm_length = ~0ULL;
+        request.map.fm_extent_count = 64;
+        if (ioctl(fd, FS_IOC_FIEMAP, &request.map) < 0) return -1;
+        if (request.map.fm_mapped_extents == 0) return 0;
+        for (__u32 i = 0; i < request.map.fm_mapped_extents; i++) {
+            struct fiemap_extent *extent = &request.extents[i];
+            if (extent->fe_flags & FIEMAP_EXTENT_DELALLOC) return 1;
+            if (extent->fe_flags & FIEMAP_EXTENT_LAST) return 0;
+            start = extent->fe_logical + extent->fe_length;
+        }
+    }
+}
+
 #endif

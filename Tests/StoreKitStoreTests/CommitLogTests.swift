@@ -1,3 +1,4 @@
+import CPosix
 import Foundation
 import StoreKitStore
 import StoreKitTestSupport
@@ -102,6 +103,26 @@ struct CommitLogTests {
         let recovery = reopened.recover(after: 30)
         #expect(recovery.records.map(\.lsn) == Array(31...60))
         #expect(recovery.records.map(\.payload) == (31...60).map { Self.payload($0, size: 1000) })
+    }
+
+    @Test("a segment that grows is allocated and written at once, not by the first durable append into it")
+    func grownSegmentsAreAllocated() throws {
+        defer { directory.remove() }
+        let log = try CommitLog(databasePath: path, database: 7, switchSize: 65_536)
+        try log.start(nextLSN: 1)
+        // Nothing durable: segment 0 takes 1…64, segment 1 takes 65… and grows by 64 KiB, of
+        // which the last records use the first few.
+        for lsn in 1...135 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: 1000)) }
+        #expect(log.activeSegment == 1)
+        #expect(log.end(ofSegment: 1) > 65_536)
+        for index in 0...1 {
+            let fd = open(segment(index), O_RDONLY)
+            defer { close(fd) }
+            // Delayed allocation left for the appends would put a metadata write on their path.
+            let delayed = storekit_has_delayed_allocation(fd)
+            try #require(delayed >= 0, "FIEMAP: \(String(cString: strerror(errno)))")
+            #expect(delayed == 0, "segment \(index) has extents waiting for allocation")
+        }
     }
 
     @Test("another database's log is not applied, and says so")
