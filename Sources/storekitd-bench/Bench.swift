@@ -161,7 +161,12 @@ final class Bench {
                                                                 productID: "bench.coins", quantity: 1)))
             }
         }
-        // One connection keeps order: the n-th purchased push answers the n-th payment.
+        // One connection keeps order: the n-th purchased push answers the n-th payment. Each
+        // transaction is then finished and its answer awaited, as an app does after unlocking the
+        // content and as the peer's consumer XACKs each entry (on a second connection of the app:
+        // the first one's sends belong to the sender thread).
+        let finisher = try WireConnection(path: daemon.clientSocket)
+        _ = try finisher.hello(app: app)
         var samples: [Double] = []
         samples.reserveCapacity(count)
         while samples.count < count {
@@ -169,6 +174,9 @@ final class Bench {
                 for record in records where record.state == .purchased {
                     let now = monotonicNanoseconds()
                     samples.append(Double(now - sendTimes.get(samples.count)) / 1e6)
+                    let requestID = UInt32(samples.count)
+                    try finisher.send(.finish(requestID: requestID, transactionID: record.id))
+                    _ = try finisher.awaitResult(requestID)
                 }
             }
         }
