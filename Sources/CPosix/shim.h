@@ -163,6 +163,13 @@ static inline ssize_t storekit_pwrite_flags(int fd, const void *buffer, size_t c
     return pwritev2(fd, (const struct iovec *)&vector, 1, offset, flags);
 }
 
+/* Starts writing back a range of a file without waiting for it (sync_file_range with
+   SYNC_FILE_RANGE_WRITE): the file system allocates the range's blocks as it does. */
+extern int sync_file_range(int fd, off_t offset, off_t count, unsigned int flags);
+static inline int storekit_start_writeback(int fd, off_t offset, off_t count) {
+    return sync_file_range(fd, offset, count, 2 /* SYNC_FILE_RANGE_WRITE */);
+}
+
 /* Whether any extent of the file is still waiting for delayed allocation (FIEMAP): 1 yes, 0 no,
    -1 when the file system cannot say (errno set). */
 #include <sys/ioctl.h>

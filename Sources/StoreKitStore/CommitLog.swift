@@ -422,14 +422,17 @@ public final class CommitLog {
     /// False once the kernel refused `RWF_DSYNC`.
     private var perWriteSync = true
 
-    /// Zero-fills the file up to `size` and syncs it, so that later appends overwrite blocks the
-    /// file system has allocated and written. (Zeros left in the page cache would be allocated by
-    /// the first durable append into each page instead: an extra metadata write on the
-    /// acknowledgement path, 1–3 ms on the benchmark machine, for every page of a grown segment.)
+    /// Zero-fills the file up to `size` and starts writing the zeros back, so that later appends
+    /// overwrite blocks the file system has allocated. (Zeros left in the page cache would be
+    /// allocated by the first durable append into each page instead: an extra metadata write on
+    /// the acknowledgement path, 1–3 ms on the benchmark machine, for every page of a grown
+    /// segment.) The writeback is not waited for: the next durable append syncs what it allocated,
+    /// once, and `start()` syncs the files it prepares.
     private func preallocate(_ index: Int, to size: Int) throws(StoreError) {
         let fd = segments[index].fd
         let zeros = [UInt8](repeating: 0, count: 64 * 1024)
-        var offset = segments[index].allocated
+        let from = segments[index].allocated
+        var offset = from
         guard offset < size else { return }
         while offset < size {
             let count = min(zeros.count, size - offset)
@@ -440,7 +443,7 @@ public final class CommitLog {
             }
             offset += written
         }
-        try sync(index)
+        _ = storekit_start_writeback(fd, off_t(from), off_t(size - from))
         segments[index].allocated = size
     }
 

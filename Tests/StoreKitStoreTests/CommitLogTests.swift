@@ -105,7 +105,7 @@ struct CommitLogTests {
         #expect(recovery.records.map(\.payload) == (31...60).map { Self.payload($0, size: 1000) })
     }
 
-    @Test("a segment that grows is allocated and written at once, not by the first durable append into it")
+    @Test("a segment that grows has its blocks allocated at once, not by the first durable append into each page")
     func grownSegmentsAreAllocated() throws {
         defer { directory.remove() }
         let log = try CommitLog(databasePath: path, database: 7, switchSize: 65_536)
