@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import Synchronization
 
 /// Copies committed WAL frames into the database file on a background thread.
 ///
@@ -20,6 +21,10 @@ public final class Checkpointer: @unchecked Sendable {
     private let condition = NSCondition()
     private var running = true
     private var thread: Thread?
+    private let wakeCount = Atomic<Int>(0)
+
+    /// Times the thread woke up to look at the WAL (for tests: an idle daemon's stays put).
+    public var wakeUps: Int { wakeCount.load(ordering: .relaxed) }
 
     /// WAL frames (1 KiB pages) that make a checkpoint due.
     static let walFrames = 4096
@@ -46,27 +51,58 @@ public final class Checkpointer: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Has the thread look again at whether a checkpoint is due (after a commit).
+    func wake() {
+        condition.lock()
+        condition.signal()
+        condition.unlock()
+    }
+
     private func loop() {
         guard let database = try? SQLiteDatabase(path: path), (try? database.execute("PRAGMA synchronous=FULL")) != nil else {
             return
         }
+        durable?.onCommit { [weak self] in self?.wake() }
         var last = Date()
+        var tried: UInt64 = 0
         while true {
+            // Sleeps until a checkpoint is due, with no timer while there is nothing to copy: an
+            // idle daemon's checkpoint thread does not wake up. A final checkpoint on stop leaves
+            // a short WAL behind for the next start.
             condition.lock()
-            if running { _ = condition.wait(until: Date().addingTimeInterval(interval)) }
+            while running && !isDue(since: last, tried: tried) {
+                if let deadline = deadline(since: last) {
+                    _ = condition.wait(until: deadline)
+                } else {
+                    condition.wait()
+                }
+                wakeCount.add(1, ordering: .relaxed)
+            }
             let keepGoing = running
             condition.unlock()
-            // Few and large: a checkpoint's fsyncs delay the commit log's on the same disk, so it
-            // runs once the WAL holds `walFrames`, or `maximumDelay` after the last one. A final
-            // checkpoint on stop leaves a short WAL behind for the next start.
             let commit = durable?.lastCommitted
-            if let commit, let durable, keepGoing {
-                let due = commit.frames >= Self.walFrames || (commit.lsn > durable.lsn && -last.timeIntervalSinceNow >= Self.maximumDelay)
-                guard due else { continue }
-            }
             last = Date()
+            tried = commit?.lsn ?? 0
             if let result = database.checkpointPassive(), let commit { durable?.checkpointed(result.checkpointed, since: commit) }
             if !keepGoing { return }
         }
+    }
+
+    /// Few and large: a checkpoint's fsyncs delay the commit log's on the same disk, so one is due
+    /// when commits not yet durable in the database fill `walFrames` of the WAL, or
+    /// `maximumDelay` after the last checkpoint. A checkpoint that could not copy everything (a
+    /// reader holds an old snapshot) is retried after a new commit or after `maximumDelay`, not
+    /// at once. Without a durable mark: every `interval`.
+    private func isDue(since last: Date, tried: UInt64) -> Bool {
+        guard let durable else { return -last.timeIntervalSinceNow >= interval }
+        let commit = durable.lastCommitted
+        guard commit.lsn > durable.lsn else { return false }
+        return (commit.frames >= Self.walFrames && commit.lsn != tried) || -last.timeIntervalSinceNow >= Self.maximumDelay
+    }
+
+    /// When the next checkpoint falls due without a new commit; nil: not before one.
+    private func deadline(since last: Date) -> Date? {
+        guard let durable else { return last.addingTimeInterval(interval) }
+        return durable.lastCommitted.lsn > durable.lsn ? last.addingTimeInterval(Self.maximumDelay) : nil
     }
 }

@@ -35,9 +35,17 @@ public final class CommitLog {
         private let committed = Mutex<(lsn: UInt64, frames: Int)>((0, 0))
         public init() {}
 
+        private let committedListener = Mutex<(@Sendable () -> Void)?>(nil)
+
         /// The last SQLite commit: the LSN it holds and the WAL's frame count after it.
         public func noteCommitted(lsn: UInt64, frames: Int) {
             committed.withLock { $0 = (lsn, frames) }
+            committedListener.withLock { $0 }?()
+        }
+
+        /// Calls `listener` after every `noteCommitted` (the checkpoint thread's wake-up).
+        public func onCommit(_ listener: @escaping @Sendable () -> Void) {
+            committedListener.withLock { $0 = listener }
         }
 
         public var lastCommitted: (lsn: UInt64, frames: Int) { committed.withLock { $0 } }
