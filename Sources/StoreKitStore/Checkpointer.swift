@@ -21,6 +21,8 @@ public final class Checkpointer: @unchecked Sendable {
     private let condition = NSCondition()
     private var running = true
     private var thread: Thread?
+    /// Whether the waiting thread has a deadline (guarded by `condition`).
+    private var hasDeadline = false
     private let wakeCount = Atomic<Int>(0)
 
     /// Times the thread woke up to look at the WAL (for tests: an idle daemon's stays put).
@@ -51,10 +53,11 @@ public final class Checkpointer: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Has the thread look again at whether a checkpoint is due (after a commit).
+    /// After a commit: wakes the thread if the commit may change when the next checkpoint is
+    /// due (it sleeps without a deadline, or the WAL is full enough); otherwise its deadline stands.
     func wake() {
         condition.lock()
-        condition.signal()
+        if !hasDeadline || (durable?.lastCommitted.frames ?? 0) >= Self.walFrames { condition.signal() }
         condition.unlock()
     }
 
@@ -72,8 +75,10 @@ public final class Checkpointer: @unchecked Sendable {
             condition.lock()
             while running && !isDue(since: last, tried: tried) {
                 if let deadline = deadline(since: last) {
+                    hasDeadline = true
                     _ = condition.wait(until: deadline)
                 } else {
+                    hasDeadline = false
                     condition.wait()
                 }
                 wakeCount.add(1, ordering: .relaxed)
