@@ -17,6 +17,8 @@ import Synchronization
 public final class Checkpointer: @unchecked Sendable {
     private let path: String
     private let durable: CommitLog.DurableMark?
+    /// The shortest time between checkpoints the WAL's size calls for; without a durable mark,
+    /// the time between checkpoints.
     private let interval: TimeInterval
     private let condition = NSCondition()
     private var running = true
@@ -66,7 +68,7 @@ public final class Checkpointer: @unchecked Sendable {
             return
         }
         durable?.onCommit { [weak self] in self?.wake() }
-        var last = Date()
+        var last = Self.monotonicSeconds()
         var tried: UInt64 = 0
         while true {
             // Sleeps until a checkpoint is due, with no timer while there is nothing to copy: an
@@ -74,9 +76,10 @@ public final class Checkpointer: @unchecked Sendable {
             // a short WAL behind for the next start.
             condition.lock()
             while running && !isDue(since: last, tried: tried) {
-                if let deadline = deadline(since: last) {
+                if let deadline = deadline(since: last, tried: tried) {
                     hasDeadline = true
-                    _ = condition.wait(until: deadline)
+                    // NSCondition waits on the wall clock: the wait is measured from now.
+                    _ = condition.wait(until: Date(timeIntervalSinceNow: max(0, deadline - Self.monotonicSeconds())))
                 } else {
                     hasDeadline = false
                     condition.wait()
@@ -86,28 +89,40 @@ public final class Checkpointer: @unchecked Sendable {
             let keepGoing = running
             condition.unlock()
             let commit = durable?.lastCommitted
-            last = Date()
+            last = Self.monotonicSeconds()
             tried = commit?.lsn ?? 0
-            if let result = database.checkpointPassive(), let commit { durable?.checkpointed(result.checkpointed, since: commit) }
+            if let result = database.checkpointPassive(), let commit {
+                durable?.checkpointed(result.checkpointed, of: result.frames, since: commit)
+            }
             if !keepGoing { return }
         }
     }
 
     /// Few and large: a checkpoint's fsyncs delay the commit log's on the same disk, so one is due
-    /// when commits not yet durable in the database fill `walFrames` of the WAL, or
+    /// when commits are not yet durable in the database and the WAL holds `walFrames`, or
     /// `maximumDelay` after the last checkpoint. A checkpoint that could not copy everything (a
-    /// reader holds an old snapshot) is retried after a new commit or after `maximumDelay`, not
-    /// at once. Without a durable mark: every `interval`.
-    private func isDue(since last: Date, tried: UInt64) -> Bool {
-        guard let durable else { return -last.timeIntervalSinceNow >= interval }
+    /// reader holds an old snapshot) is tried again after a new commit, at most every `interval`,
+    /// or after `maximumDelay`. Without a durable mark: every `interval`.
+    private func isDue(since last: Double, tried: UInt64) -> Bool {
+        let elapsed = Self.monotonicSeconds() - last
+        guard let durable else { return elapsed >= interval }
         let commit = durable.lastCommitted
         guard commit.lsn > durable.lsn else { return false }
-        return (commit.frames >= Self.walFrames && commit.lsn != tried) || -last.timeIntervalSinceNow >= Self.maximumDelay
+        return (commit.frames >= Self.walFrames && commit.lsn != tried && elapsed >= interval) || elapsed >= Self.maximumDelay
     }
 
-    /// When the next checkpoint falls due without a new commit; nil: not before one.
-    private func deadline(since last: Date) -> Date? {
-        guard let durable else { return last.addingTimeInterval(interval) }
-        return durable.lastCommitted.lsn > durable.lsn ? last.addingTimeInterval(Self.maximumDelay) : nil
+    /// When (monotonic seconds) the next checkpoint falls due without a new commit; nil: not
+    /// before one.
+    private func deadline(since last: Double, tried: UInt64) -> Double? {
+        guard let durable else { return last + interval }
+        let commit = durable.lastCommitted
+        guard commit.lsn > durable.lsn else { return nil }
+        return last + (commit.frames >= Self.walFrames && commit.lsn != tried ? interval : Self.maximumDelay)
+    }
+
+    static func monotonicSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 }

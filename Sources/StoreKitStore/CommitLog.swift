@@ -50,11 +50,12 @@ public final class CommitLog {
 
         public var lastCommitted: (lsn: UInt64, frames: Int) { committed.withLock { $0 } }
 
-        /// After a checkpoint that copied the first `checkpointed` WAL frames into the database
-        /// file and fsynced it, given the commit noted before it started: everything up to that
-        /// commit is durable. (Had SQLite restarted the WAL since, that commit was copied then.)
-        public func checkpointed(_ checkpointed: Int, since commit: (lsn: UInt64, frames: Int)) {
-            if checkpointed >= commit.frames { advance(to: commit.lsn) }
+        /// After a checkpoint that copied the first `checkpointed` of the WAL's `frames` into the
+        /// database file and fsynced it, given the commit noted before it started: everything up
+        /// to that commit is durable if the checkpoint copied that commit's frames, or the whole
+        /// WAL (which SQLite may have restarted since that commit, after copying it).
+        public func checkpointed(_ checkpointed: Int, of frames: Int, since commit: (lsn: UInt64, frames: Int)) {
+            if checkpointed >= commit.frames || checkpointed == frames { advance(to: commit.lsn) }
         }
         public func advance(to lsn: UInt64) {
             var current = value.load(ordering: .acquiring)

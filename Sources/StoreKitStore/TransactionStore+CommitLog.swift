@@ -55,7 +55,7 @@ extension TransactionStore {
             // and SQLite restarts the WAL only when one has: past `walRestartFrames` the loop
             // copies the rest itself (most of it is copied already), so the WAL starts over.
             if frames > Self.walRestartFrames, let result = database.checkpointPassive() {
-                commitLog.durable.checkpointed(result.checkpointed, since: committed)
+                commitLog.durable.checkpointed(result.checkpointed, of: result.frames, since: committed)
             }
         }
         space.afterCommit(database)
