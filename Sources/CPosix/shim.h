@@ -165,9 +165,21 @@ static inline ssize_t storekit_pwrite_flags(int fd, const void *buffer, size_t c
 
 /* Starts writing back a range of a file without waiting for it (sync_file_range with
    SYNC_FILE_RANGE_WRITE): the file system allocates the range's blocks as it does. */
-extern int sync_file_range(int fd, off_t offset, off_t count, unsigned int flags);
-static inline int storekit_start_writeback(int fd, off_t offset, off_t count) {
+extern int sync_file_range(int fd, __off64_t offset, __off64_t count, unsigned int flags);
+static inline int storekit_start_writeback(int fd, __off64_t offset, __off64_t count) {
     return sync_file_range(fd, offset, count, 2 /* SYNC_FILE_RANGE_WRITE */);
+}
+
+/* A directory opened only to be referred to (O_PATH: no read permission needed), e.g. for fstatvfs. */
+static inline int storekit_open_directory_path(const char *path) {
+    return open(path, __O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* The type of the file system holding `path` (statfs f_type, e.g. 0xEF53 for ext4), or -1. */
+#include <sys/vfs.h>
+static inline long storekit_file_system_type(const char *path) {
+    struct statfs info;
+    return statfs(path, &info) == 0 ? (long)info.f_type : -1;
 }
 
 /* Whether any extent of the file is still waiting for delayed allocation (FIEMAP): 1 yes, 0 no,

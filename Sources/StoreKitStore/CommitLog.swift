@@ -401,7 +401,8 @@ public final class CommitLog {
     /// just this range, one system call instead of a write and an fdatasync).
     private func write(_ index: Int, at offset: Int, durably: Bool = false) throws(StoreError) {
         if offset + buffer.count > segments[index].allocated {
-            try preallocate(index, to: max(offset + buffer.count, segments[index].allocated + switchSize))
+            try preallocate(index, to: max(offset + buffer.count, segments[index].allocated + switchSize),
+                            writeBackFrom: offset + buffer.count)
         }
         let fd = segments[index].fd
         var flags = durably && perWriteSync ? Self.writeDurably : 0
@@ -436,8 +437,10 @@ public final class CommitLog {
     /// allocated by the first durable append into each page instead: an extra metadata write on
     /// the acknowledgement path, 1–3 ms on the benchmark machine, for every page of a grown
     /// segment.) The writeback is not waited for: the next durable append syncs what it allocated,
-    /// once, and `start()` syncs the files it prepares.
-    private func preallocate(_ index: Int, to size: Int) throws(StoreError) {
+    /// once, and `start()` syncs the files it prepares. It starts at the page after
+    /// `writeBackFrom`, where the record about to be written ends: that record's own write
+    /// allocates the pages it covers, without first waiting for zeros written there.
+    private func preallocate(_ index: Int, to size: Int, writeBackFrom: Int = 0) throws(StoreError) {
         let fd = segments[index].fd
         let zeros = [UInt8](repeating: 0, count: 64 * 1024)
         let from = segments[index].allocated
@@ -452,7 +455,8 @@ public final class CommitLog {
             }
             offset += written
         }
-        _ = storekit_start_writeback(fd, off_t(from), off_t(size - from))
+        let writeBack = max(from, (writeBackFrom + 4095) / 4096 * 4096)
+        if writeBack < size { _ = storekit_start_writeback(fd, __off64_t(writeBack), __off64_t(size - writeBack)) }
         segments[index].allocated = size
     }
 

@@ -1,3 +1,4 @@
+import CPosix
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -59,7 +60,7 @@ public final class DiskSpaceGuard {
         } else {
             directory = "."
         }
-        directoryFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        directoryFD = storekit_open_directory_path(directory)
     }
 
     deinit {
