@@ -23,8 +23,11 @@ public final class Checkpointer: @unchecked Sendable {
     private let condition = NSCondition()
     private var running = true
     private var thread: Thread?
-    /// Whether the waiting thread has a deadline (guarded by `condition`).
-    private var hasDeadline = false
+    /// Guarded by `condition`: when the last checkpoint started (monotonic seconds), the LSN it
+    /// was for, and when the waiting thread wakes by itself (nil: only when signalled).
+    private var last = Checkpointer.monotonicSeconds()
+    private var tried: UInt64 = 0
+    private var waitingUntil: Double?
     private let wakeCount = Atomic<Int>(0)
 
     /// Times the thread woke up to look at the WAL (for tests: an idle daemon's stays put).
@@ -55,11 +58,13 @@ public final class Checkpointer: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// After a commit: wakes the thread if the commit may change when the next checkpoint is
-    /// due (it sleeps without a deadline, or the WAL is full enough); otherwise its deadline stands.
+    /// After a commit: wakes the thread only if the commit brings the next checkpoint forward
+    /// (it sleeps without a deadline, or the WAL grew past `walFrames`).
     func wake() {
         condition.lock()
-        if !hasDeadline || (durable?.lastCommitted.frames ?? 0) >= Self.walFrames { condition.signal() }
+        if let next = deadline(since: last, tried: tried), waitingUntil.map({ next < $0 }) ?? true {
+            condition.signal()
+        }
         condition.unlock()
     }
 
@@ -68,29 +73,27 @@ public final class Checkpointer: @unchecked Sendable {
             return
         }
         durable?.onCommit { [weak self] in self?.wake() }
-        var last = Self.monotonicSeconds()
-        var tried: UInt64 = 0
         while true {
             // Sleeps until a checkpoint is due, with no timer while there is nothing to copy: an
             // idle daemon's checkpoint thread does not wake up. A final checkpoint on stop leaves
             // a short WAL behind for the next start.
             condition.lock()
             while running && !isDue(since: last, tried: tried) {
-                if let deadline = deadline(since: last, tried: tried) {
-                    hasDeadline = true
+                waitingUntil = deadline(since: last, tried: tried)
+                if let waitingUntil {
                     // NSCondition waits on the wall clock: the wait is measured from now.
-                    _ = condition.wait(until: Date(timeIntervalSinceNow: max(0, deadline - Self.monotonicSeconds())))
+                    _ = condition.wait(until: Date(timeIntervalSinceNow: max(0, waitingUntil - Self.monotonicSeconds())))
                 } else {
-                    hasDeadline = false
                     condition.wait()
                 }
                 wakeCount.add(1, ordering: .relaxed)
             }
+            waitingUntil = nil
             let keepGoing = running
-            condition.unlock()
             let commit = durable?.lastCommitted
             last = Self.monotonicSeconds()
             tried = commit?.lsn ?? 0
+            condition.unlock()
             if let result = database.checkpointPassive(), let commit {
                 durable?.checkpointed(result.checkpointed, of: result.frames, since: commit)
             }

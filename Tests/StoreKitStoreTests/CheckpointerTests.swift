@@ -41,4 +41,40 @@ struct CheckpointerTests {
         let second = try commitOne()
         #expect(Self.eventually(within: 5) { durable.lsn >= second }, "durable \(durable.lsn), committed \(second)")
     }
+
+    @Test("while a reader holds an old snapshot, a full WAL is checkpointed again at most every 100 ms, not at every commit")
+    func pinnedWALIsNotRetriedPerCommit() throws {
+        let fixture = StoreFixture()
+        let store = try fixture.open()
+        try store.disableAutomaticCheckpoints()
+        let checkpointer = Checkpointer(path: fixture.path, durable: store.commitLog.durable)
+        checkpointer.start()
+        defer { checkpointer.stop() }
+        // A reader's snapshot from before everything below: no checkpoint can copy past it.
+        let reader = try SQLiteDatabase(path: fixture.path, readOnly: true)
+        try reader.execute("BEGIN")
+        _ = try reader.scalarInt("SELECT count(*) FROM transactions")
+        defer { try? reader.execute("COMMIT") }
+        // More than 4096 WAL frames of 1 KiB: long application usernames fill pages fast.
+        for _ in 0..<40 {
+            try StoreFixture.unit(store) {
+                for _ in 0..<100 {
+                    var record = makeRecord(id: store.allocateTransactionID())
+                    record.applicationUsername = String(repeating: "u", count: 900)
+                    try store.insert(record)
+                }
+            }
+            try store.flush()
+        }
+        // 150 small commits 2 ms apart (0.3 s): each one may make a checkpoint due, at most
+        // every 100 ms while the reader keeps it from getting anywhere.
+        let before = checkpointer.wakeUps
+        for _ in 0..<150 {
+            try StoreFixture.unit(store) { try store.insert(makeRecord(id: store.allocateTransactionID())) }
+            try store.flush()
+            usleep(2_000)
+        }
+        let woke = checkpointer.wakeUps - before
+        #expect(woke <= 20, "the checkpoint thread woke \(woke) times for 150 commits")
+    }
 }
