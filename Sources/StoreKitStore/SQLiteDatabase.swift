@@ -115,24 +115,36 @@ public final class SQLiteDatabase {
 
     /// A cached prepared statement, reset and with bindings cleared.
     func statement(_ sql: String) throws(StoreError) -> Statement {
+        let statement: OpaquePointer
         if let cached = statements[sql] {
             sqlite3_reset(cached)
             sqlite3_clear_bindings(cached)
-            if recording {
-                boundHandle = cached
-                boundValues.removeAll(keepingCapacity: true)
-            }
-            return Statement(handle: cached, database: self)
+            statement = cached
+        } else {
+            var prepared: OpaquePointer?
+            let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
+            guard status == SQLITE_OK, let prepared else { throw error(status, "prepare") }
+            statements[sql] = prepared
+            statement = prepared
         }
-        var prepared: OpaquePointer?
-        let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
-        guard status == SQLITE_OK, let prepared else { throw error(status, "prepare") }
-        statements[sql] = prepared
         if recording {
-            boundHandle = prepared
+            boundHandle = statement
             boundValues.removeAll(keepingCapacity: true)
         }
-        return Statement(handle: prepared, database: self)
+        return Statement(handle: statement, database: self)
+    }
+
+    /// Runs `body` in one SQLite transaction (`BEGIN IMMEDIATE` … `COMMIT`), rolled back when
+    /// anything in it throws.
+    func immediateTransaction(_ body: () throws(StoreError) -> Void) throws(StoreError) {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            try body()
+            try execute("COMMIT")
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
     }
 
     public var changes: Int { Int(sqlite3_changes(handle)) }

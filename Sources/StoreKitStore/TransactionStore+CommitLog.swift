@@ -19,6 +19,11 @@ extension TransactionStore {
         return log
     }
 
+    /// The database's identity, which its commit log carries; nil before it has one.
+    func storedIdentity() throws(StoreError) -> UInt64? {
+        try setting(Self.identityKey).flatMap { UInt64($0, radix: 16) }
+    }
+
     /// The LSN of the last unit of work in the database (committed or not yet flushed).
     public func appliedLSN() throws(StoreError) -> UInt64 {
         try setting(Self.lsnKey).flatMap { UInt64($0) } ?? 0
@@ -138,14 +143,7 @@ extension TransactionStore {
         let recovery = log.recover(after: try appliedLSN())
         var report = ""
         if !recovery.records.isEmpty {
-            try database.execute("BEGIN IMMEDIATE")
-            do {
-                try apply(recovery.records)
-                try database.execute("COMMIT")
-            } catch {
-                try? database.execute("ROLLBACK")
-                throw error
-            }
+            try database.immediateTransaction { () throws(StoreError) in try apply(recovery.records) }
             let count = recovery.records.count
             report = "; applied \(count) unit\(count == 1 ? "" : "s") of work from the commit log"
         }
@@ -163,16 +161,11 @@ extension TransactionStore {
     /// database's LSN (everything before is in the database, fsynced) and stops fsyncing commits.
     func startCommitLog(identity existing: UInt64?) throws(StoreError) {
         if existing == nil {
-            try database.execute("BEGIN IMMEDIATE")
-            do {
+            try database.immediateTransaction { () throws(StoreError) in
                 try setSetting(Self.identityKey, String(CommitLog.randomSalt(), radix: 16))
-                try database.execute("COMMIT")
-            } catch {
-                try? database.execute("ROLLBACK")
-                throw error
             }
         }
-        let identity = try setting(Self.identityKey).flatMap { UInt64($0, radix: 16) } ?? 0
+        let identity = try storedIdentity() ?? 0
         if log?.database != identity {
             log = nil   // releases the lock first
             log = try CommitLog(databasePath: path, database: identity)

@@ -111,7 +111,7 @@ public final class TransactionStore {
         try database.execute("PRAGMA cache_size=-16384")
         // Units of work acknowledged but not yet in the database come back from the commit log,
         // under the schema they were made with, before any migration.
-        let identity = version >= 1 ? try setting(Self.identityKey).flatMap { UInt64($0, radix: 16) } : nil
+        let identity = version >= 1 ? try storedIdentity() : nil
         var replay = ""
         if let identity { replay = try replayCommitLog(CommitLog(databasePath: path, database: identity)) }
         if version < Self.schemaVersion {
@@ -159,8 +159,7 @@ public final class TransactionStore {
     }
 
     private func migrate(from version: Int) throws(StoreError) {
-        try database.execute("BEGIN IMMEDIATE")
-        do {
+        try database.immediateTransaction { () throws(StoreError) in
             if version < 1 {
                 try database.execute("""
                     CREATE TABLE transactions (
@@ -236,10 +235,6 @@ public final class TransactionStore {
             }
             try database.execute("PRAGMA application_id=\(Self.applicationID)")
             try database.execute("PRAGMA user_version=\(Self.schemaVersion)")
-            try database.execute("COMMIT")
-        } catch {
-            try? database.execute("ROLLBACK")
-            throw error
         }
     }
 
