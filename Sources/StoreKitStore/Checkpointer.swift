@@ -22,7 +22,6 @@ public final class Checkpointer: @unchecked Sendable {
     private let interval: TimeInterval
     private let condition = NSCondition()
     private var running = true
-    private var thread: Thread?
     /// Guarded by `condition`: when the last checkpoint started (monotonic seconds), the LSN it
     /// was for, and when the waiting thread wakes by itself (nil: only when signalled).
     private var last = Checkpointer.monotonicSeconds()
@@ -45,10 +44,7 @@ public final class Checkpointer: @unchecked Sendable {
     }
 
     public func start() {
-        let thread = Thread { [self] in loop() }
-        thread.name = "storekitd.checkpoint"
-        self.thread = thread
-        thread.start()
+        Thread.startNamed("storekitd-ckpt") { [self] in loop() }
     }
 
     public func stop() {

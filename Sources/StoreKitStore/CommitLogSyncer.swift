@@ -24,7 +24,6 @@ public final class CommitLogSyncer: @unchecked Sendable {
 
     private let synced = Atomic<UInt64>(0)
     private let onSynced: @Sendable () -> Void
-    private var thread: Thread?
 
     /// `onSynced` runs on the sync thread after each sync (and after a failure).
     public init(onSynced: @escaping @Sendable () -> Void) {
@@ -43,10 +42,7 @@ public final class CommitLogSyncer: @unchecked Sendable {
 
     public func start(syncedThrough lsn: UInt64) {
         synced.store(lsn, ordering: .releasing)
-        let thread = Thread { [self] in loop() }
-        thread.name = "storekitd.sync"
-        self.thread = thread
-        thread.start()
+        Thread.startNamed("storekitd-sync") { [self] in loop() }
     }
 
     public func stop() {

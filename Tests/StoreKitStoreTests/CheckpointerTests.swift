@@ -77,4 +77,26 @@ struct CheckpointerTests {
         let woke = checkpointer.wakeUps - before
         #expect(woke <= 20, "the checkpoint thread woke \(woke) times for 150 commits")
     }
+
+    /// The names of this process's threads, as the kernel has them.
+    static func threadNames() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .newlines) }
+    }
+
+    @Test("the checkpoint and commit-log sync threads carry their names in the kernel (ps -T, top -H)")
+    func threadsAreNamed() throws {
+        let fixture = StoreFixture()
+        let store = try fixture.open()
+        let checkpointer = Checkpointer(path: fixture.path, durable: store.commitLog.durable)
+        let syncer = CommitLogSyncer(onSynced: {})
+        checkpointer.start()
+        syncer.start(syncedThrough: 0)
+        defer { checkpointer.stop(); syncer.stop() }
+        #expect(Self.eventually(within: 5) {
+            let names = Self.threadNames()
+            return names.contains("storekitd-ckpt") && names.contains("storekitd-sync")
+        }, "threads: \(Self.threadNames())")
+    }
 }
