@@ -249,7 +249,7 @@ public final class CommitLog {
             encodeHeader(other)
             encodeRecord(lsn: lsn, payload: payload, salt: segments[other].salt)
             try write(other, at: 0, durably: !defersSync)
-            try sync(other, lsn)
+            makeDurable(other, through: lsn)
             segments[other].end = buffer.count
             active = other
         } else {
@@ -264,7 +264,7 @@ public final class CommitLog {
                 _ = pwrite(segments[active].fd, &spoiled, 4, off_t(segments[active].end + 4))
                 throw error
             }
-            try sync(active, lsn)
+            makeDurable(active, through: lsn)
             segments[active].end += buffer.count
         }
         segments[active].lastLSN = lsn
@@ -444,8 +444,8 @@ public final class CommitLog {
         let fd = segments[index].fd
         let zeros = [UInt8](repeating: 0, count: 64 * 1024)
         let from = segments[index].allocated
+        guard from < size else { return }
         var offset = from
-        guard offset < size else { return }
         while offset < size {
             let count = min(zeros.count, size - offset)
             let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress!, count, off_t(offset)) }
@@ -462,8 +462,9 @@ public final class CommitLog {
 
     private var defersSync: Bool { syncer != nil && deferSync }
 
-    /// The record `lsn` in segment `index` was written durably, or the syncer is asked to sync it.
-    private func sync(_ index: Int, _ lsn: UInt64) throws(StoreError) {
+    /// After record `lsn` was written to segment `index`: notes it durable (it was written with
+    /// `RWF_DSYNC` or synced), or asks the syncer to sync it.
+    private func makeDurable(_ index: Int, through lsn: UInt64) {
         if let syncer, deferSync {
             syncer.request(lsn, fd: segments[index].fd)
         } else {
