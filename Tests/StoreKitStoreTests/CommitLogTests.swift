@@ -15,12 +15,23 @@ struct CommitLogTests {
 
     func segment(_ index: Int) -> String { path + "-log.\(index)" }
 
+    /// The log of database 7 at `path`, started at LSN 1.
+    func startedLog(switchSize: Int = CommitLog.defaultSwitchSize) throws -> CommitLog {
+        let log = try CommitLog(databasePath: path, database: 7, switchSize: switchSize)
+        try log.start(nextLSN: 1)
+        return log
+    }
+
+    /// Appends the records `lsns`, each with `payload(lsn, size:)`.
+    static func append(_ lsns: ClosedRange<UInt64>, to log: CommitLog, size: Int = 100) throws {
+        for lsn in lsns { try log.append(payload(lsn, size: size)) }
+    }
+
     @Test("records come back in order, after the LSN the database already has")
     func roundTrip() throws {
         defer { directory.remove() }
         do {
-            let log = try CommitLog(databasePath: path, database: 7)
-            try log.start(nextLSN: 1)
+            let log = try startedLog()
             for lsn in 1...3 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: Int(lsn) * 13)) }
             #expect(log.nextLSN == 4)
         }
@@ -38,9 +49,8 @@ struct CommitLogTests {
         defer { directory.remove() }
         var end = 0
         do {
-            let log = try CommitLog(databasePath: path, database: 7)
-            try log.start(nextLSN: 1)
-            for lsn in 1...3 as ClosedRange<UInt64> { try log.append(Self.payload(lsn)) }
+            let log = try startedLog()
+            try Self.append(1...3, to: log)
             end = log.end(ofSegment: 0)
         }
         // The last byte of the last record's payload never reached the disk.
@@ -56,9 +66,8 @@ struct CommitLogTests {
     func staleRecordsAndGaps() throws {
         defer { directory.remove() }
         do {
-            let log = try CommitLog(databasePath: path, database: 7)
-            try log.start(nextLSN: 1)
-            for lsn in 1...5 as ClosedRange<UInt64> { try log.append(Self.payload(lsn)) }
+            let log = try startedLog()
+            try Self.append(1...5, to: log)
             // The database took 1…5; the log starts over (new salts) at 6 and writes over them.
             try log.start(nextLSN: 6)
             try log.append(Self.payload(6, size: 10))
@@ -76,11 +85,10 @@ struct CommitLogTests {
     func segmentsAreReusedOnlyWhenDurable() throws {
         defer { directory.remove() }
         do {
-            let log = try CommitLog(databasePath: path, database: 7, switchSize: 4096)
-            try log.start(nextLSN: 1)
+            let log = try startedLog(switchSize: 4096)
             // Records of ~1 KiB: four fill a segment. 1…4 go to segment 0, then (segment 1 is
             // empty) 5…30 to segment 1, which grows: segment 0 holds records not yet durable.
-            for lsn in 1...30 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: 1000)) }
+            try Self.append(1...30, to: log, size: 1000)
             #expect(log.activeSegment == 1)
             #expect(log.end(ofSegment: 1) > 25_000)
             #expect(log.recover(after: 0).records.map(\.lsn) == Array(1...30))
@@ -90,12 +98,12 @@ struct CommitLogTests {
             log.durable.advance(to: 30)
             try log.append(Self.payload(31, size: 1000))
             #expect(log.activeSegment == 0)
-            for lsn in 32...40 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: 1000)) }
+            try Self.append(32...40, to: log, size: 1000)
             #expect(log.activeSegment == 1)
             #expect(log.recover(after: 30).records.map(\.lsn) == Array(31...40))
 
             // Still only 30 durable: however full segment 1 gets, segment 0 is kept.
-            for lsn in 41...60 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: 1000)) }
+            try Self.append(41...60, to: log, size: 1000)
             #expect(log.activeSegment == 1)
             #expect(log.recover(after: 30).records.map(\.lsn) == Array(31...60))
         }
@@ -112,11 +120,10 @@ struct CommitLogTests {
           .enabled(if: temporaryFilesOnExt4, "the temporary directory is not on ext4"))
     func grownSegmentsAreAllocated() throws {
         defer { directory.remove() }
-        let log = try CommitLog(databasePath: path, database: 7, switchSize: 65_536)
-        try log.start(nextLSN: 1)
+        let log = try startedLog(switchSize: 65_536)
         // Nothing durable: segment 0 takes 1…64, segment 1 takes 65… and grows by 64 KiB, of
         // which the last records use the first few.
-        for lsn in 1...135 as ClosedRange<UInt64> { try log.append(Self.payload(lsn, size: 1000)) }
+        try Self.append(1...135, to: log, size: 1000)
         #expect(log.activeSegment == 1)
         #expect(log.end(ofSegment: 1) > 65_536)
         for index in 0...1 {
@@ -133,9 +140,7 @@ struct CommitLogTests {
     func anotherDatabase() throws {
         defer { directory.remove() }
         do {
-            let log = try CommitLog(databasePath: path, database: 7)
-            try log.start(nextLSN: 1)
-            try log.append(Self.payload(1))
+            try Self.append(1...1, to: try startedLog())
         }
         let other = try CommitLog(databasePath: path, database: 8).recover(after: 0)
         #expect(other.records.isEmpty)
