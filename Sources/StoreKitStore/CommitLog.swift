@@ -23,7 +23,8 @@ import Glibc
 /// so a record left over from an earlier use of the segment never validates. Writing goes to one
 /// segment until it is past `switchSize` and the other one holds nothing that is not durable yet;
 /// then the other one is started over with a new salt. Segments are preallocated (zero-filled) and
-/// reused, so an append overwrites blocks the file already has and `fdatasync` writes no metadata.
+/// reused, so an append overwrites blocks the file already has and its sync allocates nothing
+/// (the inode is still written when the modification time moved: once per clock tick at most).
 ///
 /// Recovery reads both segments, keeps the valid records in LSN order and returns those after the
 /// database's own LSN, which the store applies before it serves. Not thread-safe except for
