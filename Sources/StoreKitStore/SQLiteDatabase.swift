@@ -164,6 +164,16 @@ public final class SQLiteDatabase {
         boundHandle = nil
     }
 
+    /// Runs `body` without recording what it changes: statements that apply changes recorded
+    /// already (pending rows written into the transaction).
+    func unrecorded<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
+        let was = recording
+        recording = false
+        boundHandle = nil
+        defer { recording = was }
+        return try body()
+    }
+
     /// Where the recording stands, to undo what a request that is rolled back recorded.
     var recordingMark: (bytes: Int, templates: Int) { (recorded.count, templateOrder.count) }
 
@@ -398,6 +408,16 @@ struct Statement {
     }
 
     func reset() { sqlite3_reset(handle) }
+
+    /// Records the change this statement would make, as if it had run, without running it: for
+    /// a change that is applied to the database later (`PendingRows`).
+    func recordWithoutRunning() throws(StoreError) {
+        if database.recording {
+            try database.requireTransaction()
+            database.record(handle)
+        }
+        sqlite3_reset(handle)
+    }
 
     func run() throws(StoreError) {
         while try step() {}

@@ -45,6 +45,7 @@ extension TransactionStore {
         noticeLostTransaction()
         guard sqliteOpen else { return }
         do throws(StoreError) {
+            try writePendingRows()
             try storeMovedSequences()
             try setSetting(Self.lsnKey, String(commitLog.nextLSN - 1))
             try database.execute("COMMIT")
@@ -94,6 +95,7 @@ extension TransactionStore {
         sqliteOpen = false
         inTransaction = false
         needsCatchUp = true
+        pending.removeAll()
     }
 
     /// Re-applies, in a new SQLite transaction, the units of work of the commit log that the

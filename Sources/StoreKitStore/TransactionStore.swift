@@ -23,6 +23,12 @@ public final class TransactionStore {
     public let space: DiskSpaceGuard
 
     private var nextID: UInt64 = 0
+    /// No row has an id from here up (set with `nextID` from the table): a new row with such an
+    /// id, above every id inserted since, may be held without SQLite checking it is unique.
+    private var unusedIDsFrom = UInt64.max
+    private var highestInsertedID: UInt64 = 0
+    /// The payment key `transaction(uid:app:paymentKey:)` last found in no row, if no row took it since.
+    private var absentPaymentKey: (uid: UInt32, app: String, key: String)?
     /// Per-queue sequence counters, authoritative in memory; written to the `sequences` table at
     /// `flush()` for the queues that moved since the last one (units of work in the commit log
     /// carry no counter writes: after a replay they are recomputed from the rows).
@@ -42,6 +48,8 @@ public final class TransactionStore {
     /// Where the recording stood at each open request savepoint.
     var savepointMarks: [(bytes: Int, templates: Int)] = []
     var log: CommitLog?
+    /// New transaction rows not yet written into the SQLite transaction (PendingRows.swift).
+    var pending = PendingRows()
 
     /// Grows at every rollback: whoever caches state read from the store (the engine's clock,
     /// switches and next due event) compares it to know when its cache may hold undone changes.
@@ -124,6 +132,7 @@ public final class TransactionStore {
         openReport += replay
         try startCommitLog(identity: identity)
         nextID = max(try highestAllocatedID() + 1, Self.firstTransactionID)
+        unusedIDsFrom = nextID
         space.opened()
     }
 
@@ -134,7 +143,7 @@ public final class TransactionStore {
             SELECT max(coalesce((SELECT max(id) FROM transactions), 0),
                        coalesce((SELECT CAST(value AS INTEGER) FROM settings WHERE key = 'transactions.lastID'), 0))
             """)
-        return UInt64(highest ?? 0)
+        return max(UInt64(highest ?? 0), pending.highestID ?? 0)
     }
 
     /// Transaction identifiers look like the App Store's: 16 digits.
@@ -260,6 +269,7 @@ public final class TransactionStore {
         inTransaction = true
         database.startRecording()
         savepointMarks.removeAll()
+        pending.beginUnit()
     }
 
     /// Makes everything since `begin()` durable: its statements are appended to the commit log and
@@ -279,6 +289,7 @@ public final class TransactionStore {
             database.stopRecording()
             try database.statement("RELEASE batch").run()
             inTransaction = false
+            pending.endUnit()
         } catch {
             if error.code == .full { space.noteFull() }
             rollback()
@@ -295,6 +306,7 @@ public final class TransactionStore {
             try? database.statement("RELEASE batch").run()
             inTransaction = false
         }
+        pending.rollBackUnit()
         noticeLostTransaction()
         if sqliteOpen {
             // Earlier units of work are still in the SQLite transaction: back to the counters
@@ -311,10 +323,17 @@ public final class TransactionStore {
         sequences = kept
         movedSequences = moved
         generation &+= 1
-        nextID = max(((try? highestAllocatedID()) ?? 0) + 1, Self.firstTransactionID)
+        let highest = try? highestAllocatedID()
+        nextID = max((highest ?? 0) + 1, Self.firstTransactionID)
+        unusedIDsFrom = highest == nil ? .max : nextID
+        highestInsertedID = 0
+        absentPaymentKey = nil
     }
 
     public var isInTransaction: Bool { inTransaction }
+
+    /// New rows held in memory, not yet written into the SQLite transaction (PendingRows.swift).
+    public var pendingRowCount: Int { pending.count }
 
     // MARK: Savepoints: one request's changes inside the batch's unit of work
 
@@ -324,12 +343,14 @@ public final class TransactionStore {
         try database.requireTransaction()   // else SAVEPOINT would start a transaction of its own
         try database.statement("SAVEPOINT request").run()
         savepointMarks.append(database.recordingMark)
+        pending.beginSavepoint()
     }
 
     /// Keeps the request's changes in the unit of work.
     public func releaseSavepoint() throws(StoreError) {
         try database.statement("RELEASE request").run()
         savepointMarks.removeLast()
+        pending.releaseSavepoint()
     }
 
     /// Undoes the request's changes. Ids and sequence numbers it allocated stay used (gaps are
@@ -338,6 +359,7 @@ public final class TransactionStore {
         try? database.statement("ROLLBACK TO request").run()
         try? database.statement("RELEASE request").run()
         if let mark = savepointMarks.popLast() { database.rollBackRecording(to: mark) }
+        pending.rollBackSavepoint()
         generation &+= 1
     }
 
@@ -396,9 +418,48 @@ public final class TransactionStore {
 
     // MARK: Writes
 
+    /// Adds a new transaction; a second row with its id, or with its payment key in its queue, is
+    /// refused. In a unit of work, a row whose id and key are known to be new (an id from
+    /// `allocateTransactionID()`, a key that `transaction(uid:app:paymentKey:)` just found in no
+    /// row) is held (`PendingRows`) and its INSERT recorded for the commit log: it reaches SQLite
+    /// at the next flush or at a query that needs it. Any other row is inserted at once.
     public func insert(_ record: TransactionRecord, paymentKey: String? = nil) throws(StoreError) {
         // On a full disk the space left goes to finishing what exists, not to new transactions.
         if let refusal = space.newTransactionRefusal { throw StoreError(.full, path: path, message: refusal) }
+        if pending.row(id: record.id) != nil
+            || paymentKey.map({ pending.row(uid: record.uid, app: record.app, paymentKey: $0) != nil }) == true {
+            throw StoreError(.other(SQLITE_CONSTRAINT | (8 << 8)), path: path,   // SQLITE_CONSTRAINT_UNIQUE
+                             message: "transaction \(record.id) or its payment key is taken already")
+        }
+        let keyKnownNew = paymentKey.map { key in
+            absentPaymentKey.map { $0 == (record.uid, record.app, key) } ?? false
+        } ?? true
+        let knownNew = keyKnownNew && record.id >= unusedIDsFrom && record.id > highestInsertedID
+        let insert = try insertStatement(record, paymentKey: paymentKey)
+        if inTransaction && knownNew {
+            try insert.recordWithoutRunning()
+            pending.add(PendingRows.Row(record: record, paymentKey: paymentKey))
+        } else {
+            try insert.run()
+        }
+        highestInsertedID = max(highestInsertedID, record.id)
+        if paymentKey != nil { absentPaymentKey = nil }
+    }
+
+    /// Writes the pending rows into the SQLite transaction, oldest first. Not recorded: their
+    /// changes are in the unit of work that made them.
+    func writePendingRows() throws(StoreError) {
+        guard !pending.isEmpty else { return }
+        try database.requireTransaction()
+        try database.unrecorded { () throws(StoreError) in
+            for row in pending.inOrder {
+                try insertStatement(row.record, paymentKey: row.paymentKey).run()
+                pending.noteWritten(id: row.record.id)
+            }
+        }
+    }
+
+    private func insertStatement(_ record: TransactionRecord, paymentKey: String?) throws(StoreError) -> Statement {
         let insert = try database.statement("""
             INSERT INTO transactions(id, original_id, uid, app, product, quantity, state, sequence, date, finished,
                 error_code, error_message, revocation_date, revocation_reason, app_username, expires_date, payment_key)
@@ -421,7 +482,7 @@ public final class TransactionStore {
         insert.bind(15, record.applicationUsername)
         insert.bind(16, record.expiresDate)
         insert.bind(17, paymentKey)
-        try insert.run()
+        return insert
     }
 
     /// Moves `id` from `from` to `to` if it is still in `from` and unfinished; false when it was not.
@@ -431,6 +492,7 @@ public final class TransactionStore {
         errorCode: Int32? = nil, errorMessage: String? = nil, expiresDate: Int64? = nil, originalID: UInt64? = nil
     ) throws(StoreError) -> Bool {
         precondition(from.canMove(to: to), "illegal transition \(from) → \(to)")
+        try writePendingRows()
         let update = try database.statement("""
             UPDATE transactions SET state = ?1, sequence = ?2, date = ?3, error_code = ?4, error_message = ?5,
                 expires_date = coalesce(?8, expires_date), original_id = coalesce(?9, original_id)
@@ -457,11 +519,24 @@ public final class TransactionStore {
             """)
         update.bind(1, Int64(sequence))
         update.bind(2, Int64(id))
+        if let row = pending.row(id: id) {
+            guard !row.record.finished, row.record.state.isFinishable else {
+                update.reset()
+                return false
+            }
+            try update.recordWithoutRunning()
+            pending.update(id: id) { record in
+                record.finished = true
+                record.sequence = sequence
+            }
+            return true
+        }
         try update.run()
         return database.changes == 1
     }
 
     public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(StoreError) -> Bool {
+        try writePendingRows()
         let update = try database.statement("""
             UPDATE transactions SET revocation_date = ?, revocation_reason = ?, sequence = ?
             WHERE id = ? AND revocation_date IS NULL
@@ -501,22 +576,27 @@ public final class TransactionStore {
     }
 
     public func transaction(id: UInt64) throws(StoreError) -> TransactionRecord? {
+        if let row = pending.row(id: id) { return row.record }
         let select = try database.statement("SELECT \(Self.columns) FROM transactions WHERE id = ?")
         select.bind(1, Int64(id))
         return try select.firstRow { record($0) }
     }
 
     public func transaction(uid: UInt32, app: String, paymentKey: String) throws(StoreError) -> TransactionRecord? {
+        if let row = pending.row(uid: uid, app: app, paymentKey: paymentKey) { return row.record }
         let select = try database.statement(
             "SELECT \(Self.columns) FROM transactions WHERE uid = ? AND app = ? AND payment_key = ?")
         select.bind(1, Int64(uid))
         select.bind(2, app)
         select.bind(3, paymentKey)
-        return try select.firstRow { record($0) }
+        let found = try select.firstRow { record($0) }
+        absentPaymentKey = found == nil ? (uid, app, paymentKey) : nil
+        return found
     }
 
     /// Every unfinished transaction of one queue, oldest first.
     public func unfinished(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
+        try writePendingRows()
         let select = try database.statement(
             "SELECT \(Self.columns) FROM transactions WHERE uid = ? AND app = ? AND finished = 0 ORDER BY id")
         select.bind(1, Int64(uid))
@@ -526,6 +606,7 @@ public final class TransactionStore {
 
     /// Every transaction of one queue, oldest first (history).
     public func all(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
+        try writePendingRows()
         let select = try database.statement(
             "SELECT \(Self.columns) FROM transactions WHERE uid = ? AND app = ? ORDER BY id")
         select.bind(1, Int64(uid))
@@ -535,6 +616,7 @@ public final class TransactionStore {
 
     /// Transactions filtered by uid, app and finished-ness, oldest first, at most `limit`.
     public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int = 10_000) throws(StoreError) -> [TransactionRecord] {
+        try writePendingRows()
         let select = try database.statement("""
             SELECT \(Self.columns) FROM transactions
             WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2) AND (?3 = 0 OR finished = 0)
@@ -548,7 +630,8 @@ public final class TransactionStore {
     }
 
     public func unfinishedCount() throws(StoreError) -> Int {
-        Int(try database.scalarInt("SELECT count(*) FROM transactions WHERE finished = 0") ?? 0)
+        try writePendingRows()
+        return Int(try database.scalarInt("SELECT count(*) FROM transactions WHERE finished = 0") ?? 0)
     }
 
     // MARK: Settings (virtual clock, test switches)
@@ -882,6 +965,7 @@ extension TransactionStore {
     /// Gives a transaction a new sequence number without changing it otherwise (a re-delivered
     /// Ask to Buy request); false when it does not exist.
     public func touch(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool {
+        try writePendingRows()
         let update = try database.statement("UPDATE transactions SET sequence = ? WHERE id = ?")
         update.bind(1, Int64(sequence))
         update.bind(2, Int64(id))
@@ -897,6 +981,7 @@ extension TransactionStore {
         // The counters of the queues emptied here must not come back lower after a replay
         // (which recomputes them from the rows): store them in this unit of work.
         try storeMovedSequences()
+        try writePendingRows()
         let select = try database.statement("""
             SELECT \(Self.columns) FROM transactions
             WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2) AND finished = 0 ORDER BY id

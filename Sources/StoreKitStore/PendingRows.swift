@@ -1,0 +1,144 @@
+import StoreKitWire
+
+/// New transaction rows held in memory until they are written into the open SQLite transaction.
+///
+/// A purchase inserts a row and finishes it a few milliseconds later. Both changes are durable in
+/// the commit log at once (their statements are recorded as if they had run); SQLite only needs
+/// the row as it ends up, at the next `flush()`. Written then, a consumable's row goes into the
+/// table and its indexes once, finished, instead of being inserted into four b-trees and updated
+/// again. Every other query of the `transactions` table writes the pending rows first.
+///
+/// Each row is in exactly one place: here, or in the SQLite transaction. What a unit of work or
+/// a request did here is journaled, so that undoing it in SQLite (`ROLLBACK TO`) is matched here,
+/// including rows written into SQLite within what is rolled back.
+struct PendingRows {
+    struct Row {
+        var record: TransactionRecord
+        let paymentKey: String?
+    }
+
+    private struct PaymentKey: Hashable {
+        let uid: UInt32
+        let app: String
+        let key: String
+
+        init?(_ row: Row) {
+            guard let key = row.paymentKey else { return nil }
+            self.init(uid: row.record.uid, app: row.record.app, key: key)
+        }
+
+        init(uid: UInt32, app: String, key: String) {
+            self.uid = uid
+            self.app = app
+            self.key = key
+        }
+    }
+
+    private enum Change {
+        case added(UInt64)
+        case changed(Row)
+        case written(Row)
+    }
+
+    private var rows: [UInt64: Row] = [:]
+    private var byPaymentKey: [PaymentKey: UInt64] = [:]
+    /// Changes since the unit of work began, while one is open.
+    private var journal: [Change] = []
+    private var marks: [Int] = []
+    private var journaling = false
+
+    var isEmpty: Bool { rows.isEmpty }
+    var count: Int { rows.count }
+
+    /// The largest id held (ids are handed out in order, so also the latest).
+    var highestID: UInt64? { rows.keys.max() }
+
+    func row(id: UInt64) -> Row? { rows[id] }
+
+    func row(uid: UInt32, app: String, paymentKey: String) -> Row? {
+        byPaymentKey[PaymentKey(uid: uid, app: app, key: paymentKey)].flatMap { rows[$0] }
+    }
+
+    /// The rows, oldest first: the order they are written in.
+    var inOrder: [Row] { rows.values.sorted { $0.record.id < $1.record.id } }
+
+    mutating func add(_ row: Row) {
+        precondition(rows[row.record.id] == nil, "transaction \(row.record.id) is pending already")
+        rows[row.record.id] = row
+        if let key = PaymentKey(row) { byPaymentKey[key] = row.record.id }
+        if journaling { journal.append(.added(row.record.id)) }
+    }
+
+    /// Changes a held row's record (not its id, queue or payment key).
+    mutating func update(id: UInt64, _ change: (inout TransactionRecord) -> Void) {
+        guard var row = rows[id] else { preconditionFailure("transaction \(id) is not pending") }
+        if journaling { journal.append(.changed(row)) }
+        change(&row.record)
+        precondition(row.record.id == id, "a pending row keeps its id")
+        rows[id] = row
+    }
+
+    /// Forgets a row that is now in the SQLite transaction.
+    mutating func noteWritten(id: UInt64) {
+        guard let row = rows.removeValue(forKey: id) else { return }
+        if let key = PaymentKey(row) { byPaymentKey[key] = nil }
+        if journaling { journal.append(.written(row)) }
+    }
+
+    /// Forgets every row: SQLite lost its transaction, and the commit log brings them back.
+    mutating func removeAll() {
+        rows.removeAll()
+        byPaymentKey.removeAll()
+        journal.removeAll()
+        marks.removeAll()
+    }
+
+    // MARK: Units of work and savepoints
+
+    mutating func beginUnit() {
+        journal.removeAll(keepingCapacity: true)
+        marks.removeAll()
+        journaling = true
+    }
+
+    /// The unit of work is kept: nothing of it is undone any more.
+    mutating func endUnit() {
+        journal.removeAll(keepingCapacity: true)
+        marks.removeAll()
+        journaling = false
+    }
+
+    /// Undoes the whole unit of work.
+    mutating func rollBackUnit() {
+        undo(to: 0)
+        endUnit()
+    }
+
+    mutating func beginSavepoint() {
+        marks.append(journal.count)
+    }
+
+    mutating func releaseSavepoint() {
+        _ = marks.popLast()
+    }
+
+    mutating func rollBackSavepoint() {
+        guard let mark = marks.popLast() else { return }
+        undo(to: mark)
+    }
+
+    private mutating func undo(to mark: Int) {
+        while journal.count > mark {
+            switch journal.removeLast() {
+            case .added(let id):
+                if let row = rows.removeValue(forKey: id), let key = PaymentKey(row) { byPaymentKey[key] = nil }
+            case .changed(let row):
+                rows[row.record.id] = row
+            case .written(let row):
+                // SQLite undid the INSERT with the rest: the row is held here again.
+                rows[row.record.id] = row
+                if let key = PaymentKey(row) { byPaymentKey[key] = row.record.id }
+            }
+        }
+    }
+}

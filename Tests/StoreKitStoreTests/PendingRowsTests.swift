@@ -1,0 +1,183 @@
+import Foundation
+import StoreKitStore
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// New rows are held in memory until the SQLite transaction needs them (PendingRows.swift): every
+/// read sees them, undoing a unit of work or a request undoes them, and a crash loses none.
+@Suite("TransactionStore: pending rows")
+struct PendingRowsTests {
+    static let app = "com.example.game"
+
+    /// A purchase as the engine makes it: the payment key looked up first, then the row inserted.
+    @discardableResult
+    static func purchase(_ store: TransactionStore, key: String, state: TransactionState = .purchased,
+                         uid: UInt32 = 1000) throws -> TransactionRecord {
+        #expect(try store.transaction(uid: uid, app: app, paymentKey: key) == nil)
+        let record = makeRecord(id: store.allocateTransactionID(), uid: uid, state: state,
+                                sequence: try store.nextSequence(uid: uid, app: app))
+        try store.insert(record, paymentKey: key)
+        return record
+    }
+
+    @Test("a new row with a looked-up key is held, visible to every read, and written at flush")
+    func heldAndVisible() throws {
+        let store = try StoreFixture().open()
+        let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "a") }
+        #expect(store.pendingRowCount == 1)
+        #expect(try store.transaction(id: record.id) == record)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "a") == record)
+        #expect(store.pendingRowCount == 1)   // those two reads are answered from memory
+
+        // Any other query writes the held rows into the SQLite transaction first.
+        #expect(try store.unfinished(uid: 1000, app: Self.app) == [record])
+        #expect(store.pendingRowCount == 0)
+        for read in [{ try store.all(uid: 1000, app: Self.app) },
+                     { try store.list(uid: nil, app: nil, unfinishedOnly: true) }] {
+            let second = try StoreFixture.unit(store) { try Self.purchase(store, key: UUID().uuidString) }
+            #expect(store.pendingRowCount == 1)
+            #expect(try read().last == second)
+            #expect(store.pendingRowCount == 0)
+        }
+        try StoreFixture.unit(store) { try Self.purchase(store, key: "count") }
+        #expect(try store.unfinishedCount() == 4)
+        #expect(store.pendingRowCount == 0)
+
+        try StoreFixture.unit(store) { try Self.purchase(store, key: "flushed") }
+        try store.flush()
+        #expect(store.pendingRowCount == 0)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "flushed") != nil)
+    }
+
+    @Test("a row finished while held is written once, finished, and the commit log replays both changes")
+    func finishedWhileHeld() throws {
+        let fixture = StoreFixture()
+        let id: UInt64
+        do {
+            let store = try fixture.open()
+            let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }
+            id = record.id
+            try StoreFixture.unit(store) { () throws in
+                #expect(try store.markFinished(id: id, sequence: 7))
+                #expect(try !store.markFinished(id: id, sequence: 8))   // finished already
+            }
+            #expect(store.pendingRowCount == 1)
+            #expect(try store.transaction(id: id)?.finished == true)
+            #expect(try store.transaction(id: id)?.sequence == 7)
+            // Dropped without a flush, as after kill -9: only the commit log has the row.
+        }
+        do {
+            let store = try fixture.open()
+            #expect(store.openReport.hasSuffix("; applied 2 units of work from the commit log"))
+            #expect(try store.transaction(id: id)?.finished == true)
+            #expect(try store.transaction(id: id)?.sequence == 7)
+            #expect(try store.unfinishedCount() == 0)
+            // The same row written from memory at a flush is identical.
+            let second = try StoreFixture.unit(store) { try Self.purchase(store, key: "k2") }
+            try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: second.id, sequence: 9)) }
+            try store.shutDown()
+        }
+        let store = try fixture.open()
+        #expect(store.openReport == "schema \(TransactionStore.schemaVersion)")
+        let rows = try store.list(uid: nil, app: nil, unfinishedOnly: false)
+        #expect(rows.map(\.finished) == [true, true])
+        #expect(rows.map(\.sequence) == [7, 9])
+    }
+
+    @Test("a held row that is not finishable is not finished")
+    func heldNotFinishable() throws {
+        let store = try StoreFixture().open()
+        let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "p", state: .purchasing) }
+        #expect(store.pendingRowCount == 1)
+        #expect(try !StoreFixture.unit(store) { try store.markFinished(id: record.id, sequence: 5) })
+        #expect(try store.transaction(id: record.id) == record)
+    }
+
+    @Test("undoing a unit of work removes its held rows and puts back the ones it wrote into SQLite")
+    func rollbackOfUnit() throws {
+        let store = try StoreFixture().open()
+        let kept = try StoreFixture.unit(store) { try Self.purchase(store, key: "kept") }
+        #expect(store.pendingRowCount == 1)
+
+        try store.begin()
+        let undone = try Self.purchase(store, key: "undone")
+        #expect(try store.markFinished(id: undone.id, sequence: 40))
+        // A query writes both rows into SQLite, inside this unit of work's savepoint.
+        #expect(try store.all(uid: 1000, app: Self.app).map(\.id) == [kept.id, undone.id])
+        #expect(store.pendingRowCount == 0)
+        store.rollback()
+
+        // SQLite undid the INSERTs; the row of the committed unit is held again, as it was.
+        #expect(store.pendingRowCount == 1)
+        #expect(try store.transaction(id: kept.id) == kept)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "kept") == kept)
+        #expect(try store.transaction(id: undone.id) == nil)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "undone") == nil)
+        try store.flush()
+        #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false) == [kept])
+        // The key of the undone row is free again.
+        try StoreFixture.unit(store) { try Self.purchase(store, key: "undone") }
+        #expect(try store.unfinishedCount() == 2)
+    }
+
+    @Test("undoing one request's savepoint undoes only its changes to held rows")
+    func rollbackOfSavepoint() throws {
+        let store = try StoreFixture().open()
+        let first = try StoreFixture.unit(store) { try Self.purchase(store, key: "first") }
+
+        try store.begin()
+        let second = try Self.purchase(store, key: "second")
+        try store.savepoint()
+        #expect(try store.markFinished(id: first.id, sequence: 50))
+        let third = try Self.purchase(store, key: "third")
+        _ = try store.unfinished(uid: 1000, app: Self.app)   // writes all three into SQLite
+        store.rollbackToSavepoint()
+        try store.commit()
+
+        #expect(store.pendingRowCount == 2)
+        #expect(try store.transaction(id: first.id) == first)
+        #expect(try store.transaction(id: second.id) == second)
+        #expect(try store.transaction(id: third.id) == nil)
+        #expect(try store.unfinished(uid: 1000, app: Self.app) == [first, second])
+    }
+
+    @Test("a payment key that is held is refused a second time, in the same or a later unit of work")
+    func heldKeyIsUnique() throws {
+        let store = try StoreFixture().open()
+        let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }
+        #expect(store.pendingRowCount == 1)
+        try store.begin()
+        let error = storeError {
+            try store.insert(makeRecord(id: store.allocateTransactionID()), paymentKey: "k")
+        }
+        #expect(error?.message.contains("taken already") == true)
+        store.rollback()
+        #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false) == [record])
+    }
+
+    @Test("rows with made-up ids or unchecked keys are inserted at once, so SQLite checks them")
+    func uncheckedRowsAreNotHeld() throws {
+        let store = try StoreFixture().open()
+        try StoreFixture.unit(store) { try store.insert(makeRecord(id: 5), paymentKey: "k") }
+        #expect(store.pendingRowCount == 0)
+        try StoreFixture.unit(store) { try store.insert(makeRecord(id: store.allocateTransactionID())) }
+        #expect(store.pendingRowCount == 1)
+        try store.begin()
+        #expect(storeError { try store.insert(makeRecord(id: 5, uid: 7)) } != nil)   // id taken, in SQLite
+        store.rollback()
+        #expect(try store.unfinishedCount() == 2)
+    }
+
+    @Test("held rows lost with SQLite's transaction come back from the commit log")
+    func lostTransaction() throws {
+        let store = try StoreFixture().open()
+        let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }
+        #expect(store.pendingRowCount == 1)
+        // What SQLite does on some I/O errors: the open transaction is rolled back by itself.
+        try store.database.execute("ROLLBACK")
+        try StoreFixture.unit(store) { try Self.purchase(store, key: "k2") }
+        #expect(try store.transaction(id: record.id) == record)
+        #expect(try store.unfinishedCount() == 2)
+    }
+}
