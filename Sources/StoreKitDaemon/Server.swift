@@ -166,6 +166,7 @@ public final class Server {
             executePending()
             resumeBacklog()
             flushDirty()
+            writeHeldRows()
             if engine.store.flushIsDue(now: ServiceNotifier.monotonicMilliseconds()) { flushStore() }
             housekeeping()
         }
@@ -182,6 +183,19 @@ public final class Server {
             try engine.store.flush()
         } catch {
             logger.error("Failed to commit to \(engine.store.path) (the commit log keeps the changes): \(error.message)",
+                         id: .storageFailure)
+        }
+    }
+
+    /// New rows wait in memory for their finish this long (ms) before they go into the SQLite
+    /// transaction (TransactionStore.writeRows), a few at every turn.
+    static let heldRowAge: Int64 = 25
+
+    private func writeHeldRows() {
+        do {
+            try engine.store.writeRows(heldLongerThan: Self.heldRowAge, now: ServiceNotifier.monotonicMilliseconds())
+        } catch {
+            logger.error("Failed to write new transactions into \(engine.store.path) (the commit log keeps them): \(error.message)",
                          id: .storageFailure)
         }
     }

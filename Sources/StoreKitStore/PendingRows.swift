@@ -15,6 +15,8 @@ struct PendingRows {
     struct Row {
         var record: TransactionRecord
         let paymentKey: String?
+        /// When it was added (monotonic ms).
+        let heldSince: Int64
     }
 
     private struct PaymentKey: Hashable {
@@ -42,6 +44,9 @@ struct PendingRows {
 
     private var rows: [UInt64: Row] = [:]
     private var byPaymentKey: [PaymentKey: UInt64] = [:]
+    /// Ids in the order they were added, from `firstArrival` on; ids written since are skipped.
+    private var arrivals: [(id: UInt64, since: Int64)] = []
+    private var firstArrival = 0
     /// Changes since the unit of work began, while one is open.
     private var journal: [Change] = []
     private var marks: [Int] = []
@@ -59,14 +64,35 @@ struct PendingRows {
         byPaymentKey[PaymentKey(uid: uid, app: app, key: paymentKey)].flatMap { rows[$0] }
     }
 
-    /// The rows, oldest first: the order they are written in.
-    var inOrder: [Row] { rows.values.sorted { $0.record.id < $1.record.id } }
+    /// The ids of all rows, oldest first: the order they are written in.
+    var allIDs: [UInt64] { rows.keys.sorted() }
+
+    /// The ids of the rows held since `time` or earlier, in the order they were added. They are
+    /// not asked for again: written, or (when a write fails) left for `allIDs`.
+    mutating func takeIDs(heldSince time: Int64) -> [UInt64] {
+        var ids: [UInt64] = []
+        while firstArrival < arrivals.count, arrivals[firstArrival].since <= time {
+            let id = arrivals[firstArrival].id
+            if rows[id] != nil { ids.append(id) }
+            firstArrival += 1
+        }
+        if firstArrival > 1024 && firstArrival * 2 > arrivals.count {
+            arrivals.removeSubrange(..<firstArrival)
+            firstArrival = 0
+        }
+        return ids
+    }
 
     mutating func add(_ row: Row) {
         precondition(rows[row.record.id] == nil, "transaction \(row.record.id) is pending already")
+        hold(row)
+        if journaling { journal.append(.added(row.record.id)) }
+    }
+
+    private mutating func hold(_ row: Row) {
         rows[row.record.id] = row
         if let key = PaymentKey(row) { byPaymentKey[key] = row.record.id }
-        if journaling { journal.append(.added(row.record.id)) }
+        arrivals.append((row.record.id, row.heldSince))
     }
 
     /// Changes a held row's record (not its id, queue or payment key).
@@ -83,12 +109,18 @@ struct PendingRows {
         guard let row = rows.removeValue(forKey: id) else { return }
         if let key = PaymentKey(row) { byPaymentKey[key] = nil }
         if journaling { journal.append(.written(row)) }
+        if rows.isEmpty {
+            arrivals.removeAll(keepingCapacity: true)
+            firstArrival = 0
+        }
     }
 
     /// Forgets every row: SQLite lost its transaction, and the commit log brings them back.
     mutating func removeAll() {
         rows.removeAll()
         byPaymentKey.removeAll()
+        arrivals.removeAll()
+        firstArrival = 0
         journal.removeAll()
         marks.removeAll()
     }
@@ -135,9 +167,8 @@ struct PendingRows {
             case .changed(let row):
                 rows[row.record.id] = row
             case .written(let row):
-                // SQLite undid the INSERT with the rest: the row is held here again.
-                rows[row.record.id] = row
-                if let key = PaymentKey(row) { byPaymentKey[key] = row.record.id }
+                // SQLite undid the INSERT with the rest: the row is held again.
+                hold(row)
             }
         }
     }

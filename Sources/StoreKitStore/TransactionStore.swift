@@ -438,7 +438,8 @@ public final class TransactionStore {
         let insert = try insertStatement(record, paymentKey: paymentKey)
         if inTransaction && knownNew {
             try insert.recordWithoutRunning()
-            pending.add(PendingRows.Row(record: record, paymentKey: paymentKey))
+            pending.add(PendingRows.Row(record: record, paymentKey: paymentKey,
+                                        heldSince: DiskSpaceGuard.monotonicMilliseconds()))
         } else {
             try insert.run()
         }
@@ -446,15 +447,31 @@ public final class TransactionStore {
         if paymentKey != nil { absentPaymentKey = nil }
     }
 
-    /// Writes the pending rows into the SQLite transaction, oldest first. Not recorded: their
-    /// changes are in the unit of work that made them.
+    /// Writes the pending rows into the SQLite transaction, oldest first.
     func writePendingRows() throws(StoreError) {
         guard !pending.isEmpty else { return }
+        try write(pending.allIDs)
+    }
+
+    /// Writes the rows held `age` ms or longer into the SQLite transaction, between units of
+    /// work: spread over the loop's turns, not all at the next flush (which would stall the
+    /// requests that arrive meanwhile). A purchase is mostly finished by then, and written once.
+    public func writeRows(heldLongerThan age: Int64, now: Int64) throws(StoreError) {
+        precondition(!inTransaction, "rows written inside a unit of work")
+        noticeLostTransaction()
+        guard !pending.isEmpty else { return }
+        let ids = pending.takeIDs(heldSince: now - age)
+        if !ids.isEmpty { try write(ids) }
+    }
+
+    /// Not recorded: these changes are in the units of work that made them.
+    private func write(_ ids: [UInt64]) throws(StoreError) {
         try database.requireTransaction()
         try database.unrecorded { () throws(StoreError) in
-            for row in pending.inOrder {
+            for id in ids {
+                guard let row = pending.row(id: id) else { continue }
                 try insertStatement(row.record, paymentKey: row.paymentKey).run()
-                pending.noteWritten(id: row.record.id)
+                pending.noteWritten(id: id)
             }
         }
     }

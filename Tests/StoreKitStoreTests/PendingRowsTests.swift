@@ -85,6 +85,29 @@ struct PendingRowsTests {
         #expect(rows.map(\.sequence) == [7, 9])
     }
 
+    @Test("rows held longer than the given age are written between units of work, the younger ones wait")
+    func writtenByAge() throws {
+        let store = try StoreFixture().open()
+        let old = try StoreFixture.unit(store) { try Self.purchase(store, key: "old") }
+        try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: old.id, sequence: 3)) }
+        usleep(30_000)
+        let young = try StoreFixture.unit(store) { try Self.purchase(store, key: "young") }
+        #expect(store.pendingRowCount == 2)
+
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)   // the clock rows are held by
+        let now = Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
+        try store.writeRows(heldLongerThan: 20, now: now)
+        #expect(store.pendingRowCount == 1)
+        #expect(try store.transaction(id: young.id) == young)   // still held
+        try store.writeRows(heldLongerThan: 20, now: now)       // nothing new is due
+        #expect(store.pendingRowCount == 1)
+        try store.writeRows(heldLongerThan: 0, now: now + 1_000)
+        #expect(store.pendingRowCount == 0)
+        try store.flush()
+        #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false).map(\.finished) == [true, false])
+    }
+
     @Test("a held row that is not finishable is not finished")
     func heldNotFinishable() throws {
         let store = try StoreFixture().open()
