@@ -19,23 +19,6 @@ struct PendingRows {
         let heldSince: Int64
     }
 
-    private struct PaymentKey: Hashable {
-        let uid: UInt32
-        let app: String
-        let key: String
-
-        init?(_ row: Row) {
-            guard let key = row.paymentKey else { return nil }
-            self.init(uid: row.record.uid, app: row.record.app, key: key)
-        }
-
-        init(uid: UInt32, app: String, key: String) {
-            self.uid = uid
-            self.app = app
-            self.key = key
-        }
-    }
-
     private enum Change {
         case added(UInt64)
         case changed(Row)
@@ -43,7 +26,7 @@ struct PendingRows {
     }
 
     private var rows: [UInt64: Row] = [:]
-    private var byPaymentKey: [PaymentKey: UInt64] = [:]
+    private var byPaymentKey: [StoredPaymentKey: UInt64] = [:]
     /// Ids in the order they were added, from `firstArrival` on; ids written since are skipped.
     private var arrivals: [(id: UInt64, since: Int64)] = []
     private var firstArrival = 0
@@ -61,7 +44,7 @@ struct PendingRows {
     func row(id: UInt64) -> Row? { rows[id] }
 
     func row(uid: UInt32, app: String, paymentKey: String) -> Row? {
-        byPaymentKey[PaymentKey(uid: uid, app: app, key: paymentKey)].flatMap { rows[$0] }
+        byPaymentKey[StoredPaymentKey(uid: uid, app: app, key: paymentKey)].flatMap { rows[$0] }
     }
 
     /// The ids of all rows, oldest first: the order they are written in.
@@ -91,7 +74,7 @@ struct PendingRows {
 
     private mutating func hold(_ row: Row) {
         rows[row.record.id] = row
-        if let key = PaymentKey(row) { byPaymentKey[key] = row.record.id }
+        if let key = StoredPaymentKey(row) { byPaymentKey[key] = row.record.id }
         arrivals.append((row.record.id, row.heldSince))
     }
 
@@ -107,7 +90,7 @@ struct PendingRows {
     /// Forgets a row that is now in the SQLite transaction.
     mutating func noteWritten(id: UInt64) {
         guard let row = rows.removeValue(forKey: id) else { return }
-        if let key = PaymentKey(row) { byPaymentKey[key] = nil }
+        if let key = StoredPaymentKey(row) { byPaymentKey[key] = nil }
         if journaling { journal.append(.written(row)) }
         if rows.isEmpty {
             arrivals.removeAll(keepingCapacity: true)
@@ -163,7 +146,7 @@ struct PendingRows {
         while journal.count > mark {
             switch journal.removeLast() {
             case .added(let id):
-                if let row = rows.removeValue(forKey: id), let key = PaymentKey(row) { byPaymentKey[key] = nil }
+                if let row = rows.removeValue(forKey: id), let key = StoredPaymentKey(row) { byPaymentKey[key] = nil }
             case .changed(let row):
                 rows[row.record.id] = row
             case .written(let row):
@@ -171,5 +154,42 @@ struct PendingRows {
                 hold(row)
             }
         }
+    }
+}
+
+/// A payment key as SQLite stores and compares it: the bytes of its queue's app and of the key up
+/// to the first NUL (text is bound with `sqlite3_bind_text(-1)`), compared byte for byte (Swift's
+/// `String ==` would equate canonically equivalent keys that SQLite tells apart).
+struct StoredPaymentKey: Hashable {
+    let uid: UInt32
+    let app: [UInt8]
+    let key: [UInt8]
+
+    init(uid: UInt32, app: String, key: String) {
+        self.uid = uid
+        self.app = Self.stored(app)
+        self.key = Self.stored(key)
+    }
+
+    init?(_ row: PendingRows.Row) {
+        guard let key = row.paymentKey else { return nil }
+        self.init(uid: row.record.uid, app: row.record.app, key: key)
+    }
+
+    static func stored(_ text: String) -> [UInt8] { Array(text.utf8.prefix { $0 != 0 }) }
+}
+
+extension TransactionRecord {
+    /// The record as SQLite keeps it: every text up to its first NUL.
+    var storedForm: TransactionRecord {
+        func cut(_ text: String) -> String {
+            text.utf8.contains(0) ? String(decoding: StoredPaymentKey.stored(text), as: UTF8.self) : text
+        }
+        var record = self
+        record.app = cut(app)
+        record.productID = cut(productID)
+        record.errorMessage = errorMessage.map(cut)
+        record.applicationUsername = applicationUsername.map(cut)
+        return record
     }
 }

@@ -28,7 +28,7 @@ public final class TransactionStore {
     private var unusedIDsFrom = UInt64.max
     private var highestInsertedID: UInt64 = 0
     /// The payment key `transaction(uid:app:paymentKey:)` last found in no row, if no row took it since.
-    private var absentPaymentKey: (uid: UInt32, app: String, key: String)?
+    private var absentPaymentKey: StoredPaymentKey?
     /// Per-queue sequence counters, authoritative in memory; written to the `sequences` table at
     /// `flush()` for the queues that moved since the last one (units of work in the commit log
     /// carry no counter writes: after a replay they are recomputed from the rows).
@@ -360,6 +360,7 @@ public final class TransactionStore {
         try? database.statement("RELEASE request").run()
         if let mark = savepointMarks.popLast() { database.rollBackRecording(to: mark) }
         pending.rollBackSavepoint()
+        absentPaymentKey = nil   // the undone changes may have removed the row that had it
         generation &+= 1
     }
 
@@ -431,14 +432,14 @@ public final class TransactionStore {
             throw StoreError(.other(SQLITE_CONSTRAINT | (8 << 8)), path: path,   // SQLITE_CONSTRAINT_UNIQUE
                              message: "transaction \(record.id) or its payment key is taken already")
         }
-        let keyKnownNew = paymentKey.map { key in
-            absentPaymentKey.map { $0 == (record.uid, record.app, key) } ?? false
-        } ?? true
+        let keyKnownNew = paymentKey.map { absentPaymentKey == StoredPaymentKey(uid: record.uid, app: record.app, key: $0) }
+            ?? true
         let knownNew = keyKnownNew && record.id >= unusedIDsFrom && record.id > highestInsertedID
         let insert = try insertStatement(record, paymentKey: paymentKey)
         if inTransaction && knownNew {
             try insert.recordWithoutRunning()
-            pending.add(PendingRows.Row(record: record, paymentKey: paymentKey,
+            pending.add(PendingRows.Row(record: record.storedForm,
+                                        paymentKey: paymentKey.map { String(decoding: StoredPaymentKey.stored($0), as: UTF8.self) },
                                         heldSince: DiskSpaceGuard.monotonicMilliseconds()))
         } else {
             try insert.run()
@@ -607,7 +608,7 @@ public final class TransactionStore {
         select.bind(2, app)
         select.bind(3, paymentKey)
         let found = try select.firstRow { record($0) }
-        absentPaymentKey = found == nil ? (uid, app, paymentKey) : nil
+        absentPaymentKey = found == nil ? StoredPaymentKey(uid: uid, app: app, key: paymentKey) : nil
         return found
     }
 

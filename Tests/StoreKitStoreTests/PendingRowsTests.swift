@@ -203,4 +203,70 @@ struct PendingRowsTests {
         #expect(try store.transaction(id: record.id) == record)
         #expect(try store.unfinishedCount() == 2)
     }
+
+    @Test("a held key is compared as SQLite stores it: up to a NUL, byte for byte")
+    func heldKeysAsStored() throws {
+        let store = try StoreFixture().open()
+        let withNUL = try StoreFixture.unit(store) { () throws in
+            var record = makeRecord(id: store.allocateTransactionID())
+            record.applicationUsername = "player\u{0}hidden"
+            #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "a\u{0}x") == nil)
+            try store.insert(record, paymentKey: "a\u{0}x")
+            return record
+        }
+        #expect(store.pendingRowCount == 1)
+        // SQLite keeps "a" for both keys: the second payment is the first one.
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "a\u{0}y")?.id == withNUL.id)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "a")?.id == withNUL.id)
+        #expect(try store.transaction(id: withNUL.id)?.applicationUsername == "player")
+
+        // Canonically equivalent keys are different bytes, and different keys to SQLite.
+        let precomposed = try StoreFixture.unit(store) { try Self.purchase(store, key: "caf\u{E9}") }
+        let decomposed = try StoreFixture.unit(store) { try Self.purchase(store, key: "cafe\u{301}") }
+        #expect(precomposed.id != decomposed.id)
+        #expect(store.pendingRowCount == 3)
+        try store.flush()
+        #expect(try store.transaction(id: withNUL.id)?.applicationUsername == "player")
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "cafe\u{301}")?.id == decomposed.id)
+        #expect(try store.unfinishedCount() == 3)
+    }
+
+    @Test("a key found absent before a savepoint that is undone is checked by SQLite again")
+    func absentKeyAfterUndoneSavepoint() throws {
+        let store = try StoreFixture().open()
+        let kept = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }
+        try store.flush()
+        try store.begin()
+        try store.savepoint()
+        _ = try store.deleteHistory(uid: nil, app: nil)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "k") == nil)
+        store.rollbackToSavepoint()   // the row with "k" is back
+        #expect(storeError { try store.insert(makeRecord(id: store.allocateTransactionID()), paymentKey: "k") } != nil)
+        store.rollback()
+        try store.flush()
+        #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false) == [kept])
+    }
+
+    @Test("changes other than a finish reach a held row through SQLite")
+    func otherChangesOfHeldRows() throws {
+        let store = try StoreFixture().open()
+        let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "p", state: .purchasing) }
+        #expect(store.pendingRowCount == 1)
+        try StoreFixture.unit(store) { () throws in
+            #expect(try store.transition(id: record.id, from: .purchasing, to: .purchased, sequence: 4, date: 5))
+        }
+        #expect(store.pendingRowCount == 0)
+        #expect(try store.transaction(id: record.id)?.state == .purchased)
+
+        let second = try StoreFixture.unit(store) { try Self.purchase(store, key: "q") }
+        try StoreFixture.unit(store) { () throws in #expect(try store.touch(id: second.id, sequence: 9)) }
+        #expect(try store.transaction(id: second.id)?.sequence == 9)
+
+        let third = try StoreFixture.unit(store) { try Self.purchase(store, key: "r") }
+        try StoreFixture.unit(store) { () throws in
+            #expect(try store.setRevocation(id: third.id, date: 7, reason: 1, sequence: 10))
+        }
+        #expect(try store.transaction(id: third.id)?.revocationDate == 7)
+        #expect(store.pendingRowCount == 0)
+    }
 }
