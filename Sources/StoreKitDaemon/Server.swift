@@ -178,12 +178,15 @@ public final class Server {
     static let idleFlushDelay: Int32 = 2
 
     /// Commits the SQLite transaction (no fsync: its units of work are durable in the commit log).
-    private func flushStore() {
+    @discardableResult
+    private func flushStore() -> Bool {
         do {
             try engine.store.flush()
+            return true
         } catch {
             logger.error("Failed to commit to \(engine.store.path) (the commit log keeps the changes): \(error.message)",
                          id: .storageFailure)
+            return false
         }
     }
 
@@ -622,16 +625,28 @@ public final class Server {
     private func executePending() {
         let fireScheduled = writesStoppedReason == nil && scheduledEventDue
         guard !pending.isEmpty || fireScheduled else { return }
-        let batch = pending
+        let received = pending
         pending.removeAll(keepingCapacity: true)
-        defer { for (session, _) in batch { session.inFlight = 0 } }
+        defer { for (session, _) in received { session.inFlight = 0 } }
+        var batch = received
         var output = BatchOutput()
         var restoring = Set<QueueKey>()
         let batchStart = ServiceNotifier.monotonicMicroseconds()
         // Control commands (backup, integrity check, …) may read the database on another
         // connection: everything acknowledged before them is committed to SQLite first.
         let control = batch.contains(where: { if case .control = $0.1 { true } else { false } })
-        if control { flushStore() }
+        if control && !flushStore() {
+            // Without that commit they would miss acknowledged changes (a backup would be stale):
+            // refused; the other requests go on.
+            var refusals = BatchOutput()
+            batch.removeAll { session, message in
+                guard case .control(let id, _, _) = message else { return false }
+                refusals.reply(session, .controlResult(requestID: id, code: .storageFailure, message:
+                    "the store could not commit to \(engine.store.path) first (see the journal); try again", json: "null"))
+                return true
+            }
+            deliver(refusals)
+        }
         // A scheduled event that cannot be stored now is retried at the next turn.
         func fireDueEvents(into output: inout BatchOutput) {
             guard fireScheduled else { return }
