@@ -90,6 +90,7 @@ public enum Daemon {
         let checkpointer = Checkpointer(path: databasePath, durable: store.commitLog.durable)
         if (try? store.disableAutomaticCheckpoints()) != nil { checkpointer.start() }
         defer { checkpointer.stop() }
+        store.startPaymentKeyFilter()
 
         let engine = PaymentQueueEngine(store: store, catalogs: catalogs)
         if let storefront = configuration.storefront ?? catalogs.values.first?.settings.storefront {

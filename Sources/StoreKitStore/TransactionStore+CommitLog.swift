@@ -50,6 +50,7 @@ extension TransactionStore {
             try setSetting(Self.lsnKey, String(commitLog.nextLSN - 1))
             try database.execute("COMMIT")
             sqliteOpen = false
+            rebuildKeyFilterIfFull()
         } catch {
             noticeLostTransaction()
             throw error

@@ -29,6 +29,13 @@ public final class TransactionStore {
     private var highestInsertedID: UInt64 = 0
     /// The payment key `transaction(uid:app:paymentKey:)` last found in no row, if no row took it since.
     private var absentPaymentKey: StoredPaymentKey?
+    /// Every payment key in the table or held (and some undone), once built (PaymentKeyFilter.swift).
+    private var keyFilter: PaymentKeyFilter?
+    private var keyFilterBuild: PaymentKeyFilterBuild?
+    /// Keys inserted since the build began reading: added to its filter when it is taken.
+    private var keysDuringBuild: [StoredPaymentKey] = []
+    /// Lookups of a payment key answered by the filter, without SQLite.
+    public private(set) var keyLookupsSkipped = 0
     /// Per-queue sequence counters, authoritative in memory; written to the `sequences` table at
     /// `flush()` for the queues that moved since the last one (units of work in the commit log
     /// carry no counter writes: after a replay they are recomputed from the rows).
@@ -445,7 +452,59 @@ public final class TransactionStore {
             try insert.run()
         }
         highestInsertedID = max(highestInsertedID, record.id)
-        if paymentKey != nil { absentPaymentKey = nil }
+        if let paymentKey {
+            absentPaymentKey = nil
+            noteKeyInserted(StoredPaymentKey(uid: record.uid, app: record.app, key: paymentKey))
+        }
+    }
+
+    // MARK: The payment-key filter
+
+    /// Starts building, on a thread with its own read connection, a filter of the payment keys that
+    /// proves most new keys new without an index lookup (PaymentKeyFilter.swift). For the daemon;
+    /// call between flushes (nothing uncommitted), e.g. after opening.
+    public func startPaymentKeyFilter() {
+        precondition(!sqliteOpen, "the filter's build must see every key committed")
+        buildKeyFilter(capacity: 0)
+    }
+
+    /// Starts building the filter from what is committed: the build's snapshot holds every key
+    /// but those inserted from here on, which `noteKeyInserted` keeps for it.
+    private func buildKeyFilter(capacity: Int) {
+        keyFilter = nil
+        keysDuringBuild.removeAll()
+        keyFilterBuild = PaymentKeyFilterBuild(path: path, minimumCapacity: capacity)
+    }
+
+    private func noteKeyInserted(_ key: StoredPaymentKey) {
+        if keyFilter != nil {
+            keyFilter?.insert(key)
+        } else if keyFilterBuild != nil {
+            keysDuringBuild.append(key)
+        }
+    }
+
+    /// The filter, once the build has finished (nil while it runs, or if it failed).
+    private func currentKeyFilter() -> PaymentKeyFilter? {
+        if let build = keyFilterBuild {
+            switch build.current {
+            case .building:
+                return nil
+            case .built(var filter):
+                for key in keysDuringBuild { filter.insert(key) }
+                keyFilter = filter
+            case .failed:
+                break
+            }
+            keyFilterBuild = nil
+            keysDuringBuild = []
+        }
+        return keyFilter
+    }
+
+    /// After a flush (nothing uncommitted): a filter too full to be of use is built again, larger.
+    func rebuildKeyFilterIfFull() {
+        if let filter = keyFilter, filter.isFull { buildKeyFilter(capacity: 2 * filter.count) }
     }
 
     /// Writes the pending rows into the SQLite transaction, oldest first.
@@ -602,13 +661,19 @@ public final class TransactionStore {
 
     public func transaction(uid: UInt32, app: String, paymentKey: String) throws(StoreError) -> TransactionRecord? {
         if let row = pending.row(uid: uid, app: app, paymentKey: paymentKey) { return row.record }
+        let key = StoredPaymentKey(uid: uid, app: app, key: paymentKey)
+        if let filter = currentKeyFilter(), !filter.mightContain(key) {
+            keyLookupsSkipped += 1
+            absentPaymentKey = key
+            return nil
+        }
         let select = try database.statement(
             "SELECT \(Self.columns) FROM transactions WHERE uid = ? AND app = ? AND payment_key = ?")
         select.bind(1, Int64(uid))
         select.bind(2, app)
         select.bind(3, paymentKey)
         let found = try select.firstRow { record($0) }
-        absentPaymentKey = found == nil ? StoredPaymentKey(uid: uid, app: app, key: paymentKey) : nil
+        absentPaymentKey = found == nil ? key : nil
         return found
     }
 

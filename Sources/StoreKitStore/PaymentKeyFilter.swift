@@ -1,0 +1,107 @@
+import CSQLite
+import Foundation
+import Synchronization
+
+/// A Bloom filter over the payment keys of a database's transactions: a key it has not seen is in
+/// no row, so a new payment's key is proved new without a lookup in the unique index (the lookup
+/// was a quarter of executing a payment). It may answer "maybe" for a key it has not seen (about
+/// 1 in 300 at capacity); then the store asks SQLite, as it does while no filter is ready.
+struct PaymentKeyFilter {
+    private var words: [UInt64]
+    private let mask: UInt64
+    private(set) var count = 0
+    /// Keys it holds before "maybe" becomes too frequent to be of use.
+    let capacity: Int
+
+    /// At least 12 bits per key for `capacity` keys (and for 65,536 at least); 7 probes.
+    init(capacity: Int) {
+        var bitCount = 1 << 20
+        while bitCount < max(capacity, 0) * 12 { bitCount <<= 1 }
+        words = [UInt64](repeating: 0, count: bitCount / 64)
+        mask = UInt64(bitCount - 1)
+        self.capacity = bitCount / 12
+    }
+
+    var isFull: Bool { count > capacity }
+
+    mutating func insert(_ key: StoredPaymentKey) {
+        var (probe, step) = Self.hashes(key)
+        for _ in 0..<Self.probes {
+            let bit = probe & mask
+            words[Int(bit >> 6)] |= 1 << (bit & 63)
+            probe &+= step
+        }
+        count += 1
+    }
+
+    func mightContain(_ key: StoredPaymentKey) -> Bool {
+        var (probe, step) = Self.hashes(key)
+        for _ in 0..<Self.probes {
+            let bit = probe & mask
+            guard words[Int(bit >> 6)] & (1 << (bit & 63)) != 0 else { return false }
+            probe &+= step
+        }
+        return true
+    }
+
+    private static let probes = 7
+
+    /// FNV-1a over uid, app, a separator and key, and a second hash mixed from it (odd, so that
+    /// the probes `h1 + i·h2` are distinct).
+    private static func hashes(_ key: StoredPaymentKey) -> (UInt64, UInt64) {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ byte: UInt8) {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        withUnsafeBytes(of: key.uid.littleEndian) { for byte in $0 { mix(byte) } }
+        for byte in key.app { mix(byte) }
+        mix(0xff)   // not UTF-8: apps "ab" + key "c" and "a" + "bc" differ
+        for byte in key.key { mix(byte) }
+        var second = hash ^ (hash >> 33)
+        second &*= 0xff51_afd7_ed55_8ccd
+        second ^= second >> 33
+        return (hash, second | 1)
+    }
+}
+
+/// Builds a `PaymentKeyFilter` of the keys committed in a database, on a thread of its own with its
+/// own read connection (a database of millions of rows opens without waiting for it).
+final class PaymentKeyFilterBuild: Sendable {
+    enum Outcome {
+        case building
+        case built(PaymentKeyFilter)
+        case failed
+    }
+
+    private let outcome = Mutex(Outcome.building)
+
+    /// Starts reading the keys committed in `path` now or later (the caller notes the keys it
+    /// inserts from now on, and adds them to the filter it takes).
+    init(path: String, minimumCapacity: Int) {
+        Thread.startNamed("storekitd-keys") { [self] in
+            let filter = Self.read(path: path, minimumCapacity: minimumCapacity)
+            outcome.withLock { $0 = filter.map { .built($0) } ?? .failed }
+        }
+    }
+
+    var current: Outcome { outcome.withLock { $0 } }
+
+    private static func read(path: String, minimumCapacity: Int) -> PaymentKeyFilter? {
+        do {
+            let database = try SQLiteDatabase(path: path, readOnly: true)
+            try database.execute("BEGIN")
+            defer { try? database.execute("COMMIT") }
+            let count = Int(try database.scalarInt("SELECT count(*) FROM transactions WHERE payment_key IS NOT NULL") ?? 0)
+            var filter = PaymentKeyFilter(capacity: max(2 * count, minimumCapacity))
+            let select = try database.statement("SELECT uid, app, payment_key FROM transactions WHERE payment_key IS NOT NULL")
+            defer { select.reset() }
+            while try select.step() {
+                filter.insert(StoredPaymentKey(uid: UInt32(truncatingIfNeeded: select.int64(0)),
+                                               app: select.text(1), key: select.text(2)))
+            }
+            return filter
+        } catch {
+            return nil
+        }
+    }
+}
