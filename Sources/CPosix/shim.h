@@ -181,12 +181,6 @@ static inline int storekit_open_directory_path(const char *path) {
     return open(path, __O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
-/* Opens `path` for direct I/O (O_DIRECT: writes go to the device, not the page cache; buffers,
-   offsets and lengths aligned to the device's blocks); -1 where the file system has none. */
-static inline int storekit_open_direct(const char *path) {
-    return open(path, O_RDWR | __O_DIRECT | O_CLOEXEC);
-}
-
 /* The type of the file system holding `path` (statfs f_type, e.g. 0xEF53 for ext4), or -1. */
 #include <sys/vfs.h>
 static inline long storekit_file_system_type(const char *path) {

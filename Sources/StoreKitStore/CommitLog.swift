@@ -84,10 +84,6 @@ public final class CommitLog {
     struct Segment {
         let path: String
         var fd: Int32 = -1
-        /// The same file opened for direct I/O, or -1.
-        var directFD: Int32 = -1
-        /// The bytes from the start of the block holding `end` up to `end`, as on disk (nil: unknown).
-        var tail: [UInt8]?
         var salt: UInt64 = 0
         var firstLSN: UInt64 = 0
         /// LSN of the last record written since this segment was started; 0: none.
@@ -146,7 +142,6 @@ public final class CommitLog {
             let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
             guard fd >= 0 else { throw Self.error(path, "cannot open the commit log") }
             segments[index].fd = fd
-            segments[index].directFD = storekit_open_direct(path)
             created = created || !existed
             var info = stat()
             fstat(fd, &info)
@@ -160,17 +155,12 @@ public final class CommitLog {
         if created { try TransactionStore.syncDirectory(of: segments[0].path) }
     }
 
-    deinit {
-        closeFiles()
-        free(directBuffer)
-    }
+    deinit { closeFiles() }
 
     private func closeFiles() {
-        for index in segments.indices {
-            if segments[index].fd >= 0 { close(segments[index].fd) }
-            if segments[index].directFD >= 0 { close(segments[index].directFD) }
+        for index in segments.indices where segments[index].fd >= 0 {
+            close(segments[index].fd)
             segments[index].fd = -1
-            segments[index].directFD = -1
         }
     }
 
@@ -273,7 +263,6 @@ public final class CommitLog {
                 // spoil the record's magic so that no recovery takes an unacknowledged record.
                 var spoiled: UInt32 = 0
                 _ = pwrite(segments[active].fd, &spoiled, 4, off_t(segments[active].end + 4))
-                segments[active].tail = nil
                 throw error
             }
             makeDurable(active, through: lsn)
@@ -416,7 +405,6 @@ public final class CommitLog {
             try preallocate(index, to: max(offset + buffer.count, segments[index].allocated + switchSize),
                             writeBackFrom: offset + buffer.count)
         }
-        if try writeDirect(index, at: offset, durably: durably) { return }
         let fd = segments[index].fd
         var flags = durably && perWriteSync ? Self.writeDurably : 0
         let failed = buffer.withUnsafeBytes { raw -> Bool in
@@ -440,90 +428,6 @@ public final class CommitLog {
         }
         if failed { throw Self.error(segments[index].path, "cannot write the commit log") }
         if durably && flags == 0 { try sync(index) }
-        noteTail(index, wroteAt: offset)
-    }
-
-    /// After `buffer` was written at `offset`: the bytes of the block holding the new end.
-    private func noteTail(_ index: Int, wroteAt offset: Int) {
-        let end = offset + buffer.count
-        let blockStart = end & ~(Self.directBlock - 1)
-        if blockStart >= offset {
-            segments[index].tail = Array(buffer[(blockStart - offset)...])
-        } else if let tail = segments[index].tail, blockStart + tail.count == offset {
-            segments[index].tail = tail + buffer
-        } else {
-            segments[index].tail = nil
-        }
-    }
-
-    // MARK: Direct I/O
-
-    /// Block size direct writes are aligned to (any device's logical block size divides it).
-    static let directBlock = 4096
-    /// Records larger than this go through the page cache (rare: a `storekitctl clear` of many rows).
-    static let directLimit = 256 * 1024
-    /// Aligned memory for direct writes: `directCapacity` bytes.
-    private var directBuffer: UnsafeMutableRawPointer?
-    private var directCapacity = 0
-
-    /// Whether appends bypass the page cache (false where the file system has no direct I/O).
-    public var usesDirectIO: Bool { segments.allSatisfy { $0.directFD >= 0 } }
-
-    /// Writes `buffer` at `offset` with direct I/O, as whole blocks: the part of the first block
-    /// before `offset` as it is on disk (`tail`), then `buffer`, then zeros to the end of the last
-    /// block (nothing of this segment's run lies past `offset`: appends only follow each other).
-    /// Skips the page cache and its writeback, and with `RWF_DSYNC` the device writes the blocks
-    /// and flushes them in one call. False (nothing written) where it does not apply.
-    private func writeDirect(_ index: Int, at offset: Int, durably: Bool) throws(StoreError) -> Bool {
-        let fd = segments[index].directFD
-        guard fd >= 0, buffer.count <= Self.directLimit else { return false }
-        let blockStart = offset & ~(Self.directBlock - 1)
-        let prefix: [UInt8]
-        if offset == blockStart {
-            prefix = []
-        } else if let tail = segments[index].tail, tail.count == offset - blockStart {
-            prefix = tail
-        } else {
-            prefix = Self.read(segments[index].fd, from: blockStart, count: offset - blockStart)
-            guard prefix.count == offset - blockStart else { return false }
-        }
-        let length = (offset + buffer.count - blockStart + Self.directBlock - 1) & ~(Self.directBlock - 1)
-        // Whole blocks inside the zero-filled file (a direct write past its end would extend it).
-        guard blockStart + length <= segments[index].allocated else { return false }
-        if length > directCapacity {
-            free(directBuffer)
-            directBuffer = nil
-            directCapacity = 0
-            var memory: UnsafeMutableRawPointer?
-            guard posix_memalign(&memory, Self.directBlock, length) == 0, let memory else { return false }
-            directBuffer = memory
-            directCapacity = length
-        }
-        guard let memory = directBuffer else { return false }
-        memset(memory, 0, length)
-        prefix.withUnsafeBytes { memory.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-        buffer.withUnsafeBytes { (memory + prefix.count).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-        let flags = durably ? Self.writeDurably : 0
-        var written = 0
-        while written < length {
-            let count = storekit_pwrite_flags(fd, memory + written, length - written, off_t(blockStart + written), flags)
-            if count < 0 {
-                if errno == EINTR { continue }
-                if written == 0 && errno == EINVAL {
-                    // Alignment this device does not take: the page cache from now on.
-                    close(segments[index].directFD)
-                    segments[index].directFD = -1
-                    return false
-                }
-                segments[index].tail = nil
-                throw Self.error(segments[index].path, "cannot write the commit log")
-            }
-            written += count
-        }
-        let end = offset + buffer.count
-        let lastBlock = end & ~(Self.directBlock - 1)
-        segments[index].tail = Array(UnsafeRawBufferPointer(start: memory + (lastBlock - blockStart), count: end - lastBlock))
-        return true
     }
 
     /// False once the kernel refused `RWF_DSYNC`.
@@ -537,9 +441,8 @@ public final class CommitLog {
     /// once, and `start()` syncs the files it prepares. It starts at the page after
     /// `writeBackFrom`, where the record about to be written ends: that record's own write
     /// allocates the pages it covers, without first waiting for zeros written there.
-    private func preallocate(_ index: Int, to wanted: Int, writeBackFrom: Int = 0) throws(StoreError) {
+    private func preallocate(_ index: Int, to size: Int, writeBackFrom: Int = 0) throws(StoreError) {
         let fd = segments[index].fd
-        let size = (wanted + Self.directBlock - 1) & ~(Self.directBlock - 1)   // whole blocks for direct writes
         let zeros = [UInt8](repeating: 0, count: 64 * 1024)
         let from = segments[index].allocated
         guard from < size else { return }

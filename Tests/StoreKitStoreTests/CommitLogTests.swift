@@ -136,36 +136,6 @@ struct CommitLogTests {
         }
     }
 
-    @Test("with direct I/O, records of every size and position come back exactly",
-          .enabled(if: temporaryFilesOnExt4, "the temporary directory is not on ext4"))
-    func directWrites() throws {
-        defer { directory.remove() }
-        // Sizes that start and end records inside blocks, on their edges and across several, and
-        // one past the direct limit (written through the page cache), in segments that alternate.
-        let sizes = [1, 17, 100, 4_000, 4_096 - 24, 5_000, 9_000, 300_000, 50, 4_072, 3, 12_000]
-        let count: UInt64 = 60
-        func size(_ lsn: UInt64) -> Int { sizes[Int(lsn) % sizes.count] }
-        var durable: UInt64 = 0
-        do {
-            let log = try startedLog(switchSize: 16_384)
-            #expect(log.usesDirectIO)
-            for lsn in 1...count {
-                try log.append(Self.payload(lsn, size: size(lsn)))
-                // Lets segments start over: the records up to `durable` may then be gone.
-                if lsn % 7 == 0 { log.durable.advance(to: lsn - 3) }
-            }
-            durable = log.durable.lsn
-            #expect(log.recover(after: durable).records.map(\.lsn) == Array(durable + 1...count))
-        }
-        #expect(durable > 40)
-        let reopened = try CommitLog(databasePath: path, database: 7, switchSize: 16_384)
-        let recovery = reopened.recover(after: durable)
-        #expect(recovery.problems.isEmpty)
-        #expect(recovery.records.map(\.lsn) == Array(durable + 1...count))
-        let exact = recovery.records.allSatisfy { $0.payload == Self.payload($0.lsn, size: size($0.lsn)) }
-        #expect(exact)
-    }
-
     @Test("another database's log is not applied, and says so")
     func anotherDatabase() throws {
         defer { directory.remove() }
