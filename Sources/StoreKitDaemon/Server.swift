@@ -195,13 +195,19 @@ public final class Server {
     static let heldRowAge: Int64 = 25
 
     private func writeHeldRows() {
+        let now = ServiceNotifier.monotonicMilliseconds()
         do {
-            try engine.store.writeRows(heldLongerThan: Self.heldRowAge, now: ServiceNotifier.monotonicMilliseconds())
+            try engine.store.writeRows(heldLongerThan: Self.heldRowAge, now: now)
         } catch {
-            logger.error("Failed to write new transactions into \(engine.store.path) (the commit log keeps them): \(error.message)",
-                         id: .storageFailure)
+            // Tried at every turn: said at most every 10 s, not at every turn.
+            guard now - lastRowWriteFailure >= 10_000 else { return }
+            lastRowWriteFailure = now
+            logger.error("Failed to write new transactions into \(engine.store.path) (the commit log keeps them; "
+                         + "tried again at every turn, said again in 10 s): \(error.message)", id: .storageFailure)
         }
     }
+
+    private var lastRowWriteFailure: Int64 = .min / 2
 
     private func nextTimeout() -> Int32 {
         var timeout: Int64 = 1000

@@ -65,41 +65,67 @@ struct PaymentKeyFilter {
 }
 
 /// Builds a `PaymentKeyFilter` of the keys committed in a database, on a thread of its own with its
-/// own read connection (a database of millions of rows opens without waiting for it).
+/// own read connection (a database of millions of rows opens without waiting for it). It reads in
+/// chunks of rows, each in a read transaction of its own, so that it never holds back checkpoints
+/// for long: rows deleted meanwhile only leave keys the filter need not have, and rows inserted
+/// after it started are the caller's to add (`TransactionStore.noteKeyInserted`).
 final class PaymentKeyFilterBuild: Sendable {
     enum Outcome {
         case building
         case built(PaymentKeyFilter)
         case failed
+        case taken
     }
 
     private let outcome = Mutex(Outcome.building)
 
-    /// Starts reading the keys committed in `path` now or later (the caller notes the keys it
-    /// inserts from now on, and adds them to the filter it takes).
-    init(path: String, minimumCapacity: Int) {
+    /// Starts reading the keys committed in `path` now or later; `beforeReading` (for tests) runs
+    /// on the build's thread first.
+    init(path: String, minimumCapacity: Int, beforeReading: (@Sendable () -> Void)? = nil) {
         Thread.startNamed("storekitd-keys") { [self] in
+            beforeReading?()
             let filter = Self.read(path: path, minimumCapacity: minimumCapacity)
             outcome.withLock { $0 = filter.map { .built($0) } ?? .failed }
         }
     }
 
-    var current: Outcome { outcome.withLock { $0 } }
+    /// The outcome; a built filter is moved out (handed out once, not copied).
+    func take() -> Outcome {
+        outcome.withLock { current in
+            let outcome = current
+            if case .built = outcome { current = .taken }
+            return outcome
+        }
+    }
+
+    /// Rows read per read transaction.
+    static let chunk = 20_000
 
     private static func read(path: String, minimumCapacity: Int) -> PaymentKeyFilter? {
         do {
             let database = try SQLiteDatabase(path: path, readOnly: true)
-            try database.execute("BEGIN")
-            defer { try? database.execute("COMMIT") }
-            let count = Int(try database.scalarInt("SELECT count(*) FROM transactions WHERE payment_key IS NOT NULL") ?? 0)
-            var filter = PaymentKeyFilter(capacity: max(2 * count, minimumCapacity))
-            let select = try database.statement("SELECT uid, app, payment_key FROM transactions WHERE payment_key IS NOT NULL")
-            defer { select.reset() }
-            while try select.step() {
-                filter.insert(StoredPaymentKey(uid: UInt32(truncatingIfNeeded: select.int64(0)),
-                                               app: select.text(1), key: select.text(2)))
+            // Sized by the span of ids (rows are never more; cheap, unlike counting keys).
+            let span = Int(try database.scalarInt("SELECT coalesce(max(id) - min(id) + 1, 0) FROM transactions") ?? 0)
+            var filter = PaymentKeyFilter(capacity: max(2 * span, minimumCapacity))
+            let select = try database.statement("""
+                SELECT id, uid, app, payment_key FROM transactions NOT INDEXED
+                WHERE id > ? AND payment_key IS NOT NULL ORDER BY id LIMIT ?
+                """)
+            var after = Int64.min
+            while true {
+                select.reset()
+                select.bind(1, after)
+                select.bind(2, Int64(chunk))
+                var rows = 0
+                while try select.step() {
+                    rows += 1
+                    after = select.int64(0)
+                    filter.insert(StoredPaymentKey(uid: UInt32(truncatingIfNeeded: select.int64(1)),
+                                                   app: select.text(2), key: select.text(3)))
+                }
+                select.reset()
+                if rows < chunk { return filter }
             }
-            return filter
         } catch {
             return nil
         }

@@ -143,6 +143,14 @@ struct PendingRows {
     }
 
     private mutating func undo(to mark: Int) {
+        var restoredWritten = false
+        defer {
+            // Rows held again go back to their place in time, not behind younger ones.
+            if restoredWritten {
+                arrivals = rows.values.map { ($0.record.id, $0.heldSince) }.sorted { ($0.since, $0.id) < ($1.since, $1.id) }
+                firstArrival = 0
+            }
+        }
         while journal.count > mark {
             switch journal.removeLast() {
             case .added(let id):
@@ -152,6 +160,7 @@ struct PendingRows {
             case .written(let row):
                 // SQLite undid the INSERT with the rest: the row is held again.
                 hold(row)
+                restoredWritten = true
             }
         }
     }

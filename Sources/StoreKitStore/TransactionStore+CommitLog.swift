@@ -43,6 +43,9 @@ extension TransactionStore {
     public func flush() throws(StoreError) {
         precondition(!inTransaction, "flush inside a unit of work")
         noticeLostTransaction()
+        // Units of work lost with SQLite's transaction are applied again and committed now:
+        // whoever flushes (a backup, a checkpoint) expects every acknowledged change in SQLite.
+        if needsCatchUp { try catchUp() }
         guard sqliteOpen else { return }
         do throws(StoreError) {
             try writePendingRows()
@@ -50,7 +53,7 @@ extension TransactionStore {
             try setSetting(Self.lsnKey, String(commitLog.nextLSN - 1))
             try database.execute("COMMIT")
             sqliteOpen = false
-            rebuildKeyFilterIfFull()
+            keepKeyFilterUseful()
         } catch {
             noticeLostTransaction()
             throw error

@@ -34,6 +34,11 @@ public final class TransactionStore {
     private var keyFilterBuild: PaymentKeyFilterBuild?
     /// Keys inserted since the build began reading: added to its filter when it is taken.
     private var keysDuringBuild: [StoredPaymentKey] = []
+    private var keyFilterWanted = false
+    /// When the last build failed (monotonic ms); nil after one succeeded.
+    private var keyFilterFailedAt: Int64?
+    /// For tests: runs on the build's thread before it reads anything.
+    var keyFilterBuildHook: (@Sendable () -> Void)?
     /// Lookups of a payment key answered by the filter, without SQLite.
     public private(set) var keyLookupsSkipped = 0
     /// Per-queue sequence counters, authoritative in memory; written to the `sequences` table at
@@ -461,19 +466,28 @@ public final class TransactionStore {
     // MARK: The payment-key filter
 
     /// Starts building, on a thread with its own read connection, a filter of the payment keys that
-    /// proves most new keys new without an index lookup (PaymentKeyFilter.swift). For the daemon;
-    /// call between flushes (nothing uncommitted), e.g. after opening.
+    /// proves most new keys new without an index lookup (PaymentKeyFilter.swift). For the daemon,
+    /// after opening. The build needs every acknowledged key committed: while anything is not
+    /// (between flushes, or units of work lost with SQLite's transaction), it starts after the
+    /// next flush instead. A build that fails is tried again after `keyFilterRetry` seconds.
     public func startPaymentKeyFilter() {
-        precondition(!sqliteOpen, "the filter's build must see every key committed")
-        buildKeyFilter(capacity: 0)
+        keyFilterWanted = true
+        startKeyFilterIfReady()
     }
 
-    /// Starts building the filter from what is committed: the build's snapshot holds every key
-    /// but those inserted from here on, which `noteKeyInserted` keeps for it.
-    private func buildKeyFilter(capacity: Int) {
+    /// Seconds between attempts to build the filter after one failed.
+    static let keyFilterRetry: Int64 = 30
+
+    /// Starts a build if one is wanted, none runs or is due again, and everything is committed
+    /// (then the build's reads see every key but those inserted from here on, which
+    /// `noteKeyInserted` keeps for it).
+    func startKeyFilterIfReady(capacity: Int = 0) {
+        guard keyFilterWanted, keyFilterBuild == nil, !sqliteOpen, !needsCatchUp, pending.isEmpty else { return }
+        let now = DiskSpaceGuard.monotonicMilliseconds()
+        if keyFilter == nil, let failed = keyFilterFailedAt, now - failed < Self.keyFilterRetry * 1000 { return }
         keyFilter = nil
         keysDuringBuild.removeAll()
-        keyFilterBuild = PaymentKeyFilterBuild(path: path, minimumCapacity: capacity)
+        keyFilterBuild = PaymentKeyFilterBuild(path: path, minimumCapacity: capacity, beforeReading: keyFilterBuildHook)
     }
 
     private func noteKeyInserted(_ key: StoredPaymentKey) {
@@ -487,14 +501,15 @@ public final class TransactionStore {
     /// The filter, once the build has finished (nil while it runs, or if it failed).
     private func currentKeyFilter() -> PaymentKeyFilter? {
         if let build = keyFilterBuild {
-            switch build.current {
+            switch build.take() {
             case .building:
                 return nil
             case .built(var filter):
                 for key in keysDuringBuild { filter.insert(key) }
                 keyFilter = filter
-            case .failed:
-                break
+                keyFilterFailedAt = nil
+            case .failed, .taken:
+                keyFilterFailedAt = DiskSpaceGuard.monotonicMilliseconds()
             }
             keyFilterBuild = nil
             keysDuringBuild = []
@@ -502,9 +517,15 @@ public final class TransactionStore {
         return keyFilter
     }
 
-    /// After a flush (nothing uncommitted): a filter too full to be of use is built again, larger.
-    func rebuildKeyFilterIfFull() {
-        if let filter = keyFilter, filter.isFull { buildKeyFilter(capacity: 2 * filter.count) }
+    /// After a flush (nothing uncommitted): a filter too full to be of use is built again, larger;
+    /// one that could not start or failed is tried again.
+    func keepKeyFilterUseful() {
+        _ = currentKeyFilter()
+        if let filter = keyFilter {
+            if filter.isFull { keyFilter = nil; startKeyFilterIfReady(capacity: 2 * filter.count) }
+        } else {
+            startKeyFilterIfReady()
+        }
     }
 
     /// Writes the pending rows into the SQLite transaction, oldest first.

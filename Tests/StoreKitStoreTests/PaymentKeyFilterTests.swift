@@ -47,19 +47,15 @@ struct PaymentKeyFilterTests {
             try store.shutDown()
         }
         let store = try fixture.open()
+        // The build waits until "during" is held: it reads the table without it, and the store
+        // adds the key when it takes the filter.
+        let held = DispatchSemaphore(value: 0)
+        store.keyFilterBuildHook = { held.wait() }
         store.startPaymentKeyFilter()
         let during = try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "during") }
-        try store.flush()
-
-        // Wait for the build: a lookup of an unknown key is then answered without SQLite.
-        let deadline = Date().addingTimeInterval(10)
-        var probe = 0
-        while store.keyLookupsSkipped == 0 && Date() < deadline {
-            probe += 1
-            _ = try store.transaction(uid: 1000, app: Self.app, paymentKey: "probe-\(probe)")
-            usleep(1_000)
-        }
-        #expect(store.keyLookupsSkipped > 0)
+        held.signal()
+        try Self.waitForFilter(store)
+        try store.flush()   // "during" is in SQLite now, and only the merge put it in the filter
 
         for batch in 0..<4 {
             for index in 0..<50 {
@@ -80,5 +76,49 @@ struct PaymentKeyFilterTests {
             #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "new-\(index)") == nil)
         }
         #expect(store.keyLookupsSkipped - skipped >= 95)
+    }
+
+    /// Looks up unknown keys until one is answered without SQLite (the filter is built).
+    static func waitForFilter(_ store: TransactionStore) throws {
+        let deadline = Date().addingTimeInterval(10)
+        var probe = 0
+        while store.keyLookupsSkipped == 0 && Date() < deadline {
+            probe += 1
+            _ = try store.transaction(uid: 1000, app: app, paymentKey: "probe-\(probe)")
+            usleep(1_000)
+        }
+        #expect(store.keyLookupsSkipped > 0)
+    }
+
+    @Test("a filter asked for while units of work are lost with SQLite's transaction is built after they are back")
+    func startedAfterLostTransaction() throws {
+        let fixture = StoreFixture()   // kept: the build opens the database by its path
+        let store = try fixture.open()
+        try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "x") }
+        try store.database.execute("ROLLBACK")   // as SQLite does on some I/O errors
+        store.startPaymentKeyFilter()
+        try store.flush()   // applies the lost unit again, commits it, then starts the build
+        try Self.waitForFilter(store)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "x") != nil)
+        try store.begin()
+        #expect(storeError { try store.insert(makeRecord(id: store.allocateTransactionID()), paymentKey: "x") } != nil)
+        store.rollback()
+    }
+
+    @Test("a build that cannot read the database leaves every lookup to SQLite")
+    func failedBuild() throws {
+        let fixture = StoreFixture()
+        let store = try fixture.open()
+        let existing = try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "k") }
+        try store.flush()
+        // The build's connection opens the path: gone, it fails.
+        let moved = fixture.path + ".moved"
+        try FileManager.default.moveItem(atPath: fixture.path, toPath: moved)
+        store.startPaymentKeyFilter()
+        usleep(200_000)
+        try FileManager.default.moveItem(atPath: moved, toPath: fixture.path)
+        for index in 0..<20 { _ = try store.transaction(uid: 1000, app: Self.app, paymentKey: "new-\(index)") }
+        #expect(store.keyLookupsSkipped == 0)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "k")?.id == existing.id)
     }
 }

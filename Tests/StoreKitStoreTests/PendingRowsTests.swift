@@ -1,5 +1,5 @@
 import Foundation
-import StoreKitStore
+@testable import StoreKitStore
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -90,22 +90,61 @@ struct PendingRowsTests {
         let store = try StoreFixture().open()
         let old = try StoreFixture.unit(store) { try Self.purchase(store, key: "old") }
         try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: old.id, sequence: 3)) }
-        usleep(30_000)
+        let between = Self.betweenTicks()
         let young = try StoreFixture.unit(store) { try Self.purchase(store, key: "young") }
         #expect(store.pendingRowCount == 2)
 
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)   // the clock rows are held by
-        let now = Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
-        try store.writeRows(heldLongerThan: 20, now: now)
+        // At `between + 20`, "old" has been held 20 ms or longer and "young" has not.
+        try store.writeRows(heldLongerThan: 20, now: between + 20)
         #expect(store.pendingRowCount == 1)
         #expect(try store.transaction(id: young.id) == young)   // still held
-        try store.writeRows(heldLongerThan: 20, now: now)       // nothing new is due
+        try store.writeRows(heldLongerThan: 20, now: between + 20)       // nothing new is due
         #expect(store.pendingRowCount == 1)
-        try store.writeRows(heldLongerThan: 0, now: now + 1_000)
+        try store.writeRows(heldLongerThan: 0, now: between + 1_000)
         #expect(store.pendingRowCount == 0)
         try store.flush()
         #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false).map(\.finished) == [true, false])
+    }
+
+    /// A time (the monotonic ms rows are held by) after everything done before the call and
+    /// before everything done after it.
+    static func betweenTicks() -> Int64 {
+        usleep(3_000)
+        let now = DiskSpaceGuard.monotonicMilliseconds()
+        usleep(3_000)
+        return now
+    }
+
+    @Test("rows held again after an undo are written by their age, in time order")
+    func writtenByAgeAfterUndo() throws {
+        let store = try StoreFixture().open()
+        let first = try StoreFixture.unit(store) { try Self.purchase(store, key: "a") }
+        let between = Self.betweenTicks()
+        let second = try StoreFixture.unit(store) { try Self.purchase(store, key: "b") }
+        try store.begin()
+        _ = try store.unfinished(uid: 1000, app: Self.app)   // writes both into SQLite
+        #expect(store.pendingRowCount == 0)
+        store.rollback()
+        #expect(store.pendingRowCount == 2)
+        try store.writeRows(heldLongerThan: 0, now: between)
+        #expect(store.pendingRowCount == 1)
+        #expect(try store.transaction(id: second.id) == second)
+        try store.flush()
+        #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false) == [first, second])
+    }
+
+    @Test("a flush after SQLite lost its transaction commits the units it held, for other connections too")
+    func flushAfterLostTransaction() throws {
+        let fixture = StoreFixture()
+        let store = try fixture.open()
+        try StoreFixture.unit(store) { () throws in
+            try Self.purchase(store, key: "a")
+            try Self.purchase(store, key: "b")
+        }
+        try store.database.execute("ROLLBACK")   // as SQLite does on some I/O errors
+        try store.flush()
+        let reader = try SQLiteDatabase(path: fixture.path, readOnly: true)
+        #expect(try reader.scalarInt("SELECT count(*) FROM transactions") == 2)
     }
 
     @Test("a held row that is not finishable is not finished")
