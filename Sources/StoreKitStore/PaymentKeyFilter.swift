@@ -65,10 +65,10 @@ struct PaymentKeyFilter {
 }
 
 /// Builds a `PaymentKeyFilter` of the keys committed in a database, on a thread of its own with its
-/// own read connection (a database of millions of rows opens without waiting for it). It reads in
-/// chunks of rows, each in a read transaction of its own, so that it never holds back checkpoints
-/// for long: rows deleted meanwhile only leave keys the filter need not have, and rows inserted
-/// after it started are the caller's to add (`TransactionStore.noteKeyInserted`).
+/// own read connection (a database of millions of rows opens without waiting for it). It reads the
+/// keys in order in chunks, each in a read transaction of its own, so that it never holds back
+/// checkpoints for long: rows deleted meanwhile only leave keys the filter need not have, and rows
+/// inserted after it started are the caller's to add (`TransactionStore.noteKeyInserted`).
 final class PaymentKeyFilterBuild: Sendable {
     enum Outcome {
         case building
@@ -81,10 +81,10 @@ final class PaymentKeyFilterBuild: Sendable {
 
     /// Starts reading the keys committed in `path` now or later; `beforeReading` (for tests) runs
     /// on the build's thread first.
-    init(path: String, minimumCapacity: Int, beforeReading: (@Sendable () -> Void)? = nil) {
+    init(path: String, minimumCapacity: Int, chunk: Int = 20_000, beforeReading: (@Sendable () -> Void)? = nil) {
         Thread.startNamed("storekitd-keys") { [self] in
             beforeReading?()
-            let filter = Self.read(path: path, minimumCapacity: minimumCapacity)
+            let filter = Self.read(path: path, minimumCapacity: minimumCapacity, chunk: chunk)
             outcome.withLock { $0 = filter.map { .built($0) } ?? .failed }
         }
     }
@@ -98,30 +98,31 @@ final class PaymentKeyFilterBuild: Sendable {
         }
     }
 
-    /// Rows read per read transaction.
-    static let chunk = 20_000
-
-    private static func read(path: String, minimumCapacity: Int) -> PaymentKeyFilter? {
+    /// Reads `chunk` keys per read transaction.
+    private static func read(path: String, minimumCapacity: Int, chunk: Int) -> PaymentKeyFilter? {
         do {
             let database = try SQLiteDatabase(path: path, readOnly: true)
-            // Sized by the span of ids (rows are never more; cheap, unlike counting keys).
-            let span = Int(try database.scalarInt("SELECT coalesce(max(id) - min(id) + 1, 0) FROM transactions") ?? 0)
-            var filter = PaymentKeyFilter(capacity: max(2 * span, minimumCapacity))
+            // Both queries walk the partial index of payment keys (it covers them): nothing to read
+            // where payments carry no keys.
+            let count = Int(try database.scalarInt("SELECT count(*) FROM transactions WHERE payment_key IS NOT NULL") ?? 0)
+            var filter = PaymentKeyFilter(capacity: max(2 * count, minimumCapacity))
             let select = try database.statement("""
-                SELECT id, uid, app, payment_key FROM transactions NOT INDEXED
-                WHERE id > ? AND payment_key IS NOT NULL ORDER BY id LIMIT ?
+                SELECT uid, app, payment_key FROM transactions
+                WHERE payment_key IS NOT NULL AND (uid, app, payment_key) > (?, ?, ?)
+                ORDER BY uid, app, payment_key LIMIT ?
                 """)
-            var after = Int64.min
+            var after: (uid: Int64, app: String, key: String) = (Int64.min, "", "")
             while true {
                 select.reset()
-                select.bind(1, after)
-                select.bind(2, Int64(chunk))
+                select.bind(1, after.uid)
+                select.bind(2, after.app)
+                select.bind(3, after.key)
+                select.bind(4, Int64(chunk))
                 var rows = 0
                 while try select.step() {
                     rows += 1
-                    after = select.int64(0)
-                    filter.insert(StoredPaymentKey(uid: UInt32(truncatingIfNeeded: select.int64(1)),
-                                                   app: select.text(2), key: select.text(3)))
+                    after = (select.int64(0), select.text(1), select.text(2))
+                    filter.insert(StoredPaymentKey(uid: UInt32(truncatingIfNeeded: after.uid), app: after.app, key: after.key))
                 }
                 select.reset()
                 if rows < chunk { return filter }

@@ -39,6 +39,8 @@ public final class TransactionStore {
     private var keyFilterFailedAt: Int64?
     /// For tests: runs on the build's thread before it reads anything.
     var keyFilterBuildHook: (@Sendable () -> Void)?
+    /// Keys the build reads per read transaction.
+    var keyFilterChunk = 20_000
     /// Lookups of a payment key answered by the filter, without SQLite.
     public private(set) var keyLookupsSkipped = 0
     /// Per-queue sequence counters, authoritative in memory; written to the `sequences` table at
@@ -487,7 +489,8 @@ public final class TransactionStore {
         if keyFilter == nil, let failed = keyFilterFailedAt, now - failed < Self.keyFilterRetry * 1000 { return }
         keyFilter = nil
         keysDuringBuild.removeAll()
-        keyFilterBuild = PaymentKeyFilterBuild(path: path, minimumCapacity: capacity, beforeReading: keyFilterBuildHook)
+        keyFilterBuild = PaymentKeyFilterBuild(path: path, minimumCapacity: capacity, chunk: keyFilterChunk,
+                                               beforeReading: keyFilterBuildHook)
     }
 
     private func noteKeyInserted(_ key: StoredPaymentKey) {

@@ -51,6 +51,7 @@ struct PaymentKeyFilterTests {
         // adds the key when it takes the filter.
         let held = DispatchSemaphore(value: 0)
         store.keyFilterBuildHook = { held.wait() }
+        store.keyFilterChunk = 7   // many read transactions, resumed after the last key read
         store.startPaymentKeyFilter()
         let during = try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "during") }
         held.signal()
