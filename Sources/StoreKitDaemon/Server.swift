@@ -642,11 +642,12 @@ public final class Server {
         // connection: everything acknowledged before them is committed to SQLite first.
         let control = batch.contains(where: { if case .control = $0.1 { true } else { false } })
         if control && !flushStore() {
-            // Without that commit they would miss acknowledged changes (a backup would be stale):
-            // refused; the other requests go on.
+            // A backup reads the database on another connection: without that commit it would
+            // miss acknowledged changes. Refused; the other requests (and control commands, which
+            // read through this connection) go on.
             var refusals = BatchOutput()
             batch.removeAll { session, message in
-                guard case .control(let id, _, _) = message else { return false }
+                guard case .control(let id, "backup", _) = message else { return false }
                 refusals.reply(session, .controlResult(requestID: id, code: .storageFailure, message:
                     "the store could not commit to \(engine.store.path) first (see the journal); try again", json: "null"))
                 return true

@@ -97,8 +97,13 @@ struct PaymentKeyFilterTests {
         let store = try fixture.open()
         try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "x") }
         try store.database.execute("ROLLBACK")   // as SQLite does on some I/O errors
+        try store.writeRows(heldLongerThan: 0, now: 0)   // the store notices: "x" waits for the catch-up
+        let started = DispatchSemaphore(value: 0)
+        store.keyFilterBuildHook = { started.signal() }
         store.startPaymentKeyFilter()
+        #expect(started.wait(timeout: .now() + 0.3) == .timedOut)   // not while "x" is not committed
         try store.flush()   // applies the lost unit again, commits it, then starts the build
+        #expect(started.wait(timeout: .now() + 5) == .success)
         try Self.waitForFilter(store)
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "x") != nil)
         try store.begin()
