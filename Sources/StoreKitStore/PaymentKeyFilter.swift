@@ -98,13 +98,39 @@ final class PaymentKeyFilterBuild: Sendable {
         }
     }
 
+    /// Counts the keys (to size the filter) `chunk` at a time: a hop to the key `chunk` further
+    /// per statement, each its own short read, instead of one `count(*)` that holds a snapshot
+    /// for the whole index (0.4 s for a million keys).
+    static func countKeys(_ database: SQLiteDatabase, chunk: Int) throws(StoreError) -> Int {
+        let after = "payment_key IS NOT NULL AND (uid, app, payment_key) > (?1, ?2, ?3) ORDER BY uid, app, payment_key"
+        let hop = try database.statement("SELECT uid, app, payment_key FROM transactions WHERE \(after) LIMIT 1 OFFSET ?4")
+        var last: (uid: Int64, app: String, key: String) = (Int64.min, "", "")
+        var count = 0
+        while true {
+            hop.reset()
+            hop.bind(1, last.uid)
+            hop.bind(2, last.app)
+            hop.bind(3, last.key)
+            hop.bind(4, Int64(chunk - 1))
+            guard try hop.step() else { break }
+            last = (hop.int64(0), hop.text(1), hop.text(2))
+            count += chunk
+        }
+        hop.reset()
+        let rest = try database.statement("SELECT count(*) FROM (SELECT 1 FROM transactions WHERE \(after))")
+        rest.bind(1, last.uid)
+        rest.bind(2, last.app)
+        rest.bind(3, last.key)
+        return count + Int(try rest.firstRow { $0.int64(0) } ?? 0)
+    }
+
     /// Reads `chunk` keys per read transaction.
     private static func read(path: String, minimumCapacity: Int, chunk: Int) -> PaymentKeyFilter? {
         do {
             let database = try SQLiteDatabase(path: path, readOnly: true)
-            // Both queries walk the partial index of payment keys (it covers them): nothing to read
+            // Every query walks the partial index of payment keys (it covers them): nothing to read
             // where payments carry no keys.
-            let count = Int(try database.scalarInt("SELECT count(*) FROM transactions WHERE payment_key IS NOT NULL") ?? 0)
+            let count = try countKeys(database, chunk: chunk)
             var filter = PaymentKeyFilter(capacity: max(2 * count, minimumCapacity))
             let select = try database.statement("""
                 SELECT uid, app, payment_key FROM transactions

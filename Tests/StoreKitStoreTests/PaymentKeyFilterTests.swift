@@ -79,6 +79,23 @@ struct PaymentKeyFilterTests {
         #expect(store.keyLookupsSkipped - skipped >= 95)
     }
 
+    @Test("keys are counted in hops, each its own short read: exactly, on and off a hop's edge")
+    func countedInHops() throws {
+        let fixture = StoreFixture()
+        let store = try fixture.open()
+        try StoreFixture.unit(store) { () throws in
+            for index in 0..<45 {
+                try PendingRowsTests.purchase(store, key: "k\(index)", uid: UInt32(1000 + index % 3))
+            }
+            try store.insert(makeRecord(id: store.allocateTransactionID()))   // no key
+        }
+        try store.flush()
+        let reader = try SQLiteDatabase(path: fixture.path, readOnly: true)
+        for (chunk, expected) in [(7, 45), (9, 45), (45, 45), (46, 45), (1, 45), (100, 45)] {
+            #expect(try PaymentKeyFilterBuild.countKeys(reader, chunk: chunk) == expected, "chunk \(chunk)")
+        }
+    }
+
     /// Looks up unknown keys until one is answered without SQLite (the filter is built).
     static func waitForFilter(_ store: TransactionStore) throws {
         let deadline = Date().addingTimeInterval(10)
