@@ -4,9 +4,11 @@ import StoreKitWire
 ///
 /// A purchase inserts a row and finishes it a few milliseconds later. Both changes are durable in
 /// the commit log at once (their statements are recorded as if they had run); SQLite only needs
-/// the row as it ends up, at the next `flush()`. Written then, a consumable's row goes into the
-/// table and its indexes once, finished, instead of being inserted into four b-trees and updated
-/// again. Every other query of the `transactions` table writes the pending rows first.
+/// the row as it ends up: the serving loop writes it once it has been held 25 ms
+/// (`TransactionStore.writeRows`), or the next `flush()` does. Written then, a consumable's row
+/// goes into the table and its indexes once, finished, instead of being inserted into four
+/// b-trees and updated again. Every other query of the `transactions` table writes the pending
+/// rows first.
 ///
 /// Each row is in exactly one place: here, or in the SQLite transaction. What a unit of work or
 /// a request did here is journaled, so that undoing it in SQLite (`ROLLBACK TO`) is matched here,
