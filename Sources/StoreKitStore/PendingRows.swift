@@ -16,7 +16,8 @@ import StoreKitWire
 struct PendingRows {
     struct Row {
         var record: TransactionRecord
-        let paymentKey: String?
+        /// Its payment key as SQLite stores it, if it has one.
+        let key: StoredPaymentKey?
         /// When it was added (monotonic ms).
         let heldSince: Int64
     }
@@ -45,8 +46,8 @@ struct PendingRows {
 
     func row(id: UInt64) -> Row? { rows[id] }
 
-    func row(uid: UInt32, app: String, paymentKey: String) -> Row? {
-        byPaymentKey[StoredPaymentKey(uid: uid, app: app, key: paymentKey)].flatMap { rows[$0] }
+    func row(key: StoredPaymentKey) -> Row? {
+        byPaymentKey[key].flatMap { rows[$0] }
     }
 
     /// The ids of all rows, oldest first: the order they are written in.
@@ -76,7 +77,7 @@ struct PendingRows {
 
     private mutating func hold(_ row: Row) {
         rows[row.record.id] = row
-        if let key = StoredPaymentKey(row) { byPaymentKey[key] = row.record.id }
+        if let key = row.key { byPaymentKey[key] = row.record.id }
         arrivals.append((row.record.id, row.heldSince))
     }
 
@@ -92,7 +93,7 @@ struct PendingRows {
     /// Forgets a row that is now in the SQLite transaction.
     mutating func noteWritten(id: UInt64) {
         guard let row = rows.removeValue(forKey: id) else { return }
-        if let key = StoredPaymentKey(row) { byPaymentKey[key] = nil }
+        if let key = row.key { byPaymentKey[key] = nil }
         if journaling { journal.append(.written(row)) }
         if rows.isEmpty {
             arrivals.removeAll(keepingCapacity: true)
@@ -156,7 +157,7 @@ struct PendingRows {
         while journal.count > mark {
             switch journal.removeLast() {
             case .added(let id):
-                if let row = rows.removeValue(forKey: id), let key = StoredPaymentKey(row) { byPaymentKey[key] = nil }
+                if let row = rows.removeValue(forKey: id), let key = row.key { byPaymentKey[key] = nil }
             case .changed(let row):
                 rows[row.record.id] = row
             case .written(let row):
@@ -182,12 +183,10 @@ struct StoredPaymentKey: Hashable {
         self.key = Self.stored(key)
     }
 
-    init?(_ row: PendingRows.Row) {
-        guard let key = row.paymentKey else { return nil }
-        self.init(uid: row.record.uid, app: row.record.app, key: key)
-    }
-
     static func stored(_ text: String) -> [UInt8] { Array(text.utf8.prefix { $0 != 0 }) }
+
+    /// The key as the text SQLite stores.
+    var text: String { String(decoding: key, as: UTF8.self) }
 }
 
 extension TransactionRecord {

@@ -441,27 +441,24 @@ public final class TransactionStore {
     public func insert(_ record: TransactionRecord, paymentKey: String? = nil) throws(StoreError) {
         // On a full disk the space left goes to finishing what exists, not to new transactions.
         if let refusal = space.newTransactionRefusal { throw StoreError(.full, path: path, message: refusal) }
-        if pending.row(id: record.id) != nil
-            || paymentKey.map({ pending.row(uid: record.uid, app: record.app, paymentKey: $0) != nil }) == true {
+        let key = paymentKey.map { StoredPaymentKey(uid: record.uid, app: record.app, key: $0) }
+        if pending.row(id: record.id) != nil || key.flatMap({ pending.row(key: $0) }) != nil {
             throw StoreError(.other(SQLITE_CONSTRAINT | (8 << 8)), path: path,   // SQLITE_CONSTRAINT_UNIQUE
                              message: "transaction \(record.id) or its payment key is taken already")
         }
-        let keyKnownNew = paymentKey.map { absentPaymentKey == StoredPaymentKey(uid: record.uid, app: record.app, key: $0) }
-            ?? true
+        let keyKnownNew = key.map { $0 == absentPaymentKey } ?? true
         let knownNew = keyKnownNew && record.id >= unusedIDsFrom && record.id > highestInsertedID
         let insert = try insertStatement(record, paymentKey: paymentKey)
         if inTransaction && knownNew {
             try insert.recordWithoutRunning()
-            pending.add(PendingRows.Row(record: record.storedForm,
-                                        paymentKey: paymentKey.map { String(decoding: StoredPaymentKey.stored($0), as: UTF8.self) },
-                                        heldSince: DiskSpaceGuard.monotonicMilliseconds()))
+            pending.add(PendingRows.Row(record: record.storedForm, key: key, heldSince: DiskSpaceGuard.monotonicMilliseconds()))
         } else {
             try insert.run()
         }
         highestInsertedID = max(highestInsertedID, record.id)
-        if let paymentKey {
+        if let key {
             absentPaymentKey = nil
-            noteKeyInserted(StoredPaymentKey(uid: record.uid, app: record.app, key: paymentKey))
+            noteKeyInserted(key)
         }
     }
 
@@ -554,7 +551,7 @@ public final class TransactionStore {
         try database.unrecorded { () throws(StoreError) in
             for id in ids {
                 guard let row = pending.row(id: id) else { continue }
-                try insertStatement(row.record, paymentKey: row.paymentKey).run()
+                try insertStatement(row.record, paymentKey: row.key?.text).run()
                 pending.noteWritten(id: id)
             }
         }
@@ -684,8 +681,8 @@ public final class TransactionStore {
     }
 
     public func transaction(uid: UInt32, app: String, paymentKey: String) throws(StoreError) -> TransactionRecord? {
-        if let row = pending.row(uid: uid, app: app, paymentKey: paymentKey) { return row.record }
         let key = StoredPaymentKey(uid: uid, app: app, key: paymentKey)
+        if let row = pending.row(key: key) { return row.record }
         if let filter = currentKeyFilter(), !filter.mightContain(key) {
             keyLookupsSkipped += 1
             absentPaymentKey = key

@@ -218,6 +218,26 @@ struct PendingRowsTests {
         #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false) == [record])
     }
 
+    @Test("a held key belongs to its queue: another uid or app may use it, and each finds its own row")
+    func heldKeysPerQueue() throws {
+        let store = try StoreFixture().open()
+        let first = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }
+        let otherUID = try StoreFixture.unit(store) { try Self.purchase(store, key: "k", uid: 1001) }
+        let otherApp = try StoreFixture.unit(store) { () throws in
+            #expect(try store.transaction(uid: 1000, app: "com.example.other", paymentKey: "k") == nil)
+            let record = makeRecord(id: store.allocateTransactionID(), app: "com.example.other")
+            try store.insert(record, paymentKey: "k")
+            return record
+        }
+        #expect(store.pendingRowCount == 3)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "k") == first)
+        #expect(try store.transaction(uid: 1001, app: Self.app, paymentKey: "k") == otherUID)
+        #expect(try store.transaction(uid: 1000, app: "com.example.other", paymentKey: "k") == otherApp)
+        try store.flush()
+        #expect(try store.transaction(uid: 1001, app: Self.app, paymentKey: "k") == otherUID)
+        #expect(try store.unfinishedCount() == 3)
+    }
+
     @Test("rows with made-up ids or unchecked keys are inserted at once, so SQLite checks them")
     func uncheckedRowsAreNotHeld() throws {
         let store = try StoreFixture().open()
