@@ -187,6 +187,14 @@ struct StoredPaymentKey: Hashable {
 
     /// The key as the text SQLite stores.
     var text: String { String(decoding: key, as: UTF8.self) }
+
+    /// The bytes in bulk: the synthesized hash fed them to the hasher one at a time.
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(uid)
+        hasher.combine(app.count)
+        app.withUnsafeBytes { hasher.combine(bytes: $0) }
+        key.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
 }
 
 extension TransactionRecord {

@@ -448,11 +448,13 @@ public final class TransactionStore {
         }
         let keyKnownNew = key.map { $0 == absentPaymentKey } ?? true
         let knownNew = keyKnownNew && record.id >= unusedIDsFrom && record.id > highestInsertedID
-        let insert = try insertStatement(record, paymentKey: paymentKey)
+        let values = Self.insertValues(record, paymentKey: paymentKey)
         if inTransaction && knownNew {
-            try insert.recordWithoutRunning()
+            try database.recordWithoutRunning(Self.insertSQL, values)
             pending.add(PendingRows.Row(record: record.storedForm, key: key, heldSince: DiskSpaceGuard.monotonicMilliseconds()))
         } else {
+            let insert = try database.statement(Self.insertSQL)
+            insert.bind(values)
             try insert.run()
         }
         highestInsertedID = max(highestInsertedID, record.id)
@@ -551,36 +553,28 @@ public final class TransactionStore {
         try database.unrecorded { () throws(StoreError) in
             for id in ids {
                 guard let row = pending.row(id: id) else { continue }
-                try insertStatement(row.record, paymentKey: row.key?.text).run()
+                let insert = try database.statement(Self.insertSQL)
+                insert.bind(Self.insertValues(row.record, paymentKey: row.key?.text))
+                try insert.run()
                 pending.noteWritten(id: id)
             }
         }
     }
 
-    private func insertStatement(_ record: TransactionRecord, paymentKey: String?) throws(StoreError) -> Statement {
-        let insert = try database.statement("""
-            INSERT INTO transactions(id, original_id, uid, app, product, quantity, state, sequence, date, finished,
-                error_code, error_message, revocation_date, revocation_reason, app_username, expires_date, payment_key)
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
-        insert.bind(1, Int64(record.id))
-        insert.bind(2, record.originalID.map { Int64($0) })
-        insert.bind(3, Int64(record.uid))
-        insert.bind(4, record.app)
-        insert.bind(5, record.productID)
-        insert.bind(6, Int64(record.quantity))
-        insert.bind(7, Int64(record.state.rawValue))
-        insert.bind(8, Int64(record.sequence))
-        insert.bind(9, record.date)
-        insert.bind(10, record.finished ? 1 : 0)
-        insert.bind(11, record.errorCode.map { Int64($0) })
-        insert.bind(12, record.errorMessage)
-        insert.bind(13, record.revocationDate)
-        insert.bind(14, record.revocationReason.map { Int64($0) })
-        insert.bind(15, record.applicationUsername)
-        insert.bind(16, record.expiresDate)
-        insert.bind(17, paymentKey)
-        return insert
+    private static let insertSQL = """
+        INSERT INTO transactions(id, original_id, uid, app, product, quantity, state, sequence, date, finished,
+            error_code, error_message, revocation_date, revocation_reason, app_username, expires_date, payment_key)
+        VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// The parameters of `insertSQL` for `record`.
+    private static func insertValues(_ record: TransactionRecord, paymentKey: String?) -> [SQLiteDatabase.BoundValue] {
+        [.integer(Int64(record.id)), .init(record.originalID.map { Int64($0) }), .integer(Int64(record.uid)),
+         .text(record.app), .text(record.productID), .integer(Int64(record.quantity)),
+         .integer(Int64(record.state.rawValue)), .integer(Int64(record.sequence)), .integer(record.date),
+         .integer(record.finished ? 1 : 0), .init(record.errorCode.map { Int64($0) }), .init(record.errorMessage),
+         .init(record.revocationDate), .init(record.revocationReason.map { Int64($0) }),
+         .init(record.applicationUsername), .init(record.expiresDate), .init(paymentKey)]
     }
 
     /// Moves `id` from `from` to `to` if it is still in `from` and unfinished; false when it was not.
@@ -611,24 +605,22 @@ public final class TransactionStore {
 
     /// Marks a finishable transaction finished; false when it is not in a finishable, unfinished state.
     public func markFinished(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool {
-        let update = try database.statement("""
+        let sql = """
             UPDATE transactions SET finished = 1, sequence = ?
             WHERE id = ? AND finished = 0 AND state IN (1, 2, 3)
-            """)
-        update.bind(1, Int64(sequence))
-        update.bind(2, Int64(id))
+            """
+        let values: [SQLiteDatabase.BoundValue] = [.integer(Int64(sequence)), .integer(Int64(id))]
         if let row = pending.row(id: id) {
-            guard !row.record.finished, row.record.state.isFinishable else {
-                update.reset()
-                return false
-            }
-            try update.recordWithoutRunning()
+            guard !row.record.finished, row.record.state.isFinishable else { return false }
+            try database.recordWithoutRunning(sql, values)
             pending.update(id: id) { record in
                 record.finished = true
                 record.sequence = sequence
             }
             return true
         }
+        let update = try database.statement(sql)
+        update.bind(values)
         try update.run()
         return database.changes == 1
     }

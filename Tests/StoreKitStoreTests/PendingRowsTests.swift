@@ -50,6 +50,37 @@ struct PendingRowsTests {
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "flushed") != nil)
     }
 
+    @Test("a held row's values reach the commit log exactly: NUL, Unicode, quotes, NULL, extreme integers")
+    func heldValuesReplayExactly() throws {
+        let flushed = StoreFixture()
+        let crashed = StoreFixture()
+        var ids: [UInt64] = []
+        for fixture in [flushed, crashed] {
+            let store = try fixture.open()
+            try StoreFixture.unit(store) { () throws in
+                #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "k'ey\u{0}tail") == nil)
+                var record = makeRecord(id: store.allocateTransactionID(), productID: "com.example.☕️", state: .failed,
+                                        sequence: UInt64(Int64.max), date: Int64.min)
+                record.errorMessage = "it's \"quoted\" 日本語 \u{0}after NUL"
+                record.errorCode = Int32.min
+                record.applicationUsername = "O'Brien; DROP TABLE transactions; --"
+                record.originalID = nil
+                record.expiresDate = Int64.max
+                try store.insert(record, paymentKey: "k'ey\u{0}tail")
+                ids.append(record.id)
+            }
+            #expect(store.pendingRowCount == 1)
+            if fixture === flushed { try store.shutDown() }   // written from memory; the other only in the log
+        }
+        #expect(ids[0] == ids[1])
+        let expected = try #require(try flushed.open().transaction(id: ids[0]))
+        #expect(expected.errorMessage == "it's \"quoted\" 日本語 ")
+        let store = try crashed.open()
+        #expect(store.openReport.hasSuffix("; applied 1 unit of work from the commit log"))
+        #expect(try store.transaction(id: ids[1]) == expected)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "k'ey") == expected)
+    }
+
     @Test("a row finished while held is written once, finished, and the commit log replays both changes")
     func finishedWhileHeld() throws {
         let fixture = StoreFixture()
