@@ -147,12 +147,30 @@ public final class CommitLog {
             fstat(fd, &info)
             segments[index].allocated = Int(info.st_size)
         }
-        if flock(segments[0].fd, LOCK_EX | LOCK_NB) != 0 {
+        if !Self.lock(segments[0].fd) {
             let reason = errno == EWOULDBLOCK ? "another process (storekitd?) has this database open" : String(cString: strerror(errno))
             closeFiles()
             throw StoreError(.busy, path: segments[0].path, message: "cannot lock the commit log: \(reason)")
         }
         if created { try TransactionStore.syncDirectory(of: segments[0].path) }
+    }
+
+    /// How long a lock held by another open file description is waited for (ms).
+    static let lockWait = 250
+
+    /// Takes the exclusive lock, waiting up to `lockWait` ms for it. The lock belongs to the open
+    /// file description, which a child forked by any thread of the process holding it shares until
+    /// its exec closes it: a database closed and opened again at once can find it held for a moment.
+    private static func lock(_ fd: Int32) -> Bool {
+        var waited = 0
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EINTR || (errno == EWOULDBLOCK && waited < lockWait) else { return false }
+            if errno == EWOULDBLOCK {
+                usleep(2_000)
+                waited += 2
+            }
+        }
+        return true
     }
 
     deinit { closeFiles() }

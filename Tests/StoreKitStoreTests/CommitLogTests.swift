@@ -147,6 +147,32 @@ struct CommitLogTests {
         #expect(other.problems.contains { $0.contains("belongs to another database") })
     }
 
+    @Test("a lock left for a moment with a child process (forked, not yet exec'd) is waited for")
+    func lockHeldByChildIsWaitedFor() throws {
+        defer { directory.remove() }
+        // As a child forked by another thread holds it until its exec: here a child that keeps a
+        // copy of the locked file description for 100 ms.
+        let fd = open(segment(0), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        #expect(fd >= 0)
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fd, 3)
+        var child: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("0.1"), nil]
+        defer { for argument in argv { free(argument) } }
+        #expect(posix_spawn(&child, "/bin/sleep", &actions, nil, argv, environ) == 0)
+        close(fd)
+
+        let started = Date()
+        let log = try CommitLog(databasePath: path, database: 7)
+        #expect(Date().timeIntervalSince(started) >= 0.05)   // it did wait for the child
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
+        _ = log
+    }
+
     @Test("one process at a time: a second log on the same database is refused with .busy")
     func locked() throws {
         defer { directory.remove() }
