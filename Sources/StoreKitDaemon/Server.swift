@@ -70,7 +70,8 @@ public final class Server {
     private var writesStoppedReason: String?
     private let backgroundResults = BackgroundResults()
     private let activator: ObserverActivator
-    /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops).
+    /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops)
+    /// and `debug-fail-flushes on|off` (the SQLite commits fail, to prove what depends on them).
     private let testHooks: Bool
 
     /// Unique part of FD-store names for this run.
@@ -155,19 +156,21 @@ public final class Server {
         while running {
             // Units of work waiting in the SQLite transaction are committed once the loop has been
             // idle for `idleFlushDelay` ms, or once the transaction is `flushInterval` old.
+            // After a failed commit, the next one is tried `flushRetryDelay` ms later.
             let waitsForFlush = pending.isEmpty && engine.store.hasUnflushedChanges
+            let flushWait = Int32(clamping: max(Int64(Self.idleFlushDelay), flushRetryAt - ServiceNotifier.monotonicMilliseconds()))
             var events = 0
-            try epoll.wait(timeout: pending.isEmpty ? (waitsForFlush ? min(nextTimeout(), Self.idleFlushDelay) : nextTimeout()) : 0) {
+            try epoll.wait(timeout: pending.isEmpty ? (waitsForFlush ? min(nextTimeout(), flushWait) : nextTimeout()) : 0) {
                 token, flags in
                 events += 1
                 handle(token: token, events: flags)
             }
-            if waitsForFlush && events == 0 && pending.isEmpty { flushStore() }
+            if waitsForFlush && events == 0 && pending.isEmpty { flushStore(retrying: true) }
             executePending()
             resumeBacklog()
             flushDirty()
             writeHeldRows()
-            if engine.store.flushIsDue(now: ServiceNotifier.monotonicMilliseconds()) { flushStore() }
+            if engine.store.flushIsDue(now: ServiceNotifier.monotonicMilliseconds()) { flushStore(retrying: true) }
             housekeeping()
         }
         shutdown()
@@ -178,17 +181,37 @@ public final class Server {
     static let idleFlushDelay: Int32 = 2
 
     /// Commits the SQLite transaction (no fsync: its units of work are durable in the commit log).
+    /// `retrying`: a commit the loop makes by itself, which waits `flushRetryDelay` ms after a
+    /// failed one instead of being tried at every turn. A failure is said at most every 10 s.
     @discardableResult
-    private func flushStore() -> Bool {
-        do {
+    private func flushStore(retrying: Bool = false) -> Bool {
+        let now = ServiceNotifier.monotonicMilliseconds()
+        if retrying && now < flushRetryAt { return false }
+        do throws(StoreError) {
+            if flushesFail {
+                throw StoreError(.io, path: engine.store.path, message: "commits fail on purpose (debug-fail-flushes)")
+            }
             try engine.store.flush()
+            flushRetryAt = 0
             return true
         } catch {
-            logger.error("Failed to commit to \(engine.store.path) (the commit log keeps the changes): \(error.message)",
-                         id: .storageFailure)
+            flushRetryAt = now + Self.flushRetryDelay
+            if now - lastFlushFailure >= 10_000 {
+                lastFlushFailure = now
+                let retry = "tried again in \(Self.flushRetryDelay) ms, said again in 10 s"
+                logger.error("Failed to commit to \(engine.store.path) (the commit log keeps the changes; \(retry)): \(error.message)",
+                             id: .storageFailure)
+            }
             return false
         }
     }
+
+    /// How long the loop waits after a failed commit before it tries again by itself (ms).
+    static let flushRetryDelay: Int64 = 1000
+    private var flushRetryAt: Int64 = 0
+    private var lastFlushFailure: Int64 = .min / 2
+    /// `debug-fail-flushes on` (test hooks): every commit of the SQLite transaction fails.
+    private var flushesFail = false
 
     /// New rows wait in memory for their finish this long (ms) before they go into the SQLite
     /// transaction (TransactionStore.writeRows), a few at every turn.
@@ -873,6 +896,10 @@ public final class Server {
         case .control(let id, "debug-stall", let arguments) where testHooks:
             let milliseconds = arguments.first.flatMap { UInt32($0) } ?? 1000
             usleep(milliseconds * 1000)
+            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
+        case .control(let id, "debug-fail-flushes", let arguments) where testHooks:
+            flushesFail = arguments.first == "on"
+            if !flushesFail { flushRetryAt = 0 }
             output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
         case .control(let id, let command, let arguments):
             let controller = ControlCommands(engine: engine, configuration: configuration, server: self)

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitConnection
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -106,5 +107,51 @@ import Testing
         _ = try client.subscribe()
         let next = try client.buy(Sample.coins)
         #expect(restored.allSatisfy { UInt64($0.id)! < next.id })
+    }
+
+    /// A backup reads the database on another connection, so it needs every acknowledged change
+    /// committed to SQLite first. While that commit fails (here on purpose, through a test hook),
+    /// the backup is refused with the reason, while purchases and reads go on; once commits work
+    /// again it has everything.
+    @Test func backupIsRefusedWhileSQLiteCannotCommit() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        daemon.extraArguments = ["--enable-test-hooks"]
+        try daemon.start()
+        let buyer = try Client(daemon)
+        _ = try buyer.subscribe()
+        var acknowledged: [UInt64] = []
+        for _ in 0..<3 { acknowledged.append(try buyer.buy(Sample.coins).id) }
+
+        let control = try WireConnection(path: daemon.controlSocket)
+        _ = try control.hello(app: "")
+        func failFlushes(_ on: Bool, requestID: UInt32) throws {
+            try control.send(.control(requestID: requestID, command: "debug-fail-flushes", arguments: [on ? "on" : "off"]))
+            guard case .controlResult(requestID, .ok, _, _) = try control.receive() else {
+                throw IntegrationFailure("debug-fail-flushes was not accepted")
+            }
+        }
+        try failFlushes(true, requestID: 1)
+        acknowledged.append(try buyer.buy(Sample.coins).id)   // in the commit log only
+
+        let file = daemon.directory.file("backup-\(UUID().uuidString).sqlite")
+        let refused = try daemon.ctl(["backup", file])
+        #expect(refused.status == 1 && refused.stderr.contains("could not commit"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: file))
+        // Reads go through the serving connection and need no commit; purchases go on.
+        #expect(try daemon.ctl(["status"]).status == 0)
+        #expect(Set(try daemon.transactions().map(\.id)) == Set(acknowledged.map(String.init)))
+        acknowledged.append(try buyer.buy(Sample.coins).id)
+        // The loop tries again by itself every second and says so at most every 10 s.
+        usleep(2_500_000)
+        let failures = daemon.log().components(separatedBy: "\n").filter { $0.contains("Failed to commit to") }
+        #expect(failures.count == 1, "\(failures)")
+        #expect(failures.first?.contains("commits fail on purpose") == true)
+
+        try failFlushes(false, requestID: 2)
+        let answer = try #require(try daemon.ctlJSON(["backup", file]) as? [String: Any])
+        #expect(answer["transactions"] as? Int == acknowledged.count)
+        let stored = try sqlite3(file, "SELECT id FROM transactions ORDER BY id;", readOnly: true)
+        #expect(stored == acknowledged.sorted().map(String.init).joined(separator: "\n"))
     }
 }
