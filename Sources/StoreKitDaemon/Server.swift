@@ -71,7 +71,7 @@ public final class Server {
     private let backgroundResults = BackgroundResults()
     private let activator: ObserverActivator
     /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops)
-    /// and `debug-fail-flushes on|off` (the SQLite commits fail, to prove what depends on them).
+    /// and `debug-fail-flushes MS` (the SQLite commits fail for MS ms, to prove what depends on them).
     private let testHooks: Bool
 
     /// Unique part of FD-store names for this run.
@@ -156,8 +156,10 @@ public final class Server {
         while running {
             // Units of work waiting in the SQLite transaction are committed once the loop has been
             // idle for `idleFlushDelay` ms, or once the transaction is `flushInterval` old.
-            // After a failed commit, the next one is tried `flushRetryDelay` ms later.
+            // After a failed commit, the next one is tried `flushRetryDelay` ms later (unless the
+            // store committed meanwhile by itself, or SQLite dropped the transaction).
             let waitsForFlush = pending.isEmpty && engine.store.hasUnflushedChanges
+            if !engine.store.hasUnflushedChanges { flushRetryAt = 0 }
             let flushWait = Int32(clamping: max(Int64(Self.idleFlushDelay), flushRetryAt - ServiceNotifier.monotonicMilliseconds()))
             var events = 0
             try epoll.wait(timeout: pending.isEmpty ? (waitsForFlush ? min(nextTimeout(), flushWait) : nextTimeout()) : 0) {
@@ -182,26 +184,30 @@ public final class Server {
 
     /// Commits the SQLite transaction (no fsync: its units of work are durable in the commit log).
     /// `retrying`: a commit the loop makes by itself, which waits `flushRetryDelay` ms after a
-    /// failed one instead of being tried at every turn. A failure is said at most every 10 s.
+    /// failed one instead of being tried at every turn. A failure is said when its reason changes
+    /// and at most every 10 s otherwise; the first commit after failures is said too.
     @discardableResult
     private func flushStore(retrying: Bool = false) -> Bool {
         let now = ServiceNotifier.monotonicMilliseconds()
         if retrying && now < flushRetryAt { return false }
         do throws(StoreError) {
-            if flushesFail {
+            if now < flushesFailUntil {
                 throw StoreError(.io, path: engine.store.path, message: "commits fail on purpose (debug-fail-flushes)")
             }
             try engine.store.flush()
             flushRetryAt = 0
+            if lastFlushFailure != nil {
+                lastFlushFailure = nil
+                logger.notice("Committed to \(engine.store.path) again")
+            }
             return true
         } catch {
             flushRetryAt = now + Self.flushRetryDelay
-            if now - lastFlushFailure >= 10_000 {
-                lastFlushFailure = now
-                let retry = "tried again in \(Self.flushRetryDelay) ms, said again in 10 s"
-                logger.error("Failed to commit to \(engine.store.path) (the commit log keeps the changes; \(retry)): \(error.message)",
-                             id: .storageFailure)
-            }
+            if let last = lastFlushFailure, last.message == error.message, now - last.time < 10_000 { return false }
+            lastFlushFailure = (now, error.message)
+            let retry = "tried again in \(Self.flushRetryDelay) ms, said again in 10 s"
+            logger.error("Failed to commit to \(engine.store.path) (the commit log keeps the changes; \(retry)): \(error.message)",
+                         id: .storageFailure)
             return false
         }
     }
@@ -209,9 +215,10 @@ public final class Server {
     /// How long the loop waits after a failed commit before it tries again by itself (ms).
     static let flushRetryDelay: Int64 = 1000
     private var flushRetryAt: Int64 = 0
-    private var lastFlushFailure: Int64 = .min / 2
-    /// `debug-fail-flushes on` (test hooks): every commit of the SQLite transaction fails.
-    private var flushesFail = false
+    /// When the last failure was said, and its reason; nil while commits succeed.
+    private var lastFlushFailure: (time: Int64, message: String)?
+    /// `debug-fail-flushes MS` (test hooks): every commit of the SQLite transaction fails until then.
+    private var flushesFailUntil: Int64 = .min
 
     /// New rows wait in memory for their finish this long (ms) before they go into the SQLite
     /// transaction (TransactionStore.writeRows), a few at every turn.
@@ -898,8 +905,12 @@ public final class Server {
             usleep(milliseconds * 1000)
             output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
         case .control(let id, "debug-fail-flushes", let arguments) where testHooks:
-            flushesFail = arguments.first == "on"
-            if !flushesFail { flushRetryAt = 0 }
+            guard arguments.count == 1, let milliseconds = Int64(arguments[0]), milliseconds >= 0 else {
+                output.reply(session, .controlResult(requestID: id, code: .invalidArgument,
+                                                     message: "usage: debug-fail-flushes MILLISECONDS", json: "null"))
+                return
+            }
+            flushesFailUntil = ServiceNotifier.monotonicMilliseconds() + milliseconds
             output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
         case .control(let id, let command, let arguments):
             let controller = ControlCommands(engine: engine, configuration: configuration, server: self)

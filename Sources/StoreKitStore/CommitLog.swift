@@ -156,19 +156,17 @@ public final class CommitLog {
     }
 
     /// How long a lock held by another open file description is waited for (ms).
-    static let lockWait = 250
+    static let lockWait: Int64 = 1000
 
     /// Takes the exclusive lock, waiting up to `lockWait` ms for it. The lock belongs to the open
     /// file description, which a child forked by any thread of the process holding it shares until
     /// its exec closes it: a database closed and opened again at once can find it held for a moment.
     private static func lock(_ fd: Int32) -> Bool {
-        var waited = 0
+        let deadline = DiskSpaceGuard.monotonicMilliseconds() + lockWait
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EINTR || (errno == EWOULDBLOCK && waited < lockWait) else { return false }
-            if errno == EWOULDBLOCK {
-                usleep(2_000)
-                waited += 2
-            }
+            if errno == EINTR { continue }
+            guard errno == EWOULDBLOCK, DiskSpaceGuard.monotonicMilliseconds() < deadline else { return false }
+            usleep(2_000)
         }
         return true
     }

@@ -111,8 +111,8 @@ import Testing
 
     /// A backup reads the database on another connection, so it needs every acknowledged change
     /// committed to SQLite first. While that commit fails (here on purpose, through a test hook),
-    /// the backup is refused with the reason, while purchases and reads go on; once commits work
-    /// again it has everything.
+    /// the backup is refused with the reason, while purchases and reads go on; the loop tries
+    /// again by itself, and once commits work the changes reach the database and the backup.
     @Test func backupIsRefusedWhileSQLiteCannotCommit() throws {
         let daemon = try DaemonProcess()
         defer { daemon.remove() }
@@ -122,16 +122,24 @@ import Testing
         _ = try buyer.subscribe()
         var acknowledged: [UInt64] = []
         for _ in 0..<3 { acknowledged.append(try buyer.buy(Sample.coins).id) }
+        func committedCount() throws -> Int {
+            Int(try sqlite3(daemon.databasePath, "SELECT count(*) FROM transactions;", readOnly: true)) ?? -1
+        }
+        #expect(eventually(timeout: 5) { (try? committedCount()) == acknowledged.count })
 
         let control = try WireConnection(path: daemon.controlSocket)
         _ = try control.hello(app: "")
-        func failFlushes(_ on: Bool, requestID: UInt32) throws {
-            try control.send(.control(requestID: requestID, command: "debug-fail-flushes", arguments: [on ? "on" : "off"]))
-            guard case .controlResult(requestID, .ok, _, _) = try control.receive() else {
-                throw IntegrationFailure("debug-fail-flushes was not accepted")
+        var requestID: UInt32 = 0
+        func failFlushes(_ arguments: [String]) throws -> ResultCode {
+            requestID += 1
+            try control.send(.control(requestID: requestID, command: "debug-fail-flushes", arguments: arguments))
+            guard case .controlResult(requestID, let code, _, _) = try control.receive() else {
+                throw IntegrationFailure("no answer to debug-fail-flushes")
             }
+            return code
         }
-        try failFlushes(true, requestID: 1)
+        #expect(try failFlushes(["on"]) == .invalidArgument)
+        #expect(try failFlushes(["60000"]) == .ok)
         acknowledged.append(try buyer.buy(Sample.coins).id)   // in the commit log only
 
         let file = daemon.directory.file("backup-\(UUID().uuidString).sqlite")
@@ -142,13 +150,18 @@ import Testing
         #expect(try daemon.ctl(["status"]).status == 0)
         #expect(Set(try daemon.transactions().map(\.id)) == Set(acknowledged.map(String.init)))
         acknowledged.append(try buyer.buy(Sample.coins).id)
-        // The loop tries again by itself every second and says so at most every 10 s.
+        // The loop tries again every second and says the same failure at most every 10 s.
         usleep(2_500_000)
         let failures = daemon.log().components(separatedBy: "\n").filter { $0.contains("Failed to commit to") }
         #expect(failures.count == 1, "\(failures)")
         #expect(failures.first?.contains("commits fail on purpose") == true)
+        #expect(try committedCount() == 3)
 
-        try failFlushes(false, requestID: 2)
+        // Commits work again: with no request at all, the loop's next try commits everything.
+        #expect(try failFlushes(["0"]) == .ok)
+        #expect(eventually(timeout: 5) { (try? committedCount()) == acknowledged.count },
+                "the loop did not commit by itself: \((try? committedCount()) ?? -1) rows")
+        #expect(daemon.log().contains("Committed to \(daemon.databasePath) again"))
         let answer = try #require(try daemon.ctlJSON(["backup", file]) as? [String: Any])
         #expect(answer["transactions"] as? Int == acknowledged.count)
         let stored = try sqlite3(file, "SELECT id FROM transactions ORDER BY id;", readOnly: true)

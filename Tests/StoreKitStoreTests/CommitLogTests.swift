@@ -150,26 +150,36 @@ struct CommitLogTests {
     @Test("a lock left for a moment with a child process (forked, not yet exec'd) is waited for")
     func lockHeldByChildIsWaitedFor() throws {
         defer { directory.remove() }
-        // As a child forked by another thread holds it until its exec: here a child that keeps a
-        // copy of the locked file description for 100 ms.
+        // As a child forked by another thread holds it until its exec: here a child (cat) that
+        // keeps a copy of the locked file description until its stdin is closed.
         let fd = open(segment(0), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        #expect(fd >= 0)
-        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+        try #require(fd >= 0)
+        try #require(flock(fd, LOCK_EX | LOCK_NB) == 0)
+        var stdinPipe: [Int32] = [-1, -1]
+        try #require(pipe(&stdinPipe) == 0)
+        for end in stdinPipe { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
         posix_spawn_file_actions_adddup2(&actions, fd, 3)
         var child: pid_t = 0
-        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("0.1"), nil]
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/cat"), nil]
         defer { for argument in argv { free(argument) } }
-        #expect(posix_spawn(&child, "/bin/sleep", &actions, nil, argv, environ) == 0)
+        try #require(posix_spawn(&child, "/bin/cat", &actions, nil, argv, environ) == 0)
+        defer {
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+        }
+        close(stdinPipe[0])
         close(fd)
 
+        // The child lets go 50 ms after the open starts; the open waits for it.
+        let writeEnd = stdinPipe[1]
         let started = Date()
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { close(writeEnd) }
         let log = try CommitLog(databasePath: path, database: 7)
-        #expect(Date().timeIntervalSince(started) >= 0.05)   // it did wait for the child
-        var status: Int32 = 0
-        waitpid(child, &status, 0)
+        #expect(Date().timeIntervalSince(started) >= 0.04)
         _ = log
     }
 
