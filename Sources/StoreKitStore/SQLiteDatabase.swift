@@ -373,7 +373,12 @@ public final class SQLiteDatabase {
 private struct StatementKey: Hashable {
     let sql: String
 
-    static func == (lhs: StatementKey, rhs: StatementKey) -> Bool { lhs.sql.utf8.elementsEqual(rhs.sql.utf8) }
+    static func == (lhs: StatementKey, rhs: StatementKey) -> Bool {
+        var (left, right) = (lhs.sql, rhs.sql)
+        return left.withUTF8 { a in
+            right.withUTF8 { b in a.count == b.count && (a.isEmpty || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0) }
+        }
+    }
 
     func hash(into hasher: inout Hasher) {
         var sql = sql
