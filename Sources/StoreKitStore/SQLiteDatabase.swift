@@ -381,8 +381,7 @@ private struct StatementKey: Hashable {
     }
 
     func hash(into hasher: inout Hasher) {
-        var sql = sql
-        sql.makeContiguousUTF8()
+        var sql = sql   // withUTF8 makes a bridged string contiguous first: hence a copy
         sql.withUTF8 { bytes in
             let raw = UnsafeRawBufferPointer(bytes)
             hasher.combine(raw.count)
