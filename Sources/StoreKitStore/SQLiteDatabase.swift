@@ -120,6 +120,8 @@ public final class SQLiteDatabase {
     /// A cached prepared statement, reset and with bindings cleared.
     func statement(_ sql: String) throws(StoreError) -> Statement {
         let statement = try cachedHandle(sql)
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
         if recording {
             boundHandle = statement
             boundValues.removeAll(keepingCapacity: true)
@@ -127,13 +129,10 @@ public final class SQLiteDatabase {
         return Statement(handle: statement, database: self)
     }
 
+    /// The prepared statement for `sql`, as it was left (prepared on first use).
     private func cachedHandle(_ sql: String) throws(StoreError) -> OpaquePointer {
         let key = StatementKey(sql: sql)
-        if let cached = statements[key] {
-            sqlite3_reset(cached)
-            sqlite3_clear_bindings(cached)
-            return cached
-        }
+        if let cached = statements[key] { return cached }
         var prepared: OpaquePointer?
         let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
         guard status == SQLITE_OK, let prepared else { throw error(status, "prepare") }
@@ -146,10 +145,14 @@ public final class SQLiteDatabase {
     func recordWithoutRunning(_ sql: String, _ values: [BoundValue]) throws(StoreError) {
         guard recording else { return }
         try requireTransaction()
+        // Only the statement's identity is needed (its template number): it is neither reset nor
+        // bound, and a Statement taken from the cache for the same SQL keeps its bindings.
         let statement = try cachedHandle(sql)
-        if boundHandle == statement { boundHandle = nil }   // reset: what was bound to it is gone
         guard Self.recordable(statement, values.count), let template = template(of: statement) else {
             // Past what a record can number: bound and recorded with its values inlined.
+            if boundHandle == statement { boundHandle = nil }   // reset below: what was bound to it is gone
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
             Statement(handle: statement, database: self).bind(values)
             recordExpanded(statement)
             sqlite3_reset(statement)

@@ -551,9 +551,10 @@ public final class TransactionStore {
     private func write(_ ids: [UInt64]) throws(StoreError) {
         try database.requireTransaction()
         try database.unrecorded { () throws(StoreError) in
+            let insert = try database.statement(Self.insertSQL)
             for id in ids {
                 guard let row = pending.row(id: id) else { continue }
-                let insert = try database.statement(Self.insertSQL)
+                insert.reset()   // every parameter is bound again
                 insert.bind(Self.insertValues(row.record, paymentKey: row.key?.text))
                 try insert.run()
                 pending.noteWritten(id: id)
