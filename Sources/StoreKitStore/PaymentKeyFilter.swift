@@ -102,52 +102,65 @@ final class PaymentKeyFilterBuild: Sendable {
     /// per statement, each its own short read, instead of one `count(*)` that holds a snapshot
     /// for the whole index (0.4 s for a million keys).
     static func countKeys(_ database: SQLiteDatabase, chunk: Int) throws(StoreError) -> Int {
-        let after = "payment_key IS NOT NULL AND (uid, app, payment_key) > (?1, ?2, ?3) ORDER BY uid, app, payment_key"
-        let hop = try database.statement("SELECT uid, app, payment_key FROM transactions WHERE \(after) LIMIT 1 OFFSET ?4")
-        var last: (uid: Int64, app: String, key: String) = (Int64.min, "", "")
+        let hop = try database.statement("SELECT uid, app, payment_key FROM transactions WHERE \(keysAfter) LIMIT 1 OFFSET ?4")
+        var last = KeyPosition.start
         var count = 0
         while true {
             hop.reset()
-            hop.bind(1, last.uid)
-            hop.bind(2, last.app)
-            hop.bind(3, last.key)
+            last.bind(to: hop)
             hop.bind(4, Int64(chunk - 1))
             guard try hop.step() else { break }
-            last = (hop.int64(0), hop.text(1), hop.text(2))
+            last = KeyPosition(hop)
             count += chunk
         }
         hop.reset()
-        let rest = try database.statement("SELECT count(*) FROM (SELECT 1 FROM transactions WHERE \(after))")
-        rest.bind(1, last.uid)
-        rest.bind(2, last.app)
-        rest.bind(3, last.key)
+        let rest = try database.statement("SELECT count(*) FROM (SELECT 1 FROM transactions WHERE \(keysAfter))")
+        last.bind(to: rest)
         return count + Int(try rest.firstRow { $0.int64(0) } ?? 0)
+    }
+
+    /// The keys after position ?1, ?2, ?3, in order: every query walks the partial index of
+    /// payment keys (it covers them).
+    private static let keysAfter =
+        "payment_key IS NOT NULL AND (uid, app, payment_key) > (?1, ?2, ?3) ORDER BY uid, app, payment_key"
+
+    /// A place in the index of payment keys: the last key read.
+    private struct KeyPosition {
+        var uid: Int64
+        var app: String
+        var key: String
+
+        static let start = KeyPosition(uid: .min, app: "", key: "")
+
+        init(uid: Int64, app: String, key: String) { (self.uid, self.app, self.key) = (uid, app, key) }
+
+        /// The key in columns 0–2 of `row`.
+        init(_ row: Statement) { self.init(uid: row.int64(0), app: row.text(1), key: row.text(2)) }
+
+        func bind(to statement: Statement) {
+            statement.bind(1, uid)
+            statement.bind(2, app)
+            statement.bind(3, key)
+        }
     }
 
     /// Reads `chunk` keys per read transaction.
     private static func read(path: String, minimumCapacity: Int, chunk: Int) -> PaymentKeyFilter? {
         do {
             let database = try SQLiteDatabase(path: path, readOnly: true)
-            // Every query walks the partial index of payment keys (it covers them): nothing to read
-            // where payments carry no keys.
+            // Nothing to read where payments carry no keys (the index is partial).
             let count = try countKeys(database, chunk: chunk)
             var filter = PaymentKeyFilter(capacity: max(2 * count, minimumCapacity))
-            let select = try database.statement("""
-                SELECT uid, app, payment_key FROM transactions
-                WHERE payment_key IS NOT NULL AND (uid, app, payment_key) > (?, ?, ?)
-                ORDER BY uid, app, payment_key LIMIT ?
-                """)
-            var after: (uid: Int64, app: String, key: String) = (Int64.min, "", "")
+            let select = try database.statement("SELECT uid, app, payment_key FROM transactions WHERE \(keysAfter) LIMIT ?4")
+            var after = KeyPosition.start
             while true {
                 select.reset()
-                select.bind(1, after.uid)
-                select.bind(2, after.app)
-                select.bind(3, after.key)
+                after.bind(to: select)
                 select.bind(4, Int64(chunk))
                 var rows = 0
                 while try select.step() {
                     rows += 1
-                    after = (select.int64(0), select.text(1), select.text(2))
+                    after = KeyPosition(select)
                     filter.insert(StoredPaymentKey(uid: UInt32(truncatingIfNeeded: after.uid), app: after.app, key: after.key))
                 }
                 select.reset()
