@@ -44,7 +44,8 @@ let package = Package(
         .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),
         .testTarget(name: "StoreKitWireTests", dependencies: ["StoreKitWire"]),
         .testTarget(name: "StoreKitStoreTests", dependencies: ["StoreKitStore", "StoreKitTestSupport"]),
-        .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitTestSupport"]),
+        // Fixtures/ holds the project's own .storekit files, read by path from the tests.
+        .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitTestSupport"], exclude: ["Fixtures"]),
         .testTarget(name: "StoreKitDaemonTests", dependencies: ["StoreKitDaemon", "StoreKitTestSupport"]),
         .testTarget(name: "OpenStoreKitTests", dependencies: ["OpenStoreKit", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitIntegrationTests", dependencies: ["StoreKitTestSupport", "StoreKitWire", "StoreKitConnection", "StoreKitPosix"]),

@@ -86,6 +86,9 @@ extension ControlCommands {
         guard let id = UInt64(text) else {
             return .failure(.failure(.invalidArgument, "transaction id '\(text)' is not a number"))
         }
+        guard id <= UInt64(Int64.max) else {
+            return .failure(.failure(.transactionNotFound, "transaction id \(text) is out of range (at most \(Int64.max))"))
+        }
         return .value(id)
     }
 

@@ -55,8 +55,12 @@ extension PaymentQueueEngine {
     public func advanceClock(by duration: ClockDuration) throws(StoreError) -> Outcome {
         synchronize()
         let now = clock.now()
-        let delta = duration.end(from: now) - now
-        clock.offsetMilliseconds += delta
+        let end = duration.end(from: now)
+        guard end <= StoreClock.latestMilliseconds else {
+            return .refused(.invalidArgument,
+                            "advancing the clock by \(duration) would pass \(RFC3339.string(milliseconds: StoreClock.latestMilliseconds)), the end of its range")
+        }
+        clock.offsetMilliseconds += end - now
         try store.setSetting(Self.clockOffsetKey, String(clock.offsetMilliseconds))
         let effects = try fireDueEvents()
         return .ok(value: UInt64(effects.count), effects)

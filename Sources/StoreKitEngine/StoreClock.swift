@@ -10,6 +10,10 @@ public struct StoreClock: Sendable, Equatable {
     public var offsetMilliseconds: Int64
     public var rate: TimeRate
 
+    /// The clock is never advanced past 9999-12-31T23:59:59.999Z: RFC 3339 has four-digit years,
+    /// and every date computed from the clock (renewals, expiries) stays far from Int64's limits.
+    public static let latestMilliseconds: Int64 = 253_402_300_799_999
+
     public init(offsetMilliseconds: Int64 = 0, rate: TimeRate = .realTime) {
         self.offsetMilliseconds = offsetMilliseconds
         self.rate = rate

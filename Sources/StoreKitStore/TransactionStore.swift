@@ -666,10 +666,15 @@ public final class TransactionStore {
         return result
     }
 
+    /// Transaction ids are SQLite's signed 64-bit integers: an id above `Int64.max` (from a client
+    /// or the command line) names no row. Every id that comes from outside is bound through this.
+    static func storedID(_ id: UInt64) -> Int64? { Int64(exactly: id) }
+
     public func transaction(id: UInt64) throws(StoreError) -> TransactionRecord? {
         if let row = pending.row(id: id) { return row.record }
+        guard let stored = Self.storedID(id) else { return nil }
         let select = try database.statement("SELECT \(Self.columns) FROM transactions WHERE id = ?")
-        select.bind(1, Int64(id))
+        select.bind(1, stored)
         return try select.firstRow { record($0) }
     }
 
@@ -930,8 +935,9 @@ extension TransactionStore {
     }
 
     public func subscription(originalID: UInt64) throws(StoreError) -> Subscription? {
+        guard let stored = Self.storedID(originalID) else { return nil }
         let select = try database.statement("SELECT \(Self.subscriptionColumns) FROM subscriptions WHERE original_id = ?")
-        select.bind(1, Int64(originalID))
+        select.bind(1, stored)
         return try select.firstRow { subscription($0) }
     }
 
@@ -1001,16 +1007,18 @@ extension TransactionStore {
 
     /// Removes the request of `transactionID`; false when there was none (already answered).
     public func removePurchaseRequest(transactionID: UInt64) throws(StoreError) -> Bool {
+        guard let stored = Self.storedID(transactionID) else { return false }
         let delete = try database.statement("DELETE FROM purchase_requests WHERE transaction_id = ?")
-        delete.bind(1, Int64(transactionID))
+        delete.bind(1, stored)
         try delete.run()
         return database.changes == 1
     }
 
     public func purchaseRequest(transactionID: UInt64) throws(StoreError) -> PurchaseRequest? {
+        guard let stored = Self.storedID(transactionID) else { return nil }
         let select = try database.statement(
             "SELECT \(Self.requestColumns) FROM purchase_requests WHERE transaction_id = ?")
-        select.bind(1, Int64(transactionID))
+        select.bind(1, stored)
         return try select.firstRow { purchaseRequest($0) }
     }
 
