@@ -4,22 +4,38 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Build and runtime libraries, plus the real components the tests run (journald, socket
-# activation, dbus-daemon with python3-dbusmock, redis for the benchmark peer).
-APT_PACKAGES := libsqlite3-dev libsystemd-dev sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux
+# Debian packages, by purpose. `make build`/`make run`/`make install` need only the first two
+# lists; `make test` also installs the real components the tests run (journald, socket activation,
+# dbus-daemon with python3-dbusmock, redis for the benchmark peer); `make deb` and
+# `make test-system` add the packaging tools and a container to boot a real systemd in.
+BUILD_PACKAGES := libsqlite3-dev libsystemd-dev pkgconf
+RUNTIME_PACKAGES := procps
+TEST_PACKAGES := sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux
+DEB_PACKAGES := debhelper dpkg-dev lintian
+SYSTEM_TEST_PACKAGES := debootstrap systemd-container
+APT_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES)
 CONFIG ?= config/storekitd.conf
 # Fuzzing: a bounded run per target inside `make test`, a long one with `make fuzz`.
 TEST_FUZZ_SECONDS ?= 15
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps build run test bench install install-files clean fuzz torture test-sanitize
+.PHONY: all deps test-deps deb-deps build run test bench install install-files clean fuzz torture test-sanitize \
+	deb lint-deb test-system
 
 all: build
 
+# Installs the missing ones of PACKAGES (default: what building and running need).
+PACKAGES = $(APT_PACKAGES)
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "Installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+
+test-deps:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
+
+deb-deps:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(APT_PACKAGES) $(DEB_PACKAGES)"
 
 build: deps
 	$(SWIFT) build
@@ -28,19 +44,19 @@ build: deps
 run: build
 	exec .build/debug/storekitd --config $(CONFIG)
 
-test: deps
+test: test-deps
 	$(SWIFT) build --build-tests
 	scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
 	$(SWIFT) test --skip-build
 
-fuzz: deps
+fuzz: test-deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The whole suite once under AddressSanitizer and once under ThreadSanitizer.
-test-sanitize: deps
+test-sanitize: test-deps
 	scripts/test-sanitize.sh
 
-bench: deps
+bench: test-deps
 	$(SWIFT) build -c release --product storekitd-bench
 	$(SWIFT) build -c release --product storekitd
 	.build/release/storekitd-bench
@@ -50,21 +66,58 @@ BUILD_DIR ?= .build/release
 install: deps
 	$(SWIFT) build -c release
 	$(MAKE) install-files BUILD_DIR=.build/release
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+	  systemd-sysusers storekitd.conf; journalctl --update-catalog; systemctl daemon-reload; \
+	  echo "Installed. Start with: systemctl enable --now storekitd.socket"; fi
 
 # Many cycles of: clients buying and finishing, kill -9 at a random moment, restart, check.
-torture: deps
+torture: test-deps
 	$(SWIFT) build --build-tests
 	STOREKIT_TORTURE_CYCLES=$${STOREKIT_TORTURE_CYCLES:-300} $(SWIFT) test --skip-build --filter NothingLostTortureTests
 
+# The installed layout, the same as the Debian package's: units, sysusers.d entry and catalog under
+# $(PREFIX)/lib, the polkit rule where polkitd reads rules (/usr/share for PREFIX=/usr, else /etc),
+# man pages, docs with the model observer unit in examples/ (a template to copy, not a system unit),
+# and the sample configuration in /etc/storekitd (existing files are kept).
+POLKIT_RULES_DIR ?= $(if $(filter /usr,$(PREFIX)),/usr/share/polkit-1/rules.d,/etc/polkit-1/rules.d)
+UNITS := storekitd.service storekitd.socket storekitd-control.socket
+MAN_PAGES := $(wildcard man/*.[0-9])
 install-files:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/storekitd/apps.d $(DESTDIR)/etc/storekitd/catalog \
-	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/catalog
+	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/catalog $(DESTDIR)$(PREFIX)/lib/sysusers.d \
+	  $(DESTDIR)$(POLKIT_RULES_DIR) $(DESTDIR)$(PREFIX)/share/doc/storekitd/examples
 	install -m 0755 $(BUILD_DIR)/storekitd $(BUILD_DIR)/storekitctl $(BUILD_DIR)/storekit-example-app $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 config/storekitd.conf $(DESTDIR)/etc/storekitd/storekitd.conf
-	install -m 0644 config/apps.d/*.conf $(DESTDIR)/etc/storekitd/apps.d/
-	install -m 0644 config/catalog/*.storekit $(DESTDIR)/etc/storekitd/catalog/
-	for f in systemd/*.service systemd/*.socket; do [ -e "$$f" ] && sed 's|/usr/bin/|$(PREFIX)/bin/|g' $$f > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$(basename $$f); done; true
-	[ ! -e systemd/storekitd.catalog ] || install -m 0644 systemd/storekitd.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/
+	for f in config/storekitd.conf config/apps.d/*.conf config/catalog/*.storekit; do \
+	  t=$(DESTDIR)/etc/storekitd/$${f#config/}; [ -e "$$t" ] || install -m 0644 "$$f" "$$t" || exit 1; done
+	for u in $(UNITS); do sed 's|/usr/bin/|$(PREFIX)/bin/|g' systemd/$$u > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$u || exit 1; done
+	install -m 0644 systemd/storekitd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/storekitd.conf
+	install -m 0644 systemd/storekitd.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/
+	sed 's|/usr/bin/|$(PREFIX)/bin/|g' systemd/storekitd.rules > $(DESTDIR)$(POLKIT_RULES_DIR)/storekitd.rules
+	for m in $(MAN_PAGES); do s=$${m##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s && \
+	  install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/ || exit 1; done
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/storekitd/
+	for f in docs/examples/*; do sed 's|/usr/bin/|$(PREFIX)/bin/|g' "$$f" > $(DESTDIR)$(PREFIX)/share/doc/storekitd/examples/$${f##*/} || exit 1; done
+
+# The Debian package, dist/storekitd_VERSION_ARCH.deb (version from debian/changelog): a release
+# build with the Swift runtime linked statically, in its own scratch path (.build-deb).
+VERSION := $(shell dpkg-parsechangelog -S Version 2>/dev/null)
+DEB := dist/storekitd_$(VERSION)_$(shell dpkg --print-architecture).deb
+deb: deb-deps
+	dpkg-checkbuilddeps
+	debian/rules clean
+	debian/rules binary
+	@ls -l $(DEB)
+
+lint-deb: deb
+	lintian --info $(DEB)
+
+# The package installed in a Debian 12 rootfs booted with a real systemd (systemd-nspawn), checked
+# as non-root users. Slow (minutes); run by .ci/run, not by `make test`. Skips when not root.
+test-system:
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deps PACKAGES="$(APT_PACKAGES) $(DEB_PACKAGES) $(SYSTEM_TEST_PACKAGES)" \
+	  || echo "test-system: could not install $(DEB_PACKAGES) $(SYSTEM_TEST_PACKAGES)"; fi
+	scripts/test-system.sh
 
 clean:
-	rm -rf .build
+	rm -rf .build .build-deb dist debian/build
+	[ ! -x debian/rules ] || debian/rules clean

@@ -1,0 +1,388 @@
+#!/bin/bash
+# scripts/test-system.sh — the Debian package on a real Debian 12 booted with systemd as PID 1.
+#
+# Usage: scripts/test-system.sh            (run by `make test-system` and by .ci/run, as root)
+# Environment: DEB=FILE   test this package instead of building one with `make deb`
+#              KEEP=1     keep the work directory (rootfs, logs) for inspection
+#
+# Builds the package (`make deb`), makes a Debian 12 rootfs with debootstrap (the pristine rootfs is
+# cached as a tarball in /var/cache/storekitd-test-system/, keyed by the package list), installs the
+# package with dpkg inside it, adds two unprivileged users (uid 1000 and 1001), boots it with
+# systemd-nspawn and checks, as those users, what the units, the polkit rule and the daemon promise.
+# The shipped files are used unmodified: the test adds no drop-ins. Each check prints one line,
+# "PASS: what <evidence>" or "FAIL: what <evidence>"; the last line is "N passed, N failed", and the
+# exit status is non-zero when anything failed. Where the test cannot run (not root, no
+# systemd-nspawn or debootstrap, no cgroup of its own) it prints "SKIP: reason" and exits 0.
+#
+# Safety. A systemd manager started in the host's own cgroup takes over every process of the
+# machine. So, as in ../shared/TESTING.md ("A real systemd"): the launching shell first moves into
+# cgroups of its own, systemd-nspawn runs with --register=no --keep-unit --private-network, only the
+# throwaway rootfs is booted, nothing is created under the host's /run/systemd. Commands run inside
+# with `nsenter -t LEADER -a`. Only processes this script started are signalled, by pid. On any exit
+# the container is powered off and the cgroups are removed (trap).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(pwd)
+
+PASSED=0
+FAILED=0
+pass() { echo "PASS: $*"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL: $*"; FAILED=$((FAILED + 1)); }
+skip() { echo "SKIP: $*"; exit 0; }
+note() { echo "  .. $*"; }
+# check NAME EVIDENCE COMMAND...: PASS when COMMAND succeeds, FAIL otherwise, with the evidence.
+check() { local name=$1 evidence=$2; shift 2; if "$@"; then pass "$name: $evidence"; else fail "$name: $evidence"; fi; }
+
+[ "$(id -u)" = 0 ] || skip "test-system needs root (debootstrap, chroot, systemd-nspawn); run: sudo make test-system"
+for tool in debootstrap systemd-nspawn nsenter chroot python3 dpkg-deb; do
+    command -v "$tool" >/dev/null || skip "$tool is not installed (make test-system installs debootstrap and systemd-container)"
+done
+# The cgroups the launching shell moves into: the named v1 hierarchy and the unified one (hybrid
+# layout, as on these machines), or the unified one alone (pure cgroup v2).
+CG=storekitd-test-system-$$
+if [ -d /sys/fs/cgroup/systemd ] && [ -d /sys/fs/cgroup/unified ]; then
+    CGROUPS=(/sys/fs/cgroup/systemd/$CG /sys/fs/cgroup/unified/$CG)
+elif [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+    CGROUPS=(/sys/fs/cgroup/$CG)
+else
+    skip "no cgroup hierarchy to give the container a cgroup of its own"
+fi
+
+START=$(date +%s)
+SUITE=bookworm
+INCLUDE=systemd,systemd-sysv,dbus,libsystemd0,libsqlite3-0,procps,polkitd,pkexec,libnss-systemd,libpam-systemd
+CACHE=/var/cache/storekitd-test-system
+WORK=$(mktemp -d /var/tmp/storekitd-test-system.XXXXXX)
+ROOTFS=$WORK/rootfs
+NSPAWN=""
+LEADER=""
+OBSERVER_HOST_PID=""
+
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    if [ -n "$LEADER" ] && [ -e "/proc/$LEADER" ]; then
+        nsenter -t "$LEADER" -a systemctl poweroff >/dev/null 2>&1 || true
+    fi
+    if [ -n "$NSPAWN" ]; then
+        for _ in $(seq 1 100); do kill -0 "$NSPAWN" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$NSPAWN" 2>/dev/null; then
+            echo "container did not power off in 10 s; terminating systemd-nspawn (pid $NSPAWN)"
+            kill -TERM "$NSPAWN" 2>/dev/null
+            for _ in $(seq 1 50); do kill -0 "$NSPAWN" 2>/dev/null || break; sleep 0.1; done
+            kill -KILL "$NSPAWN" 2>/dev/null || true
+        fi
+        wait "$NSPAWN" 2>/dev/null || true
+    fi
+    if [ -n "$OBSERVER_HOST_PID" ] && kill -0 "$OBSERVER_HOST_PID" 2>/dev/null; then
+        kill -TERM "$OBSERVER_HOST_PID" 2>/dev/null || true
+    fi
+    # The container's systemd made its own cgroups below ours: remove them deepest first.
+    for dir in "${CGROUPS[@]}"; do
+        [ -d "$dir" ] && find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null
+        [ -d "$dir" ] && echo "warning: could not remove cgroup $dir"
+    done
+    if [ "${KEEP:-0}" = 1 ]; then
+        echo "kept $WORK"
+    else
+        rm -rf --one-file-system "$WORK"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------------------------------------
+# The package.
+if [ -z "${DEB:-}" ]; then
+    echo "== make deb"
+    make --no-print-directory deb >"$WORK/deb.log" 2>&1 || { tail -40 "$WORK/deb.log"; fail "make deb: see the log above"; exit 1; }
+    DEB=$(ls -t dist/storekitd_*.deb | head -1)
+fi
+[ -f "$DEB" ] || { fail "package: $DEB does not exist"; exit 1; }
+note "package $DEB ($(stat -c %s "$DEB") bytes), Depends: $(dpkg-deb -f "$DEB" Depends)"
+if command -v lintian >/dev/null; then
+    lintian "$DEB" >"$WORK/lintian.log" 2>&1
+    errors=$(grep -c '^E:' "$WORK/lintian.log")
+    check "lintian reports no errors" "$errors errors, $(grep -c '^W:' "$WORK/lintian.log") warnings" [ "$errors" = 0 ]
+    grep -E '^(E|W):' "$WORK/lintian.log" | sed 's/^/  .. /'
+fi
+
+# ---------------------------------------------------------------------------------------------
+# The rootfs: debootstrap once, then from the cached tarball.
+MIRROR=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+KEY=$(echo "$SUITE minbase $INCLUDE" | sha256sum | cut -c1-16)
+TARBALL=$CACHE/rootfs-$SUITE-$KEY.tar
+mkdir -p "$ROOTFS" "$CACHE"
+if [ -f "$TARBALL" ]; then
+    echo "== rootfs from $TARBALL"
+    tar -C "$ROOTFS" --numeric-owner -xpf "$TARBALL" || { fail "rootfs: cannot unpack $TARBALL"; exit 1; }
+else
+    echo "== debootstrap $SUITE from $MIRROR (cached afterwards in $CACHE)"
+    if ! debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$ROOTFS" "$MIRROR" >"$WORK/debootstrap.log" 2>&1; then
+        tail -20 "$WORK/debootstrap.log"
+        skip "debootstrap of $SUITE from $MIRROR failed (no access to the Debian mirror?)"
+    fi
+    rm -f "$CACHE"/rootfs-*.tar
+    tar -C "$ROOTFS" --numeric-owner -cpf "$TARBALL.tmp" . && mv "$TARBALL.tmp" "$TARBALL"
+fi
+
+echo "== install $(basename "$DEB") and add users"
+cp "$DEB" "$ROOTFS/tmp/storekitd.deb"
+if ! chroot "$ROOTFS" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+        dpkg -i /tmp/storekitd.deb >"$WORK/dpkg.log" 2>&1 </dev/null; then
+    cat "$WORK/dpkg.log"
+    fail "dpkg -i in a clean Debian 12: exit status non-zero (log above)"
+    exit 1
+fi
+pass "dpkg -i in a clean Debian 12: $(grep -c . "$WORK/dpkg.log") lines of output, $(chroot "$ROOTFS" dpkg-query -W -f='${Package} ${Version} ${Status}' storekitd)"
+chroot "$ROOTFS" useradd -m -u 1000 -s /bin/bash alice
+chroot "$ROOTFS" useradd -m -u 1001 -s /bin/bash bob
+mkdir -p "$ROOTFS/var/log/journal"
+
+# ---------------------------------------------------------------------------------------------
+# Boot, from cgroups of our own.
+echo "== boot"
+mkdir -p "${CGROUPS[@]}"
+procs=""
+for dir in "${CGROUPS[@]}"; do procs="$procs echo \$\$ > $dir/cgroup.procs;"; done
+setsid sh -c "$procs exec systemd-nspawn -q -D '$ROOTFS' -M sk-test-$$ --register=no --keep-unit --boot \
+    --console=pipe --private-network --link-journal=no" </dev/null >"$WORK/nspawn.log" 2>&1 &
+NSPAWN=$!
+# The leader: the child of systemd-nspawn that is systemd and has its private socket.
+for _ in $(seq 1 300); do
+    for child in $(cat /proc/"$NSPAWN"/task/*/children 2>/dev/null); do
+        if [ "$(cat /proc/"$child"/comm 2>/dev/null)" = systemd ] && [ -e "/proc/$child/root/run/systemd/private" ]; then
+            LEADER=$child
+        fi
+    done
+    [ -n "$LEADER" ] && break
+    kill -0 "$NSPAWN" 2>/dev/null || break
+    sleep 0.1
+done
+if [ -z "$LEADER" ]; then
+    cat "$WORK/nspawn.log"
+    fail "boot: no systemd leader in 30 s"
+    exit 1
+fi
+
+IN() { nsenter -t "$LEADER" -a "$@"; }
+# AS UID COMMAND...: COMMAND inside, as UID with its own groups and a clean environment.
+AS() {
+    local uid=$1 home
+    shift
+    home=$(IN getent passwd "$uid" | cut -d: -f6)
+    IN env -i PATH=/usr/bin:/bin HOME="$home" LANG=C.UTF-8 setpriv --reuid="$uid" --regid="$uid" --init-groups -- "$@"
+}
+MAINPID() { IN systemctl show -p MainPID --value storekitd.service; }
+NOW() { IN date +%s; }
+# json EXPR < JSON: evaluates a Python expression over the parsed input `d` (or `lines`, a list of
+# the parsed JSON lines when the input is one object per line) and prints the result.
+json() {
+    python3 -c '
+import json, sys
+text = sys.stdin.read()
+try:
+    d = json.loads(text)
+except ValueError:
+    d = None
+lines = []
+for line in text.splitlines():
+    try:
+        lines.append(json.loads(line))
+    except ValueError:
+        pass
+print(eval(sys.argv[1]))' "$1"
+}
+# wait_for SECONDS COMMAND...: polls COMMAND every 0.2 s until it succeeds.
+wait_for() {
+    local deadline=$(($(date +%s) + $1))
+    shift
+    until "$@"; do
+        [ "$(date +%s)" -ge "$deadline" ] && return 1
+        sleep 0.2
+    done
+}
+# A transaction's record from `storekitctl transactions -o json`, as JSON (or "null").
+transaction() {
+    IN storekitctl -o json transactions | json "next((t for t in (d or []) if t.get('transactionIdentifier') == '$1'), None)"
+}
+finished() { [ "$(IN storekitctl -o json transactions | json "any(t.get('transactionIdentifier') == '$1' and t.get('finished') is True for t in (d or []))")" = True ]; }
+unfinished() {
+    IN storekitctl -o json transactions --unfinished "$@" | json "len(d or [])"
+}
+
+state=$(IN systemctl is-system-running --wait 2>&1)
+note "booted in $(($(date +%s) - START)) s since the start of the test: system $state"
+if [ "$state" != running ]; then
+    IN systemctl --failed --no-legend | sed 's/^/  .. failed unit: /'
+fi
+
+# ---------------------------------------------------------------------------------------------
+echo "== a. sockets enabled and listening, service socket-activated only"
+enabled=$(IN systemctl is-enabled storekitd.socket storekitd-control.socket storekitd.service | tr '\n' ' ')
+listen=$(IN systemctl show -p Listen --value storekitd.socket storekitd-control.socket | grep . | tr '\n' ' ')
+active=$(IN systemctl is-active storekitd.socket storekitd-control.socket | tr '\n' ' ')
+check "a. sockets enabled and listening, service not enabled" \
+    "is-enabled socket/control/service: $enabled; is-active: $active; Listen: $listen" \
+    [ "$enabled" = "enabled enabled static " ] -a "$active" = "active active " ] -a -S "$ROOTFS/run/storekitd/storekitd.sock" ] 2>/dev/null
+rundir() { IN stat -c '%a %U:%G %n' /run/storekitd; }
+rundir_ok() { [ "$(IN stat -c %a /run/storekitd)" = 755 ] && ! IN test -e /run/private/storekitd; }
+check "a. /run/storekitd is 0755 and not under /run/private" "$(rundir); /run/private/storekitd $(IN test -e /run/private/storekitd && echo exists || echo absent)" rundir_ok
+
+# ---------------------------------------------------------------------------------------------
+echo "== b. uid 1000 buys and finishes, before and after a restart of the service"
+buy_as_alice() {
+    local out=$WORK/buy-$1.out
+    if ! AS 1000 timeout 60 storekit-example-app buy com.example.game.coins100 >"$out" 2>"$WORK/buy-$1.err"; then
+        note "buy exit status non-zero; stderr: $(head -c 400 "$WORK/buy-$1.err")"
+    fi
+    json "next((l['transactionIdentifier'] for l in lines if l.get('event') == 'updated' and l.get('state') == 'purchased'), '')" <"$out"
+}
+TX1=$(buy_as_alice 1)
+pid1=$(MAINPID)
+check "b. uid 1000 buys com.example.game.coins100 (first start of the daemon)" \
+    "transaction ${TX1:-none}: $(transaction "$TX1" | json "d and (d['uid'], d['state'], 'finished=%s' % d['finished'])"); MainPID $pid1; $(rundir)" \
+    finished "$TX1"
+IN systemctl restart storekitd.service
+pid2=$(MAINPID)
+TX2=$(buy_as_alice 2)
+check "b. uid 1000 buys again after systemctl restart storekitd.service" \
+    "MainPID $pid1 -> $pid2; transaction ${TX2:-none}: $(transaction "$TX2" | json "d and (d['uid'], d['state'], 'finished=%s' % d['finished'])"); $(rundir)" \
+    eval 'finished "$TX2" && rundir_ok && [ "$pid1" != "$pid2" ]'
+
+# ---------------------------------------------------------------------------------------------
+echo "== c. journal fields and catalog text"
+IN journalctl --sync 2>/dev/null || true
+IN journalctl -t storekitd STOREKIT_APP=com.example.game STOREKIT_TRANSACTION_ID="$TX1" -o json >"$WORK/journal-c.json"
+fields=$(json "sorted(set((l.get('STOREKIT_STATE') or '-') for l in lines))" <"$WORK/journal-c.json")
+entry=$(json "next(('STOREKIT_TRANSACTION_ID=%s STOREKIT_APP=%s STOREKIT_UID=%s STOREKIT_STATE=%s MESSAGE_ID=%s' % (l['STOREKIT_TRANSACTION_ID'], l['STOREKIT_APP'], l.get('STOREKIT_UID'), l.get('STOREKIT_STATE'), l.get('MESSAGE_ID')) for l in lines if l.get('STOREKIT_STATE') == 'purchased'), '')" <"$WORK/journal-c.json")
+check "c. journalctl -t storekitd STOREKIT_APP=com.example.game -o json carries the fields" \
+    "$(json 'len(lines)' <"$WORK/journal-c.json") entries for $TX1, states $fields; $entry" [ -n "$entry" ]
+catalog=$(IN journalctl -x -t storekitd STOREKIT_TRANSACTION_ID="$TX1" --no-pager | grep -m1 -A1 "changed state to" | tr -s ' \n' ' ')
+check "c. journalctl -x shows the catalog text" "${catalog:-no catalog text}" [ -n "$catalog" ]
+
+# ---------------------------------------------------------------------------------------------
+echo "== d. kill -9 of the daemon: restarted, a connected observer keeps its connection"
+start_observer() {
+    IN sh -c 'echo $$ > /run/storekitd-test-observer.pid; home=$(getent passwd 1000 | cut -d: -f6);
+        exec env -i PATH=/usr/bin:/bin HOME=$home LANG=C.UTF-8 setpriv --reuid=1000 --regid=1000 --init-groups -- storekit-example-app observe' \
+        >"$WORK/observer.out" 2>"$WORK/observer.err" </dev/null &
+    OBSERVER_HOST_PID=$!
+}
+observer_pid() { IN cat /run/storekitd-test-observer.pid 2>/dev/null; }
+observer_alive() { local p; p=$(observer_pid); [ -n "$p" ] && IN kill -0 "$p" 2>/dev/null; }
+observers_connected() { IN storekitctl -o json status | json "d.get('observers', 0)"; }
+# observer_got TX: the observer printed TX purchased and then removed (finished).
+observer_got() {
+    [ "$(json "any(l.get('event') == 'updated' and l.get('state') == 'purchased' and l.get('transactionIdentifier') == '$1' for l in lines) and any(l.get('event') == 'removed' and l.get('transactionIdentifier') == '$1' for l in lines)" <"$WORK/observer.out")" = True ]
+}
+buy_for() { IN storekitctl -o json buy com.example.game "$2" --uid "$1" | json "(d or {}).get('transactionIdentifier', '')"; }
+start_observer
+wait_for 20 eval '[ "$(observers_connected)" -ge 1 ] 2>/dev/null' || note "status does not show an observer: $(IN storekitctl -o json status)"
+opid=$(observer_pid)
+pid1=$(MAINPID)
+IN kill -9 "$pid1"
+wait_for 20 eval '[ "$(MAINPID)" != "$pid1" ] && [ "$(MAINPID)" != 0 ] && [ "$(IN systemctl is-active storekitd.service)" = active ]'
+pid2=$(MAINPID)
+TX3=$(buy_for 1000 com.example.game.level_pack)
+wait_for 20 observer_got "$TX3"
+check "d. kill -9: systemd restarts the daemon; the observer stays connected and finishes the next purchase" \
+    "MainPID $pid1 -> $pid2 (NRestarts=$(IN systemctl show -p NRestarts --value storekitd.service)); observer pid $opid alive=$(observer_alive && echo yes || echo no); $TX3 purchased+removed in its output: $(observer_got "$TX3" && echo yes || echo no); unfinished of uid 1000: $(unfinished --uid 1000)" \
+    eval '[ "$pid1" != "$pid2" ] && [ "$pid2" != 0 ] && observer_alive && [ "$(observer_pid)" = "$opid" ] && observer_got "$TX3" && [ "$(unfinished --uid 1000)" = 0 ]'
+
+# ---------------------------------------------------------------------------------------------
+echo "== e. SIGSTOP: the watchdog restarts the daemon"
+pid1=$(MAINPID)
+since=$(NOW)
+IN kill -STOP "$pid1"
+t0=$(date +%s.%N)
+wait_for 120 eval '[ "$(MAINPID)" != "$pid1" ] && [ "$(MAINPID)" != 0 ] && [ "$(IN systemctl is-active storekitd.service)" = active ]'
+t1=$(date +%s.%N)
+pid2=$(MAINPID)
+watchdog=$(IN journalctl -u storekitd.service --since "@$since" --no-pager -o cat | grep -m1 "Watchdog timeout")
+TX4=$(buy_for 1000 com.example.game.coins100)
+wait_for 20 observer_got "$TX4"
+check "e. SIGSTOP: watchdog timeout, new MainPID; the observer survives that restart too" \
+    "MainPID $pid1 -> $pid2 after $(python3 -c "print(round($t1 - $t0, 1))") s; journal: '${watchdog:-no Watchdog timeout}'; observer got $TX4: $(observer_got "$TX4" && echo yes || echo no)" \
+    eval '[ "$pid1" != "$pid2" ] && [ -n "$watchdog" ] && observer_got "$TX4"'
+
+# ---------------------------------------------------------------------------------------------
+echo "== f. reload with a bad configuration keeps the old one"
+pid1=$(MAINPID)
+IN cp /etc/storekitd/storekitd.conf /run/storekitd-test.conf.orig
+IN sh -c 'echo "NoSuchKey=1" >> /etc/storekitd/storekitd.conf'
+since=$(NOW)
+IN systemctl reload storekitd.service
+sleep 1
+reload=$(IN journalctl -t storekitd --since "@$since" --no-pager -o cat | grep -i -m1 "reload" | cut -c1-200)
+TX5=$(buy_as_alice 5)
+check "f. systemctl reload with a bad key: old configuration kept, still serving" \
+    "journal: '${reload:-no reload message}'; MainPID $pid1 -> $(MAINPID); state $(IN systemctl is-active storekitd.service); uid 1000 bought and finished ${TX5:-nothing}" \
+    eval '[ "$(MAINPID)" = "$pid1" ] && [ "$(IN systemctl is-active storekitd.service)" = active ] && finished "$TX5" && echo "$reload" | grep -qi "fail\|kept\|keep"'
+IN cp /run/storekitd-test.conf.orig /etc/storekitd/storekitd.conf
+since=$(NOW)
+IN systemctl reload storekitd.service
+sleep 1
+note "restored; journal: $(IN journalctl -t storekitd --since "@$since" --no-pager -o cat | grep -i -m1 "reload" | cut -c1-200)"
+
+# The observer of uid 1000 is done: stop it (it runs inside, started by this script).
+IN kill "$(observer_pid)" 2>/dev/null
+wait "$OBSERVER_HOST_PID" 2>/dev/null
+OBSERVER_HOST_PID=""
+
+# ---------------------------------------------------------------------------------------------
+echo "== g. an update for a uid with no observer starts that uid's observer instance"
+# What an admin does: copy the model template, name it in the app's registration (storekit-example-app
+# acts as com.example.game, so the registration naming its observer is com.example.game's), reload.
+UNIT=storekit-example-app-observer@1001.service
+IN cp /usr/share/doc/storekitd/examples/storekit-example-app-observer@.service /etc/systemd/system/
+IN sh -c 'printf "\n# The observer, started per buyer uid.\nObserverUnit=storekit-example-app-observer@.service\n" >> /etc/storekitd/apps.d/com.example.game.conf'
+IN systemctl daemon-reload
+IN systemctl reload storekitd.service
+before=$(IN systemctl is-active "$UNIT")
+since=$(NOW)
+TX6=$(buy_for 1001 com.example.game.coins100)
+wait_for 30 eval '[ "$(IN systemctl is-active "$UNIT")" = active ] && finished "$TX6"'
+show=$(IN systemctl show -p ActiveState,User,MainPID "$UNIT" | tr '\n' ' ')
+opid=$(IN systemctl show -p MainPID --value "$UNIT")
+ouid=$(IN sh -c "awk '/^Uid:/{print \$2}' /proc/$opid/status 2>/dev/null")
+ledger=$(IN cat /var/lib/storekit-example-app/1001/storekit-example-app/com.example.game.ledger 2>/dev/null | grep -c "^$TX6 ")
+activation=$(IN journalctl -t storekitd --since "@$since" --no-pager -o cat MESSAGE_ID=6c3b1d2e9f0a4b7c8d5e1f2a3b4c5d6c | head -2 | cut -c1-200 | tr '\n' '|')
+check "g. storekitctl buy --uid 1001 with no observer: storekitd starts $UNIT, which finishes it as uid 1001" \
+    "before: $before; after: $show; process uid $ouid; $TX6 finished=$(finished "$TX6" && echo yes || echo no), in uid 1001's ledger: $ledger; journal: ${activation:-no activation message}" \
+    eval '[ "$before" != active ] && [ "$(IN systemctl is-active "$UNIT")" = active ] && [ "$ouid" = 1001 ] && finished "$TX6"'
+if ! finished "$TX6"; then
+    IN journalctl --since "@$since" --no-pager -o short-monotonic | grep -i -E "storekit|polkit|observer" | tail -12 | sed 's/^/  .. /'
+fi
+
+# ---------------------------------------------------------------------------------------------
+echo "== h. stop everything, start the client socket: both sockets are back"
+IN systemctl stop storekitd.service storekitd.socket storekitd-control.socket
+left=$(IN sh -c 'ls -A /run/storekitd 2>/dev/null' | tr '\n' ' ')
+IN systemctl start storekitd.socket
+active=$(IN systemctl is-active storekitd.socket storekitd-control.socket | tr '\n' ' ')
+status=$(IN timeout 30 storekitctl -o json status 2>&1)
+check "h. stop all, start storekitd.socket: no stale files, both sockets listen, storekitctl status works" \
+    "after stop /run/storekitd holds: '${left}'; after start is-active: $active; status: $(echo "$status" | tr -d '\n' | cut -c1-160)" \
+    eval '[ -z "$left" ] && [ "$active" = "active active " ] && echo "$status" | json "isinstance(d, dict)" | grep -q True'
+
+# ---------------------------------------------------------------------------------------------
+echo "== i. systemd-analyze security inside the container"
+exposure=$(IN systemd-analyze security --no-pager storekitd.service 2>&1 | grep "Overall exposure level")
+value=$(echo "$exposure" | grep -o '[0-9]*\.[0-9]' | head -1)
+check "i. systemd-analyze security storekitd.service" "${exposure:-no exposure line}" \
+    python3 -c "import sys; sys.exit(0 if float('${value:-99}') <= 1.0 else 1)"
+
+# ---------------------------------------------------------------------------------------------
+echo "== j. purge removes the state without asking"
+IN env DEBIAN_FRONTEND=noninteractive dpkg --purge storekitd >"$WORK/purge.log" 2>&1 </dev/null
+purge_status=$?
+check "j. dpkg --purge storekitd" \
+    "exit status $purge_status; /var/lib/storekitd $(IN test -e /var/lib/storekitd && echo exists || echo absent); units $(IN systemctl is-active storekitd.socket storekitd-control.socket storekitd.service | tr '\n' ' '); /run/storekitd: '$(IN sh -c 'ls -A /run/storekitd 2>/dev/null' | tr '\n' ' ')'" \
+    eval '[ $purge_status = 0 ] && ! IN test -e /var/lib/storekitd && ! IN systemctl -q is-active storekitd.socket storekitd.service'
+
+echo "test-system took $(($(date +%s) - START)) s"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" = 0 ]
