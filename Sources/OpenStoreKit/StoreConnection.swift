@@ -29,7 +29,20 @@ final class StoreConnection: Sendable {
         let message: ClientMessage
         let completion: Completion?
         var sentAt = Date()
+        let createdAt = Date()
+        /// Written to a connected daemon at least once (and so re-sent, not failed, when it is unreachable).
+        var delivered = false
     }
+
+    /// A request that could not be delivered for this long, because storekitd cannot be reached,
+    /// fails with `SKError.Code.cloudServiceNetworkConnectionFailed`, as StoreKit fails a purchase
+    /// made offline. `STOREKIT_CONNECT_TIMEOUT` (seconds) overrides it.
+    static let unreachableTimeout: TimeInterval = {
+        if let text = ProcessInfo.processInfo.environment["STOREKIT_CONNECT_TIMEOUT"], let value = TimeInterval(text), value > 0 {
+            return value
+        }
+        return 10
+    }()
 
     /// A request unanswered this long is sent again on the same connection: after a daemon
     /// restart that kept the connection (FD store), a request it had read but not answered is
@@ -46,6 +59,8 @@ final class StoreConnection: Sendable {
         var handlers = Handlers()
         var appIdentifier: String?
         var socketPath: String?
+        /// The last reason the daemon could not be reached that was written to stderr.
+        var reportedProblem: String?
     }
 
     private let state = Mutex(State())
@@ -78,6 +93,7 @@ final class StoreConnection: Sendable {
             let message = make(id)
             state.pending[id] = Pending(message: message, completion: completion)
             state.order.append(id)
+            if state.socket != nil { state.pending[id]?.delivered = true }
             return (message, state.socket)
         }
         startIfNeeded()
@@ -144,10 +160,15 @@ final class StoreConnection: Sendable {
                 let connection = try WireConnection(path: path)
                 let welcome = try connection.hello(app: app)
                 backoff = 0.05
+                reportReached(path)
                 serve(WireConnection.Box(connection), welcome: welcome)
             } catch {
+                let problem = Self.problem(error, app: app)
+                report(problem)
                 if case .refused(let code, let message) = error.code {
                     failAll(SKError(.clientInvalid, userInfo: [NSLocalizedDescriptionKey: "storekitd refused \(app): \(message) (\(code.name))"]))
+                } else {
+                    failUndelivered(olderThan: Self.unreachableTimeout, problem: problem)
                 }
             }
             // Jittered exponential backoff: many apps restarting together do not reconnect in lockstep.
@@ -156,10 +177,63 @@ final class StoreConnection: Sendable {
         }
     }
 
+    /// Why the daemon cannot be reached, in words an app's user can act on.
+    static func problem(_ error: ConnectionError, app: String) -> String {
+        switch error.code {
+        case .connect(let errno) where errno.rawValue == ENOENT:
+            "no storekitd socket at \(error.path): is storekitd installed and its socket started (systemctl status storekitd.socket)?"
+        case .connect(let errno) where errno.rawValue == EACCES || errno.rawValue == EPERM:
+            "permission denied on \(error.path): this user may not reach storekitd there (check the socket's and its directory's modes)"
+        case .connect(let errno) where errno.rawValue == ECONNREFUSED:
+            "nothing listens on \(error.path): storekitd is not running and its socket is not active"
+        case .refused(let code, let message):
+            "storekitd refused \(app): \(message) (\(code.name))"
+        default:
+            error.description
+        }
+    }
+
+    /// Writes a problem reaching the daemon to stderr once (again only when the reason changes).
+    private func report(_ problem: String) {
+        let isNew = state.withLock { state -> Bool in
+            defer { state.reportedProblem = problem }
+            return state.reportedProblem != problem
+        }
+        if isNew { FileHandle.standardError.write(Data("OpenStoreKit: cannot reach storekitd: \(problem)\n".utf8)) }
+    }
+
+    private func reportReached(_ path: String) {
+        let hadProblem = state.withLock { state -> Bool in
+            defer { state.reportedProblem = nil }
+            return state.reportedProblem != nil
+        }
+        if hadProblem { FileHandle.standardError.write(Data("OpenStoreKit: connected to storekitd at \(path)\n".utf8)) }
+    }
+
+    /// Fails requests that never reached a daemon and have waited `timeout`: a payment made while
+    /// the store is unreachable fails as a purchase made offline does.
+    private func failUndelivered(olderThan timeout: TimeInterval, problem: String) {
+        let now = Date()
+        let expired = state.withLock { state -> [Pending] in
+            let ids = state.order.filter { id in
+                guard let pending = state.pending[id] else { return false }
+                return !pending.delivered && now.timeIntervalSince(pending.createdAt) >= timeout
+            }
+            for id in ids { state.order.removeAll { $0 == id } }
+            return ids.compactMap { state.pending.removeValue(forKey: $0) }
+        }
+        let error = SKError(.cloudServiceNetworkConnectionFailed,
+                            userInfo: [NSLocalizedDescriptionKey: "Cannot connect to the store: \(problem)"])
+        for entry in expired { entry.completion?(.failure(error)) }
+    }
+
     private func serve(_ socket: WireConnection.Box, welcome: (uid: UInt32, storefront: String, storefrontID: String)) {
         let (resend, observing, handlers) = state.withLock { state -> ([ClientMessage], Bool, Handlers) in
             state.socket = socket
-            for id in state.order { state.pending[id]?.sentAt = Date() }
+            for id in state.order {
+                state.pending[id]?.sentAt = Date()
+                state.pending[id]?.delivered = true
+            }
             return (state.order.compactMap { state.pending[$0]?.message }, state.observing, state.handlers)
         }
         handlers.connected(welcome.storefront, welcome.storefrontID)

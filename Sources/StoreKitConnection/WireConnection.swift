@@ -150,13 +150,14 @@ public final class WireConnection {
 /// Where clients find the daemon: `STOREKITD_SOCKET` / `STOREKITD_CONTROL_SOCKET`, else the
 /// runtime-dir defaults of DESIGN.md (`/run/storekitd` as root, `$XDG_RUNTIME_DIR/storekitd` else).
 public enum SocketLocation {
-    /// The user's own daemon (`$XDG_RUNTIME_DIR/storekitd`) when its socket exists, else the system
-    /// daemon's `/run/storekitd` — so apps of every user find a system-wide storekitd.
+    /// The user's own daemon (`$XDG_RUNTIME_DIR/storekitd`) when its socket exists in a directory
+    /// only this user (or root) controls, else the system daemon's `/run/storekitd` — so apps of
+    /// every user find a system-wide storekitd, and none talks to a socket another user planted.
     public static func runtimeDirectory(environment: [String: String]) -> String {
         if getuid() == 0 { return "/run/storekitd" }
         if let xdg = environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") {
             let own = xdg + "/storekitd"
-            if access(own + "/storekitd.sock", F_OK) == 0 { return own }
+            if access(own + "/storekitd.sock", F_OK) == 0, (try? PrivateDirectory.check(own)) != nil { return own }
         }
         return "/run/storekitd"
     }

@@ -15,6 +15,7 @@ public enum Daemon {
         public var logTarget: String?
         public var logLevel: LogLevel?
         public var checkConfig = false
+        public var verifyObserverUnit: String?
         public var testHooks = false
     }
 
@@ -31,6 +32,9 @@ public enum Daemon {
           --log-target T       journal or stderr (default: journal when stderr is the journal)
           --log-level L        debug, info, notice, warning or err
           --check-config       load configuration and catalogues, report, and exit
+          --verify-observer-unit UNIT
+                               exit 0 when UNIT is an instance of a registered ObserverUnit=
+                               template for a numeric uid (used by the polkit rule), else 1
           --enable-test-hooks  accept debug control commands (for the test suite only)
           -h, --help           show this help
           --version            show the version
@@ -56,12 +60,20 @@ public enum Daemon {
         let catalogs: [String: Catalog]
         do {
             configuration = try DaemonConfiguration.load(configFile: located.path, required: located.required)
-            catalogs = try loadCatalogs(configuration)
+            catalogs = options.verifyObserverUnit == nil ? try loadCatalogs(configuration) : [:]
         } catch {
             logger.error("Failed to load configuration: \(error)")
             return 1
         }
         logger.maximumPriority = LogPriority(rawValue: (options.logLevel ?? configuration.logLevel).rawValue) ?? .info
+        if let unit = options.verifyObserverUnit {
+            guard let app = configuration.apps.first(where: { ObserverActivator.isInstance(unit, of: $0.observerUnit) }) else {
+                FileHandle.standardError.write(Data("storekitd: \(unit) is not an instance of a registered ObserverUnit=\n".utf8))
+                return 1
+            }
+            print("\(unit) is the observer of \(app.id)")
+            return 0
+        }
         if options.checkConfig {
             print("Configuration OK: \(configuration.sourceFiles.joined(separator: ", ")); \(catalogs.count) apps")
             return 0
@@ -71,10 +83,20 @@ public enum Daemon {
         let runtimeDirectory = configuration.resolveRuntimeDirectory(explicit: options.runtimeDirectory, environment: environment, uid: uid)
         let stateDirectory = configuration.resolveStateDirectory(explicit: options.stateDirectory, environment: environment, uid: uid)
         let databasePath = stateDirectory + "/storekitd.sqlite"
+        // Sockets passed by systemd live in a directory the socket units own: it is not touched.
+        let activation = SocketActivation.receive(logger: logger)
+        do {
+            try PrivateDirectory.prepare(stateDirectory, mode: 0o700, uid: uid)
+            if activation.listeners[.client] == nil || activation.listeners[.control] == nil {
+                // Apps of every user reach a system daemon's client socket; a user's own daemon serves that user.
+                try PrivateDirectory.prepare(runtimeDirectory, mode: uid == 0 ? 0o755 : 0o700, uid: uid)
+            }
+        } catch {
+            logger.error("Refusing to start: \(error)")
+            return 1
+        }
         let store: TransactionStore
         do {
-            try makeDirectory(stateDirectory, mode: 0o700)
-            try makeDirectory(runtimeDirectory, mode: 0o755)
             store = try TransactionStore(path: databasePath)
         } catch {
             logger.error("Failed to open database \(databasePath): \((error as? StoreError)?.message ?? "\(error)")",
@@ -103,7 +125,6 @@ public enum Daemon {
         var bound: [String] = []
         defer { for path in bound { unlink(path) } }
         let listeners: [Server.Listener]
-        let activation = SocketActivation.receive(logger: logger)
         do {
             listeners = try openListeners(activation: activation, runtimeDirectory: runtimeDirectory,
                                           configuration: configuration, logger: logger, bound: &bound)
@@ -160,11 +181,6 @@ public enum Daemon {
             }
         }
         return catalogs
-    }
-
-    static func makeDirectory(_ path: String, mode: Int) throws {
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: mode])
     }
 
     static func openListeners(activation: SocketActivation, runtimeDirectory: String, configuration: DaemonConfiguration,
@@ -242,6 +258,9 @@ public enum Daemon {
                 options.logLevel = level
             case "--check-config":
                 options.checkConfig = true
+            case "--verify-observer-unit":
+                guard let unit = take() else { return fail("--verify-observer-unit needs a UNIT") }
+                options.verifyObserverUnit = unit
             case "--enable-test-hooks":
                 options.testHooks = true
             default:

@@ -175,8 +175,8 @@ extension AppRegistration {
             case "Executable":
                 executable = try value.isEmpty ? nil : value.absolutePath()
             case "ObserverUnit":
-                guard value.isEmpty || AppRegistration.isValidServiceName(entry.value) else {
-                    throw value.invalid("expected a systemd unit name ending in .service")
+                guard value.isEmpty || (entry.value.hasSuffix("@.service") && AppRegistration.isValidServiceName(entry.value)) else {
+                    throw value.invalid("expected a template unit name ending in @.service (its instance is the buyer's uid)")
                 }
                 observerUnit = value.isEmpty ? nil : entry.value
             default:

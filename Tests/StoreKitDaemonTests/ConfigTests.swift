@@ -292,7 +292,7 @@ struct ConfigTests {
                 ID=org.example.zeta
                 Catalog=/srv/catalogs/../zeta.storekit
                 Executable=/usr/bin/zeta
-                ObserverUnit=zeta-observer@1.service
+                ObserverUnit=zeta-observer@.service
                 """, to: dir + "/etc/apps.d/a.conf")
             try write("# alpha\n[App]\nCatalog=catalog/alpha.storekit\nID=com.example.alpha\n", to: dir + "/etc/apps.d/b.conf")
             let config = try DaemonConfiguration.load(configFile: main, required: true)
@@ -306,7 +306,7 @@ struct ConfigTests {
             let zeta = try #require(config.app("org.example.zeta"))
             #expect(zeta.catalogPath == "/srv/zeta.storekit")
             #expect(zeta.executable == "/usr/bin/zeta")
-            #expect(zeta.observerUnit == "zeta-observer@1.service")
+            #expect(zeta.observerUnit == "zeta-observer@.service")
             #expect(config.app("com.example.missing") == nil)
             #expect(config.sourceFiles == [main, dir + "/etc/apps.d/a.conf", dir + "/etc/apps.d/b.conf"])
         }
@@ -330,7 +330,9 @@ struct ConfigTests {
         ("[App]\nID=com.example.x\nCatalog=x.storekit\nExecutable=bin/game\n", 4,
          "invalid value 'bin/game' for Executable=: must be an absolute path"),
         ("[App]\nID=com.example.x\nCatalog=x.storekit\nObserverUnit=observer.socket\n", 4,
-         "invalid value 'observer.socket' for ObserverUnit=: expected a systemd unit name ending in .service"),
+         "invalid value 'observer.socket' for ObserverUnit=: expected a template unit name ending in @.service (its instance is the buyer's uid)"),
+        ("[App]\nID=com.example.x\nCatalog=x.storekit\nObserverUnit=observer.service\n", 4,
+         "invalid value 'observer.service' for ObserverUnit=: expected a template unit name ending in @.service (its instance is the buyer's uid)"),
         ("[App]\nID=com example\nCatalog=x.storekit\n", 2,
          "invalid value 'com example' for ID=: expected a reverse-DNS name of letters, digits, '.', '-' and '_' (at most 255 bytes)"),
         ("[App]\nID=com.example.x\nCatalog=\n", 3, "invalid value '' for Catalog=: expected the path of a .storekit file"),

@@ -34,7 +34,25 @@ struct ObserverActivationTests {
                          "dbus-daemon did not start (make test installs dbus-daemon)")
             mock = Process()
             mock.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            mock.arguments = ["-m", "dbusmock", "--system", "--template", "systemd"]
+            // python3-dbusmock's systemd template, with unit object paths escaped as systemd does
+            // them (its own cannot hold the '@' of a template instance).
+            try directory.write("systemd_instances.py", """
+                import dbus
+                from dbusmock import MOCK_IFACE
+                from dbusmock.templates.systemd import *
+                from dbusmock.templates.systemd import BUS_NAME, MAIN_OBJ, MAIN_IFACE, SYSTEM_BUS, UNIT_IFACE, PATH_PREFIX, load
+
+                def _escape(name):
+                    return ''.join(c if c.isalnum() else '_%02x' % ord(c) for c in name)
+
+                @dbus.service.method(MOCK_IFACE, in_signature='s')
+                def AddMockUnit(self, name):
+                    unit_path = PATH_PREFIX + '/unit/' + _escape(name)
+                    self.units[str(name)] = unit_path
+                    self.AddObject(unit_path, UNIT_IFACE,
+                                   {'Id': name, 'Names': [name], 'LoadState': 'loaded', 'ActiveState': 'inactive'}, [])
+                """)
+            mock.arguments = ["-m", "dbusmock", "--system", "--template", directory.file("systemd_instances.py")]
             mock.environment = ProcessInfo.processInfo.environment.merging(["DBUS_SYSTEM_BUS_ADDRESS": address]) { $1 }
             mock.standardOutput = FileHandle.nullDevice
             mock.standardError = FileHandle.nullDevice
@@ -92,57 +110,109 @@ struct ObserverActivationTests {
             }
             directory.remove()
         }
+
+        /// Sets a mock unit's `ActiveState` and its service `Result` (as systemd does when it fails).
+        func setState(_ unit: String, active: String, result: String) throws {
+            let outcome = try python("""
+                p = m.GetUnit('\(unit)', dbus_interface='org.freedesktop.systemd1.Manager')
+                u = b.get_object('org.freedesktop.systemd1', p)
+                u.UpdateProperties('org.freedesktop.systemd1.Unit', {'ActiveState': '\(active)'}, dbus_interface='org.freedesktop.DBus.Mock')
+                try:
+                    u.AddProperties('org.freedesktop.systemd1.Service', {'Result': '\(result)'}, dbus_interface='org.freedesktop.DBus.Mock')
+                except dbus.exceptions.DBusException:
+                    u.UpdateProperties('org.freedesktop.systemd1.Service', {'Result': '\(result)'}, dbus_interface='org.freedesktop.DBus.Mock')
+                """)
+            try #require(outcome.status == 0, "\(outcome.stderr)")
+        }
     }
 
-    @Test("an update with no observer starts ObserverUnit= once per interval; a connected observer stops it")
-    func startsObserverUnit() throws {
-        let bus = try PrivateBus()
-        defer { bus.stop() }
-        try bus.addUnit("example-game-observer.service")
-        #expect(try bus.activeState("example-game-observer.service") == "inactive")
-
+    /// A daemon whose sample app names `template` as its observer unit, talking to `bus`.
+    static func daemon(observerUnit template: String, interval: String, bus: PrivateBus) throws -> DaemonProcess {
         let daemon = try DaemonProcess()
-        defer { daemon.remove() }
         let appFile = (daemon.configFile as NSString).deletingLastPathComponent + "/apps.d/com.example.game.conf"
-        try "[App]\nID=com.example.game\nCatalog=catalog/example.storekit\nObserverUnit=example-game-observer.service\n"
+        try "[App]\nID=com.example.game\nCatalog=catalog/example.storekit\nObserverUnit=\(template)\n"
             .write(toFile: appFile, atomically: true, encoding: .utf8)
-        try "[Observers]\nActivationIntervalSec=30s\n".write(toFile: daemon.configFile, atomically: true, encoding: .utf8)
+        try "[Observers]\nActivationIntervalSec=\(interval)\n".write(toFile: daemon.configFile, atomically: true, encoding: .utf8)
         daemon.extraEnvironment = ["DBUS_SYSTEM_BUS_ADDRESS": bus.address]
         try daemon.start()
-
-        // A purchase made outside the app, with no observer connected: the unit is started.
-        #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", "0"]).status == 0)
-        let deadline = Date().addingTimeInterval(10)
-        while try bus.activeState("example-game-observer.service") != "active" && Date() < deadline { usleep(100_000) }
-        #expect(try bus.activeState("example-game-observer.service") == "active")
-        #expect(daemon.log().contains("Started observer unit example-game-observer.service for com.example.game"))
-
-        // Rate-limited: a second update within the interval does not start it again.
-        #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", "0"]).status == 0)
-        usleep(500_000)
-        let starts = daemon.log().components(separatedBy: "Started observer unit").count - 1
-        #expect(starts == 1, "started \(starts) times")
+        return daemon
     }
 
-    @Test("a unit that cannot be started is logged and retried")
+    static func count(_ text: String, in log: String) -> Int { log.components(separatedBy: text).count - 1 }
+
+    @Test("an update with no observer starts the buyer's instance of the template, and not again while it runs")
+    func startsObserverInstance() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        try bus.addUnit("example-game-observer@4242.service")
+        let daemon = try Self.daemon(observerUnit: "example-game-observer@.service", interval: "1s", bus: bus)
+        defer { daemon.remove() }
+
+        // A purchase made outside the app for uid 4242, with no observer connected: its instance is started.
+        #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", "4242"]).status == 0)
+        #expect(try eventually { try bus.activeState("example-game-observer@4242.service") == "active" })
+        #expect(eventually { daemon.log().contains("Started observer unit example-game-observer@4242.service for com.example.game (uid 4242)") })
+
+        // Running but never connecting: said once, never started again (three intervals and more updates later).
+        #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", "4242"]).status == 0)
+        #expect(eventually { daemon.log().contains("is active but no observer of com.example.game (uid 4242) has connected") })
+        let log = daemon.log()
+        #expect(Self.count("Started observer unit", in: log) == 1, "started \(Self.count("Started observer unit", in: log)) times")
+        #expect(Self.count("has connected; not starting it again", in: log) == 1)
+    }
+
+    @Test("an instance that fails is reported with its result and started again after a growing back-off")
+    func failedInstanceBacksOff() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        let unit = "example-game-observer@4243.service"
+        try bus.addUnit(unit)
+        let daemon = try Self.daemon(observerUnit: "example-game-observer@.service", interval: "1s", bus: bus)
+        defer { daemon.remove() }
+        #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", "4243"]).status == 0)
+        #expect(eventually { Self.count("Started observer unit \(unit)", in: daemon.log()) == 1 })
+
+        // systemd reports the instance failed (its process exited without connecting).
+        try bus.setState(unit, active: "failed", result: "exit-code")
+        #expect(eventually { daemon.log().contains("Observer unit \(unit) for com.example.game (uid 4243) is failed (result: exit-code)") })
+        #expect(daemon.log().contains("starting it again in 1 s"))
+        #expect(eventually { Self.count("Started observer unit \(unit)", in: daemon.log()) == 2 })
+
+        // It fails again: the next wait is twice as long.
+        try bus.setState(unit, active: "failed", result: "exit-code")
+        #expect(eventually { daemon.log().contains("starting it again in 2 s") })
+        #expect(eventually(timeout: 15) { Self.count("Started observer unit \(unit)", in: daemon.log()) == 3 })
+    }
+
+    @Test("a unit that cannot be started is logged and retried after a growing back-off")
     func failedStartIsLogged() throws {
         let bus = try PrivateBus()
         defer { bus.stop() }
+        let daemon = try Self.daemon(observerUnit: "missing-observer@.service", interval: "1s", bus: bus)
+        defer { daemon.remove() }
+        #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", "0"]).status == 0)
+        let failure = "Failed to start observer unit missing-observer@0.service"
+        #expect(eventually(timeout: 15) { Self.count(failure, in: daemon.log()) >= 3 })
+        let log = daemon.log()
+        #expect(log.contains("trying again in 1 s") && log.contains("trying again in 2 s"), "\(log)")
+    }
+
+    @Test("the polkit rule's check: only instances of registered templates for numeric uids")
+    func verifyObserverUnit() throws {
         let daemon = try DaemonProcess()
         defer { daemon.remove() }
         let appFile = (daemon.configFile as NSString).deletingLastPathComponent + "/apps.d/com.example.game.conf"
-        try "[App]\nID=com.example.game\nCatalog=catalog/example.storekit\nObserverUnit=missing-observer.service\n"
+        try "[App]\nID=com.example.game\nCatalog=catalog/example.storekit\nObserverUnit=example-game-observer@.service\n"
             .write(toFile: appFile, atomically: true, encoding: .utf8)
-        try "[Observers]\nActivationIntervalSec=1s\n".write(toFile: daemon.configFile, atomically: true, encoding: .utf8)
-        daemon.extraEnvironment = ["DBUS_SYSTEM_BUS_ADDRESS": bus.address]
-        try daemon.start()
-        #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", "0"]).status == 0)
-        let deadline = Date().addingTimeInterval(10)
-        while daemon.log().components(separatedBy: "Failed to start observer unit missing-observer.service").count < 3
-                && Date() < deadline {
-            usleep(100_000)
+        func verify(_ unit: String) throws -> Int32 {
+            try ProcessRunner.run(Paths.binary("storekitd"), ["--config", daemon.configFile, "--verify-observer-unit", unit]).status
         }
-        // The first attempt and at least one retry after the interval.
-        #expect(daemon.log().components(separatedBy: "Failed to start observer unit missing-observer.service").count >= 3)
+        #expect(try verify("example-game-observer@1000.service") == 0)
+        #expect(try verify("example-game-observer@0.service") == 0)
+        for refused in ["example-game-observer@.service", "example-game-observer@root.service", "example-game-observer@01000.service",
+                        "example-game-observer@1000.socket", "example-game-observer@99999999999.service", "sshd.service",
+                        "other-observer@1000.service", "example-game-observer@1000.service/../x"] {
+            #expect(try verify(refused) == 1, "\(refused) was allowed")
+        }
     }
 }
