@@ -46,6 +46,8 @@ public enum Daemon {
         // Before any thread exists: SIGTERM, SIGINT and SIGHUP are read from a signalfd by the
         // serving loop, so no thread (checkpointer, integrity check, D-Bus calls) may take them.
         Server.blockSignals()
+        // Everything the daemon creates (database, commit log, backups, directories) is its own.
+        umask(0o077)
         let options: Options
         switch parse(Array(arguments.dropFirst())) {
         case .success(let parsed): options = parsed
@@ -99,7 +101,7 @@ public enum Daemon {
         do {
             store = try TransactionStore(path: databasePath)
         } catch {
-            logger.error("Failed to open database \(databasePath): \((error as? StoreError)?.message ?? "\(error)")",
+            logger.error("Failed to open database \(databasePath): \(error.message)",
                          id: .storageFailure)
             return 1
         }

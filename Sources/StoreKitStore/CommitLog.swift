@@ -139,7 +139,7 @@ public final class CommitLog {
         for index in segments.indices {
             let path = segments[index].path
             let existed = access(path, F_OK) == 0
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard fd >= 0 else { throw Self.error(path, "cannot open the commit log") }
             segments[index].fd = fd
             created = created || !existed
@@ -219,7 +219,7 @@ public final class CommitLog {
             guard fstat(segment.fd, &info) == 0 else { continue }
             let bytes = Self.read(segment.fd, from: 0, count: Int(info.st_size))
             let path = segment.path + ".kept-" + suffix
-            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard fd >= 0 else { continue }
             let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if written == bytes.count && fsync(fd) == 0 { kept.append(path) }

@@ -100,7 +100,7 @@ public final class DiskSpaceGuard {
     private func createReserve() -> Bool {
         guard reserveSize > 0 else { return true }
         if Self.fileSize(reservePath) >= reserveSize { return true }
-        let fd = open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { return false }
         let status = posix_fallocate(fd, 0, off_t(reserveSize))
         let synced = status == 0 && fsync(fd) == 0

@@ -43,7 +43,8 @@ public final class SQLiteDatabase {
 
     public init(path: String, readOnly: Bool = false) throws(StoreError) {
         self.path = path
-        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        // NOFOLLOW: a symlink in place of the database is refused, never followed.
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_NOFOLLOW
         handle = try Self.open(path, flags: flags, path: path)
         sqlite3_busy_timeout(handle, Self.busyTimeoutMilliseconds)
     }

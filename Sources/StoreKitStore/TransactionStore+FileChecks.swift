@@ -7,6 +7,34 @@ import Glibc
 // names the file and says what is wrong; the file is read, never written.
 
 extension TransactionStore {
+    /// Every file the store keeps beside the database, the database first.
+    static func files(databasePath path: String) -> [String] {
+        [path, path + "-wal", path + "-shm", path + "-journal", path + "-reserve",
+         CommitLog.segmentPath(path, 0), CommitLog.segmentPath(path, 1)]
+    }
+
+    /// Refuses a database whose files are symlinks or hard links (which another user could aim
+    /// at a file of theirs to read it, or at any file to have it overwritten), and makes existing
+    /// files 0600: purchases are private to the daemon. Files created later are 0600 as well
+    /// (the store creates them so, and SQLite gives `-wal` and `-shm` the database's mode).
+    static func refuseLinks(databasePath path: String) throws(StoreError) {
+        for file in files(databasePath: path) {
+            var status = stat()
+            guard lstat(file, &status) == 0 else { continue }
+            guard status.st_mode & S_IFMT == S_IFREG else {
+                throw StoreError(.io, path: file, message: status.st_mode & S_IFMT == S_IFLNK
+                    ? "\(file) is a symbolic link; the state directory must hold the store's own files only"
+                    : "\(file) is not a regular file")
+            }
+            guard status.st_nlink == 1 else {
+                throw StoreError(.io, path: file, message: "\(file) has \(status.st_nlink) hard links; the state directory must hold the store's own files only")
+            }
+            if status.st_mode & 0o077 != 0, chmod(file, 0o600) != 0 {
+                throw StoreError(.io, path: file, message: "cannot make \(file) private (0600): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
     /// The size the SQLite header promises against the size of the file: a database cut short
     /// (a partial copy, a full disk during a copy, a truncation) is refused before it is used.
     ///
@@ -14,7 +42,7 @@ extension TransactionStore {
     /// leave the main file short, and the WAL holds the pages that complete it.
     static func checkSize(path: String) throws(StoreError) {
         if DiskSpaceGuard.fileSize(path + "-wal") > 0 { return }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else {
             throw StoreError(.io, path: path, message: "cannot open: \(String(cString: strerror(errno)))")
         }

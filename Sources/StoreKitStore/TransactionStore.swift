@@ -92,6 +92,10 @@ public final class TransactionStore {
 
     /// `spaceReserve`: bytes of the reserve file kept for a full disk (0: none; see DiskSpaceGuard).
     public init(path: String, spaceReserve: Int) throws(StoreError) {
+        try Self.refuseLinks(databasePath: path)
+        // Created here, 0600 whatever the umask (SQLite would make it 0644): `-wal` and `-shm` follow its mode.
+        let created = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        if created >= 0 { close(created) }
         space = DiskSpaceGuard(databasePath: path, reserveSize: spaceReserve)
         space.prepareForOpen()
         let existed = try Self.checkHeader(path: path)
@@ -165,7 +169,7 @@ public final class TransactionStore {
 
     /// Reads the first 16 bytes: an existing non-empty file must be an SQLite 3 database.
     private static func checkHeader(path: String) throws(StoreError) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         if fd < 0 {
             if errno == ENOENT { return false }
             throw StoreError(.io, path: path, message: "cannot open: \(String(cString: strerror(errno)))")

@@ -60,16 +60,53 @@ struct DirectoryTrustTests {
         #expect(!FileManager.default.fileExists(atPath: elsewhere + "/storekitd.sqlite"))
     }
 
-    @Test("directories the daemon creates are private whatever the umask")
-    func createdDirectoriesArePrivate() throws {
+    @Test("what the daemon creates is private whatever its umask: directories, database, WAL, commit log")
+    func createdFilesArePrivate() throws {
         let daemon = try DaemonProcess()
         defer { daemon.remove() }
-        let old = umask(0)
-        defer { umask(old) }
-        try daemon.start()
+        // Started by a shell with umask 0, so that only the daemon's own care makes them private.
+        let (process, _) = try daemon.launch(["/bin/sh", "-c", "umask 0; exec \"$0\" \"$@\"", Paths.binary("storekitd")] + daemon.arguments,
+                                             environment: ProcessInfo.processInfo.environment.filter { $0.key != "NOTIFY_SOCKET" })
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+        #expect(try daemon.waitUntilReady(process, timeout: 15), "\(daemon.log())")
+        let client = try Client(daemon)
+        _ = try client.subscribe()
+        _ = try client.buy(Sample.coins)
+        client.close()
         #expect(Self.mode(daemon.stateDirectory) == 0o700)
         // Run as root, the daemon serves every user: the runtime directory is traversable, not writable.
         #expect(Self.mode(daemon.runtimeDirectory) == (getuid() == 0 ? 0o755 : 0o700))
+        for file in ["storekitd.sqlite", "storekitd.sqlite-wal", "storekitd.sqlite-shm", "storekitd.sqlite-log.0", "storekitd.sqlite-log.1"] {
+            let path = daemon.stateDirectory + "/" + file
+            guard FileManager.default.fileExists(atPath: path) else { continue }
+            #expect(Self.mode(path) == 0o600, "\(file) is \(String(Self.mode(path), radix: 8))")
+        }
+        #expect(Self.mode(daemon.databasePath) == 0o600)
+    }
+
+    @Test("a symlink planted at the commit log is refused, and its target is not written")
+    func symlinkedCommitLog() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        #expect(mkdir(daemon.stateDirectory, 0o700) == 0)
+        let target = daemon.directory.file("victim")
+        try "precious\n".write(toFile: target, atomically: false, encoding: .utf8)
+        #expect(symlink(target, daemon.stateDirectory + "/storekitd.sqlite-log.0") == 0)
+        let (status, log) = try Self.refusedStart(daemon)
+        #expect(status == 1)
+        #expect(log.contains("storekitd.sqlite-log.0") && log.contains("symbolic link"), "\(log)")
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "precious\n")
+    }
+
+    @Test("an existing database readable by others is made 0600 at start")
+    func existingDatabaseMadePrivate() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        #expect(daemon.stop() == 0)
+        #expect(chmod(daemon.databasePath, 0o644) == 0)
+        try daemon.start()
+        #expect(Self.mode(daemon.databasePath) == 0o600)
     }
 
     @Test("a client does not use a per-user socket directory that another user may write into")
