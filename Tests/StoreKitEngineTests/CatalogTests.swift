@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitEngine
+import StoreKitTestSupport
 import StoreKitWire
 import Testing
 
@@ -9,17 +10,56 @@ enum CatalogFiles {
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// Real `.storekit` files from public projects, shared by the team (read-only).
-    static let fixtures = root.appendingPathComponent("../shared/fixtures/storekit").standardizedFileURL
+    /// The project's own `.storekit` files, one per format version (see Fixtures/README.md).
+    static let projectFixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
 
-    static func fixture(_ name: String) -> String { fixtures.appendingPathComponent(name).path }
+    static func projectFixture(_ name: String) -> String { projectFixtures.appendingPathComponent(name).path }
+
+    /// The project fixtures by format version: `format-1.storekit` … `format-5.storekit`.
+    static let formatVersions = [1, 2, 3, 4, 5]
+
+    static func formatFixture(_ major: Int) -> String { projectFixture("format-\(major).storekit") }
+
+    /// Real `.storekit` files from public projects, shared by the team (read-only). The directory
+    /// sits next to CI's checkout only; a clone on its own does not have it.
+    static let sharedFixtures = root.appendingPathComponent("../shared/fixtures/storekit").standardizedFileURL
+
+    /// Whether `sharedFixtures` is there: the tests that read it run only then.
+    static var sharedFixturesPresent: Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: sharedFixtures.path, isDirectory: &isDirectory) && isDirectory.boolValue
+    }
+
+    static func sharedFixture(_ name: String) -> String { sharedFixtures.appendingPathComponent(name).path }
 
     static let example = root.appendingPathComponent("config/catalog/example.storekit").path
 
-    static func allFixtures() -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: fixtures.path)) ?? []
+    static func allSharedFixtures() -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: sharedFixtures.path)) ?? []
         return names.filter { $0.hasSuffix(".storekit") }.sorted()
     }
+}
+
+/// What holds for every catalogue loaded from a file, whatever its format version.
+private func expectConsistent(_ catalog: Catalog, loadedFrom path: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(!catalog.products.isEmpty, sourceLocation: sourceLocation)
+    #expect(catalog.path == path, sourceLocation: sourceLocation)
+    for product in catalog.products {
+        #expect(catalog.product(product.id) == product, sourceLocation: sourceLocation)
+        #expect((product.kind == .autoRenewable) == (product.subscriptionPeriod != nil), "\(product.id)", sourceLocation: sourceLocation)
+        #expect((product.kind == .autoRenewable) == (product.subscriptionGroupID != nil), "\(product.id)", sourceLocation: sourceLocation)
+        #expect((product.kind == .autoRenewable) == (product.groupLevel != nil), "\(product.id)", sourceLocation: sourceLocation)
+        let record = product.record(locale: catalog.settings.locale, currencyCode: catalog.settings.currencyCode)
+        #expect(record.productID == product.id, sourceLocation: sourceLocation)
+        #expect(!record.localizedTitle.isEmpty, "\(product.id)", sourceLocation: sourceLocation)
+    }
+    for group in catalog.subscriptionGroups {
+        for id in group.productIDs {
+            #expect(catalog.product(id)?.subscriptionGroupID == group.id, sourceLocation: sourceLocation)
+        }
+    }
+    let grouped = catalog.subscriptionGroups.flatMap(\.productIDs).sorted()
+    #expect(grouped == catalog.products.filter { $0.kind == .autoRenewable }.map(\.id).sorted(), sourceLocation: sourceLocation)
 }
 
 /// Parses an inline catalogue, recording an issue instead of throwing.
@@ -45,36 +85,26 @@ private func oneProduct(_ extra: String = "", id: String = "com.example.x") -> S
     """
 }
 
-@Suite("Catalog: real .storekit files")
-struct CatalogFixtureTests {
+@Suite(
+    "Catalog: real .storekit files",
+    .enabled(
+        if: CatalogFiles.sharedFixturesPresent,
+        "\(CatalogFiles.sharedFixtures.path) is absent (it sits next to CI's checkout only); Tests/StoreKitEngineTests/Fixtures covers every format version"))
+struct CatalogSharedFileTests {
     @Test("the fixture directory is where the tests expect it")
     func fixturesExist() {
-        #expect(CatalogFiles.allFixtures().count >= 3, "no fixtures under \(CatalogFiles.fixtures.path)")
+        #expect(CatalogFiles.allSharedFixtures().count >= 3, "no fixtures under \(CatalogFiles.sharedFixtures.path)")
     }
 
-    @Test("every fixture loads", arguments: CatalogFiles.allFixtures())
+    @Test("every fixture loads", arguments: CatalogFiles.allSharedFixtures())
     func everyFixtureLoads(name: String) throws {
-        let catalog = try Catalog.load(path: CatalogFiles.fixture(name))
-        #expect(!catalog.products.isEmpty)
-        #expect(catalog.path == CatalogFiles.fixture(name))
-        for product in catalog.products {
-            #expect(catalog.product(product.id) == product)
-            #expect((product.kind == .autoRenewable) == (product.subscriptionPeriod != nil))
-            #expect((product.kind == .autoRenewable) == (product.subscriptionGroupID != nil))
-            let record = product.record(locale: catalog.settings.locale, currencyCode: catalog.settings.currencyCode)
-            #expect(record.productID == product.id)
-            #expect(!record.localizedTitle.isEmpty)
-        }
-        for group in catalog.subscriptionGroups {
-            for id in group.productIDs {
-                #expect(catalog.product(id)?.subscriptionGroupID == group.id)
-            }
-        }
+        let catalog = try Catalog.load(path: CatalogFiles.sharedFixture(name))
+        expectConsistent(catalog, loadedFrom: CatalogFiles.sharedFixture(name))
     }
 
     @Test("format 5.0 (RevenueCat unit tests): all kinds, two groups, offers")
     func revenueCat() throws {
-        let catalog = try Catalog.load(path: CatalogFiles.fixture("revenuecat-unit-tests.storekit"))
+        let catalog = try Catalog.load(path: CatalogFiles.sharedFixture("revenuecat-unit-tests.storekit"))
         #expect(catalog.products.map(\.id) == [
             "lifetime",
             "com.revenuecat.consumable",
@@ -137,7 +167,7 @@ struct CatalogFixtureTests {
 
     @Test("format 4.0 (Ritualist): one group on three levels, settings switched on")
     func ritualist() throws {
-        let catalog = try Catalog.load(path: CatalogFiles.fixture("ritualist-products.storekit"))
+        let catalog = try Catalog.load(path: CatalogFiles.sharedFixture("ritualist-products.storekit"))
         #expect(catalog.products.map(\.id) == [
             "com.vladblajovan.ritualist.weekly", "com.vladblajovan.ritualist.monthly", "com.vladblajovan.ritualist.annual",
         ])
@@ -176,7 +206,7 @@ struct CatalogFixtureTests {
 
     @Test("format 1.2 (StoreKitTesting): empty settings give the defaults")
     func storeKitTesting() throws {
-        let catalog = try Catalog.load(path: CatalogFiles.fixture("storekittesting-configuration.storekit"))
+        let catalog = try Catalog.load(path: CatalogFiles.sharedFixture("storekittesting-configuration.storekit"))
         #expect(catalog.products.map(\.id) == ["ID_1", "ID_2"])
         #expect(catalog.products.map(\.kind) == [.autoRenewable, .autoRenewable])
         #expect(catalog.products.map { $0.subscriptionPeriod?.description } == ["P1Y", "P1M"])
@@ -184,6 +214,332 @@ struct CatalogFixtureTests {
         #expect(catalog.products.map(\.referenceName) == ["Name 1", "Name 2"])
         #expect(catalog.subscriptionGroups == [SubscriptionGroup(id: "0D4D641A", name: "Subscriptions", productIDs: ["ID_1", "ID_2"])])
         #expect(catalog.settings == CatalogSettings())
+    }
+}
+
+@Suite("Catalog: the project's .storekit fixtures, one per format version")
+struct CatalogFormatVersionTests {
+    /// `version` as the file states it, `major.minor` (the loader does not keep it).
+    private static func version(of path: String) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let version = try #require(root["version"] as? [String: Any])
+        return "\(try #require(version["major"] as? Int)).\(try #require(version["minor"] as? Int))"
+    }
+
+    private static func offer(
+        id: String? = nil, _ mode: String, _ period: String, count: Int = 1, price: String = "0.00", cents: Int64 = 0
+    ) -> SubscriptionOffer {
+        SubscriptionOffer(id: id, paymentMode: mode, period: SubscriptionPeriod(iso8601: period), periodCount: count, displayPrice: price, priceCents: cents)
+    }
+
+    @Test("each fixture is the format version its name says, and loads consistently", arguments: CatalogFiles.formatVersions)
+    func everyVersion(major: Int) throws {
+        let path = CatalogFiles.formatFixture(major)
+        #expect(try Self.version(of: path).hasPrefix("\(major)."))
+        expectConsistent(try Catalog.load(path: path), loadedFrom: path)
+    }
+
+    @Test("format 1.1: settings at the top level, a non-renewing subscription among the products, intro and promotional offers")
+    func format1() throws {
+        let path = CatalogFiles.formatFixture(1)
+        #expect(try Self.version(of: path) == "1.1")
+        let catalog = try Catalog.load(path: path)
+        #expect(catalog.products.map(\.id) == [
+            "com.lanternfish.reader.tokens10",
+            "com.lanternfish.reader.fonts",
+            "com.lanternfish.reader.summer_shelf",
+            "com.lanternfish.reader.plus.monthly",
+            "com.lanternfish.reader.plus.yearly",
+        ])
+        #expect(catalog.products.map(\.kind) == [.consumable, .nonConsumable, .nonRenewing, .autoRenewable, .autoRenewable])
+        #expect(catalog.products.map(\.displayPrice) == ["0.99", "2.49", "5.99", "3.99", "34.99"])
+        #expect(catalog.products.map(\.priceCents) == [99, 249, 599, 399, 3499])
+        #expect(catalog.products.map(\.familyShareable) == [false, true, false, false, false])
+        #expect(catalog.products.map { $0.subscriptionPeriod?.description } == [nil, nil, nil, "P1M", "P1Y"])
+
+        #expect(catalog.subscriptionGroups == [SubscriptionGroup(
+            id: "3F9B2D10", name: "Lanternfish Plus",
+            productIDs: ["com.lanternfish.reader.plus.monthly", "com.lanternfish.reader.plus.yearly"])])
+        let monthly = try #require(catalog.product("com.lanternfish.reader.plus.monthly"))
+        #expect(monthly.groupLevel == 1)
+        // An introductory free trial without numberOfPeriods lasts one period.
+        #expect(monthly.introductoryOffer == Self.offer(SubscriptionOffer.freeTrial, "P1W"))
+        #expect(monthly.promotionalOffers == [Self.offer(
+            id: "com.lanternfish.reader.plus.monthly.comeback", SubscriptionOffer.payAsYouGo, "P1M", count: 3, price: "1.99", cents: 199)])
+        let yearly = try #require(catalog.product("com.lanternfish.reader.plus.yearly"))
+        #expect(yearly.groupLevel == 1)
+        #expect(yearly.introductoryOffer == nil)   // "introductoryOffer" : null
+        #expect(yearly.promotionalOffers.isEmpty)
+
+        // `settings` is empty; the switches sit at the top level, as in the oldest files.
+        #expect(catalog.settings == CatalogSettings(
+            askToBuyEnabled: true, failTransactionsEnabled: false, failErrorCode: nil,
+            interruptedPurchases: ["com.lanternfish.reader.fonts"], storefront: "CAN", locale: "en_CA",
+            timeRate: TimeRate.fiveMinutesIsOneDay.rawValue, billingGracePeriodEnabled: false, renewalBillingIssuesEnabled: false))
+        #expect(catalog.settings.currencyCode == "CAD")
+
+        #expect(catalog.record("com.lanternfish.reader.tokens10") == ProductRecord(
+            productID: "com.lanternfish.reader.tokens10", kind: .consumable, localizedTitle: "10 Reading Tokens",
+            localizedDescription: "Ten tokens to unlock single chapters.", priceCents: 99, displayPrice: "0.99",
+            currencyCode: "CAD", locale: "en_CA"))
+        let tokens = try #require(catalog.product("com.lanternfish.reader.tokens10"))
+        #expect(tokens.record(locale: "fr_CA", currencyCode: "CAD").localizedTitle == "10 jetons de lecture")
+        #expect(catalog.record("com.lanternfish.reader.summer_shelf")?.subscriptionPeriod == nil)
+    }
+
+    @Test("format 2.0: nonRenewingSubscriptions, a settings object with failing and interrupted purchases, group levels, code offers read past")
+    func format2() throws {
+        let path = CatalogFiles.formatFixture(2)
+        #expect(try Self.version(of: path) == "2.0")
+        let catalog = try Catalog.load(path: path)
+        #expect(catalog.products.map(\.id) == [
+            "com.lanternfish.reader.tokens10",
+            "com.lanternfish.reader.tokens50",
+            "com.lanternfish.reader.fonts",
+            "com.lanternfish.reader.plus.monthly",
+            "com.lanternfish.reader.plus.yearly",
+            "com.lanternfish.reader.premium.monthly",
+            "com.lanternfish.reader.book_club.autumn",
+        ])
+        #expect(catalog.products.map(\.kind) == [
+            .consumable, .consumable, .nonConsumable, .autoRenewable, .autoRenewable, .autoRenewable, .nonRenewing,
+        ])
+        #expect(catalog.products.map(\.priceCents) == [99, 399, 249, 399, 3499, 899, 799])
+        #expect(catalog.products.map(\.groupLevel) == [nil, nil, nil, 2, 2, 1, nil])
+        #expect(catalog.products.map { $0.subscriptionPeriod?.description } == [nil, nil, nil, "P1M", "P1Y", "P1M", nil])
+
+        let group = try #require(catalog.subscriptionGroup("3F9B2D10"))
+        #expect(catalog.subscriptionGroups.count == 1)
+        #expect(group.name == "Lanternfish Plus")
+        // Level 1 (the highest level of service) first, then level 2 in file order.
+        #expect(group.productIDs == [
+            "com.lanternfish.reader.premium.monthly", "com.lanternfish.reader.plus.monthly", "com.lanternfish.reader.plus.yearly",
+        ])
+        #expect(group.localizations == [
+            .init(locale: "de_DE", displayName: "Lanternfish Plus", description: "Unbegrenzt lesen."),
+            .init(locale: "en_US", displayName: "Lanternfish Plus", description: "Read without limits."),
+        ])
+
+        // Offer codes (codeOffers) are not introductory offers.
+        let plusMonthly = try #require(catalog.product("com.lanternfish.reader.plus.monthly"))
+        #expect(plusMonthly.introductoryOffer == nil)
+        #expect(plusMonthly.promotionalOffers.isEmpty)
+        #expect(catalog.product("com.lanternfish.reader.plus.yearly")?.introductoryOffer == Self.offer(
+            SubscriptionOffer.payUpFront, "P6M", price: "9.99", cents: 999))
+        let premium = try #require(catalog.product("com.lanternfish.reader.premium.monthly"))
+        #expect(premium.familyShareable)
+        #expect(premium.promotionalOffers == [Self.offer(
+            id: "com.lanternfish.reader.premium.monthly.upgrade", SubscriptionOffer.payUpFront, "P3M", price: "19.99", cents: 1999)])
+
+        #expect(catalog.settings == CatalogSettings(
+            askToBuyEnabled: false, failTransactionsEnabled: true, failErrorCode: 2,
+            interruptedPurchases: ["com.lanternfish.reader.tokens50"], storefront: "DEU", locale: "de_DE", timeRate: 0,
+            billingGracePeriodEnabled: false, renewalBillingIssuesEnabled: false))
+        #expect(catalog.record("com.lanternfish.reader.book_club.autumn") == ProductRecord(
+            productID: "com.lanternfish.reader.book_club.autumn", kind: .nonRenewing, localizedTitle: "Lesekreis Herbst",
+            localizedDescription: "Drei Monate Lesekreis mit Autorengesprächen.", priceCents: 799, displayPrice: "7.99",
+            currencyCode: "EUR", locale: "de_DE"))
+        #expect(catalog.record("com.lanternfish.reader.fonts")?.familyShareable == true)
+    }
+
+    @Test("format 3.0: billing grace period and billing issues, a renewal time rate, two groups, free and pay-up-front promotional offers")
+    func format3() throws {
+        let path = CatalogFiles.formatFixture(3)
+        #expect(try Self.version(of: path) == "3.0")
+        let catalog = try Catalog.load(path: path)
+        #expect(catalog.products.map(\.id) == [
+            "com.lanternfish.reader.tip.small", "com.lanternfish.reader.plus.monthly", "com.lanternfish.reader.audio.weekly",
+        ])
+        #expect(catalog.products.map(\.kind) == [.consumable, .autoRenewable, .autoRenewable])
+        #expect(catalog.products.map(\.priceCents) == [199, 399, 149])
+
+        #expect(catalog.subscriptionGroups == [
+            SubscriptionGroup(id: "3F9B2D10", name: "Lanternfish Plus", productIDs: ["com.lanternfish.reader.plus.monthly"]),
+            SubscriptionGroup(
+                id: "8D4471E5", name: "Lanternfish Audio", productIDs: ["com.lanternfish.reader.audio.weekly"],
+                localizations: [.init(locale: "en_US", displayName: "Lanternfish Audio", description: "Narrated editions of every book.")]),
+        ])
+
+        let plus = try #require(catalog.product("com.lanternfish.reader.plus.monthly"))
+        #expect(plus.familyShareable)
+        #expect(plus.subscriptionGroupID == "3F9B2D10")
+        #expect(plus.introductoryOffer == Self.offer(SubscriptionOffer.payAsYouGo, "P1M", count: 3, price: "0.99", cents: 99))
+        #expect(plus.promotionalOffers == [
+            Self.offer(id: "com.lanternfish.reader.plus.monthly.gift_month", SubscriptionOffer.freeTrial, "P1M"),
+            Self.offer(id: "com.lanternfish.reader.plus.monthly.half_year", SubscriptionOffer.payUpFront, "P6M", price: "17.99", cents: 1799),
+        ])
+        let audio = try #require(catalog.product("com.lanternfish.reader.audio.weekly"))
+        #expect(audio.subscriptionGroupID == "8D4471E5")
+        #expect(audio.subscriptionPeriod == SubscriptionPeriod(value: 1, unit: .week))
+        #expect(audio.introductoryOffer == Self.offer(SubscriptionOffer.freeTrial, "P3D"))
+
+        // `_timeRate` is read; the object-valued `_compatibilityTimeRate` beside it is not.
+        #expect(catalog.settings == CatalogSettings(
+            askToBuyEnabled: false, failTransactionsEnabled: false, failErrorCode: nil, interruptedPurchases: [],
+            storefront: "USA", locale: "en_US", timeRate: TimeRate.oneRenewalEveryThirtySeconds.rawValue,
+            billingGracePeriodEnabled: true, renewalBillingIssuesEnabled: true))
+
+        // No localization: the title is the reference name.
+        #expect(catalog.record("com.lanternfish.reader.tip.small") == ProductRecord(
+            productID: "com.lanternfish.reader.tip.small", kind: .consumable, localizedTitle: "Small Tip",
+            localizedDescription: "", priceCents: 199, displayPrice: "1.99", currencyCode: "USD", locale: "en_US"))
+    }
+
+    @Test("format 4.0: app policies and win-back offers read past, tied levels keep file order, Ask to Buy and failing purchases in GBR")
+    func format4() throws {
+        let path = CatalogFiles.formatFixture(4)
+        #expect(try Self.version(of: path) == "4.0")
+        let catalog = try Catalog.load(path: path)
+        #expect(catalog.products.map(\.id) == [
+            "com.lanternfish.reader.tokens10",
+            "com.lanternfish.reader.collection.harbour_lights",
+            "com.lanternfish.reader.plus.yearly",
+            "com.lanternfish.reader.plus.monthly",
+            "com.lanternfish.reader.premium.monthly",
+        ])
+        #expect(catalog.products.map(\.kind) == [.consumable, .nonConsumable, .autoRenewable, .autoRenewable, .autoRenewable])
+        #expect(catalog.products.map(\.displayPrice) == ["0.89", "14.99", "29.99", "3.49", "7.99"])
+        #expect(catalog.products.map(\.familyShareable) == [false, true, false, false, true])
+        #expect(catalog.products.map(\.groupLevel) == [nil, nil, 2, 2, 1])
+
+        let group = try #require(catalog.subscriptionGroup("3F9B2D10"))
+        #expect(group.productIDs == [
+            "com.lanternfish.reader.premium.monthly", "com.lanternfish.reader.plus.yearly", "com.lanternfish.reader.plus.monthly",
+        ])
+        #expect(group.localizations.map(\.locale) == ["en_GB"])
+
+        // Win-back offers are neither introductory nor promotional offers.
+        let yearly = try #require(catalog.product("com.lanternfish.reader.plus.yearly"))
+        #expect(yearly.introductoryOffer == nil)
+        #expect(yearly.promotionalOffers.isEmpty)
+        let monthly = try #require(catalog.product("com.lanternfish.reader.plus.monthly"))
+        #expect(monthly.introductoryOffer == Self.offer(SubscriptionOffer.freeTrial, "P2W"))
+        #expect(monthly.promotionalOffers == [Self.offer(
+            id: "com.lanternfish.reader.plus.monthly.loyal_reader", SubscriptionOffer.payAsYouGo, "P1M", count: 2, price: "1.49", cents: 149)])
+
+        #expect(catalog.settings == CatalogSettings(
+            askToBuyEnabled: true, failTransactionsEnabled: true, failErrorCode: nil, interruptedPurchases: [],
+            storefront: "GBR", locale: "en_GB", timeRate: TimeRate.monthlyRenewalEveryFifteenMinutes.rawValue,
+            billingGracePeriodEnabled: false, renewalBillingIssuesEnabled: false))
+        #expect(catalog.record("com.lanternfish.reader.premium.monthly") == ProductRecord(
+            productID: "com.lanternfish.reader.premium.monthly", kind: .autoRenewable, localizedTitle: "Premium Monthly",
+            localizedDescription: "Books and audiobooks for the whole family.", priceCents: 799, displayPrice: "7.99",
+            currencyCode: "GBP", locale: "en_GB", subscriptionGroupID: "3F9B2D10", subscriptionPeriod: "P1M",
+            familyShareable: true))
+    }
+
+    @Test("format 5.0: introductoryOffers, billing plans read past, whole-yen prices in JPN")
+    func format5() throws {
+        let path = CatalogFiles.formatFixture(5)
+        #expect(try Self.version(of: path) == "5.0")
+        let catalog = try Catalog.load(path: path)
+        #expect(catalog.products.map(\.id) == [
+            "com.lanternfish.reader.tokens10",
+            "com.lanternfish.reader.plus.monthly",
+            "com.lanternfish.reader.plus.yearly",
+            "com.lanternfish.reader.premium.monthly",
+            "com.lanternfish.reader.book_club.summer",
+        ])
+        #expect(catalog.products.map(\.kind) == [.consumable, .autoRenewable, .autoRenewable, .autoRenewable, .nonRenewing])
+        // Prices without a decimal point, as yen are written; cents are the price × 100 whatever the currency.
+        #expect(catalog.products.map(\.displayPrice) == ["160", "600", "6000", "1200", "1200"])
+        #expect(catalog.products.map(\.priceCents) == [16_000, 60_000, 600_000, 120_000, 120_000])
+        #expect(catalog.products.map(\.price) == ["160", "600", "6000", "1200", "1200"].map { Decimal(string: $0) })
+
+        let group = try #require(catalog.subscriptionGroup("3F9B2D10"))
+        #expect(group.productIDs == [
+            "com.lanternfish.reader.premium.monthly", "com.lanternfish.reader.plus.monthly", "com.lanternfish.reader.plus.yearly",
+        ])
+
+        // Only `introductoryOffers` (no `introductoryOffer` key): its first element is the offer.
+        let monthly = try #require(catalog.product("com.lanternfish.reader.plus.monthly"))
+        #expect(monthly.introductoryOffer == Self.offer(SubscriptionOffer.freeTrial, "P1M"))
+        #expect(monthly.promotionalOffers == [Self.offer(
+            id: "com.lanternfish.reader.plus.monthly.half_price", SubscriptionOffer.payAsYouGo, "P1M", count: 2, price: "300", cents: 30_000)])
+        // An empty `introductoryOffers`, a win-back offer and a monthly billing plan change nothing.
+        let yearly = try #require(catalog.product("com.lanternfish.reader.plus.yearly"))
+        #expect(yearly.introductoryOffer == nil)
+        #expect(yearly.promotionalOffers.isEmpty)
+        #expect(yearly.displayPrice == "6000")
+        // Both spellings present and equal.
+        #expect(catalog.product("com.lanternfish.reader.premium.monthly")?.introductoryOffer == Self.offer(
+            SubscriptionOffer.payUpFront, "P3M", price: "900", cents: 90_000))
+
+        #expect(catalog.settings == CatalogSettings(storefront: "JPN", locale: "ja_JP"))
+        #expect(catalog.settings.currencyCode == "JPY")
+        #expect(catalog.record("com.lanternfish.reader.tokens10") == ProductRecord(
+            productID: "com.lanternfish.reader.tokens10", kind: .consumable, localizedTitle: "読書トークン10枚",
+            localizedDescription: "章ごとに使える読書トークン10枚。", priceCents: 16_000, displayPrice: "160",
+            currencyCode: "JPY", locale: "ja_JP"))
+        let club = try #require(catalog.product("com.lanternfish.reader.book_club.summer"))
+        #expect(club.record(locale: "ja_JP", currencyCode: "JPY").localizedTitle == "夏の読書会")
+        #expect(club.record(locale: "en_GB", currencyCode: "GBP").localizedTitle == "Summer Book Club")
+    }
+}
+
+@Suite("Catalog: bad and unexpected files on disk")
+struct CatalogBadFileTests {
+    /// A fixture's text with `edit` applied, written to a fresh directory; returns the new file's path.
+    private static func edited(_ major: Int, in directory: TemporaryDirectory, _ edit: (String) -> String) throws -> String {
+        let text = try String(contentsOfFile: CatalogFiles.formatFixture(major), encoding: .utf8)
+        let edited = edit(text)
+        #expect(edited != text, "the edit changed nothing")
+        try directory.write("edited.storekit", edited)
+        return directory.file("edited.storekit")
+    }
+
+    @Test("a file cut short is a syntax error naming the file, line and column")
+    func truncated() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        // The first 22 lines of format 2: the file ends after the last member of its first
+        // non-renewing subscription, `"type" : "NonRenewingSubscription"`.
+        let path = try Self.edited(2, in: directory) { text in
+            text.split(separator: "\n", omittingEmptySubsequences: false).prefix(22).joined(separator: "\n")
+        }
+        let error = try #require(throws: CatalogError.self) { try Catalog.load(path: path) }
+        #expect(error.path == path)
+        #expect(error.location == "line 22 column 41")
+        #expect(error.reason == "unexpected end of file, expected ',' or '}'")
+    }
+
+    @Test("a wrong value deep in a real-shaped file is named by its JSON path")
+    func badPeriod() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = try Self.edited(3, in: directory) { $0.replacingOccurrences(of: "\"P1W\"", with: "\"P1Q\"") }
+        let error = try #require(throws: CatalogError.self) { try Catalog.load(path: path) }
+        #expect(error == CatalogError(
+            path: path, location: "subscriptionGroups[1].subscriptions[0].recurringSubscriptionPeriod",
+            reason: "expected a period like P1W, P1M or P1Y, found \"P1Q\""))
+    }
+
+    @Test("a directory is not a catalogue")
+    func directory() throws {
+        let path = CatalogFiles.projectFixtures.path
+        #expect(throws: CatalogError(path: path, location: "", reason: "is a directory, not a .storekit file")) {
+            try Catalog.load(path: path)
+        }
+    }
+
+    @Test("a file of a newer format version loads what the loader knows, the rest is read past")
+    func newerVersion() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = try Self.edited(5, in: directory) { text in
+            text.replacingOccurrences(of: "\"major\" : 5", with: "\"major\" : 6")
+                .replacingOccurrences(of: "\"products\" : [", with: "\"bundles\" : [ { \"productIDs\" : [ ] } ],\n  \"products\" : [")
+        }
+        #expect(try Self.versionMajor(of: path) == 6)
+        var catalog = try Catalog.load(path: path)
+        catalog.path = CatalogFiles.formatFixture(5)
+        #expect(catalog == (try Catalog.load(path: CatalogFiles.formatFixture(5))))
+    }
+
+    private static func versionMajor(of path: String) throws -> Int? {
+        let root = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as? [String: Any]
+        return (root?["version"] as? [String: Any])?["major"] as? Int
     }
 }
 
