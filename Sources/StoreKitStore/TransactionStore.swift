@@ -164,7 +164,7 @@ public final class TransactionStore {
         return max(UInt64(highest ?? 0), pending.highestID ?? 0)
     }
 
-    /// Transaction identifiers look like the App Store's: 16 digits.
+    /// Transaction identifiers look like the App Store's: 16 digits, from here up (see `allocateTransactionID`).
     public static let firstTransactionID: UInt64 = 2_000_000_000_000_001
 
     /// Reads the first 16 bytes: an existing non-empty file must be an SQLite 3 database.
@@ -390,11 +390,28 @@ public final class TransactionStore {
 
     // MARK: Allocation
 
+    /// A new transaction id: above every id this database gave, and at least the clock's id, so
+    /// that a database created later (a reinstall, another `--state-dir`, a restore into a fresh
+    /// directory) never gives an id an earlier one gave: apps key what they granted by it.
     public func allocateTransactionID() -> UInt64 {
         precondition(inTransaction, "id allocated outside a unit of work")
-        defer { nextID += 1 }
-        return nextID
+        let id = max(nextID, Self.clockTransactionID())
+        nextID = id + 1
+        return id
     }
+
+    /// Microseconds since 2026-01-01T00:00:00Z, above `firstTransactionID`: 16 decimal digits,
+    /// like the App Store's, for the next 250 years. No daemon gives ids faster than one per
+    /// microsecond, so ids from the clock stay ahead of every id given earlier on this machine
+    /// unless the wall clock is set back.
+    static func clockTransactionID() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let microseconds = Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000 - clockEpochMicroseconds
+        return firstTransactionID + UInt64(max(microseconds, 0))
+    }
+
+    private static let clockEpochMicroseconds: Int64 = 1_767_225_600 * 1_000_000
 
     /// The next per-(uid, app) sequence number (stored at the next `flush()`; after a crash,
     /// recomputed from the rows that carry it).

@@ -117,7 +117,7 @@ struct TransactionStoreTests {
         try store.begin()
         #expect(store.isInTransaction)
         let discardedID = store.allocateTransactionID()
-        #expect(discardedID == committed.id + 1)
+        #expect(discardedID > committed.id)
         #expect(try store.nextSequence(uid: 1000, app: "com.example.game") == 2)
         #expect(try store.nextSequence(uid: 1000, app: "com.example.game") == 3)
         #expect(try store.nextSequence(uid: 2000, app: "com.example.game") == 1)
@@ -145,7 +145,23 @@ struct TransactionStoreTests {
     func rollbackWithoutBegin() throws {
         let store = try StoreFixture().open()
         store.rollback()
-        try StoreFixture.unit(store) { #expect(store.allocateTransactionID() == TransactionStore.firstTransactionID) }
+        try StoreFixture.unit(store) { #expect(store.allocateTransactionID() > TransactionStore.firstTransactionID) }
+    }
+
+    @Test("a database created later never gives an id an earlier one gave (apps key their grants by it)")
+    func idsUniqueAcrossDatabases() throws {
+        var last: UInt64 = 0
+        for _ in 0..<3 {
+            let store = try StoreFixture().open()
+            var ids: [UInt64] = []
+            try StoreFixture.unit(store) {
+                for _ in 0..<1000 { ids.append(store.allocateTransactionID()) }
+            }
+            #expect(ids == ids.sorted() && Set(ids).count == ids.count)
+            #expect(ids.first! > last, "a new database started at \(ids.first!), an earlier one gave \(last)")
+            #expect(String(ids.last!).count == 16, "\(ids.last!) is not 16 digits")
+            last = ids.last!
+        }
     }
 
     @Test("a failed statement inside a unit of work can be rolled back and the store goes on")
