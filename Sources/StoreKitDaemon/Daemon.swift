@@ -158,6 +158,8 @@ public enum Daemon {
             logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(databasePath)", id: .started)
             server.startIntegrityCheck()
             try server.run()
+        } catch is Server.Stopped {
+            return 1   // said by the server's shutdown
         } catch {
             logger.error("Serving loop failed: \(error)")
             return 1

@@ -20,7 +20,7 @@ final class Session {
     /// The app this connection acts as, once the hello was accepted.
     var app: String?
     var subscribed = false
-    var closeAfterFlush = false
+    var closeAfterSending = false
     var pollingWritable = false
     /// Monotonic ms when the current partial frame began arriving, nil when none is pending.
     var partialSince: Int64?
@@ -54,7 +54,7 @@ final class Session {
     }
 
     /// Writes as much pending output as the socket takes. Returns false when the peer is gone.
-    func flush() -> Bool {
+    func send() -> Bool {
         while outputOffset < output.count {
             let result = output.withUnsafeBytes { raw in
                 Result { () throws(Errno) -> IOResult in

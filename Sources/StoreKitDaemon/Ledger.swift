@@ -1,0 +1,133 @@
+import StoreKitStore
+
+/// The serving loop's narrow view of the durable store, and nothing more of it:
+///
+/// - **units of work**: `begin`, then requests run (through the engine), then `commit`, which
+///   appends the unit to the commit log; it is durable once the log's sync passes its LSN;
+/// - **durability positions**: the LSN of the last committed unit, the LSN the sync thread made
+///   durable, and its failure (the `DurabilityGate` releases replies by them);
+/// - **saving to the database**: held rows are written into the SQLite transaction as they age,
+///   and the SQLite transaction is committed (`save`) when the loop is idle or the transaction
+///   is old; a failed save is retried every `saveRetryDelay` ms and said when its reason changes
+///   (the commit log keeps every change meanwhile).
+///
+/// docs/architecture.md draws the whole write path.
+final class Ledger {
+    private let store: TransactionStore
+    private let logger: Logger
+
+    init(store: TransactionStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    /// The database file.
+    var path: String { store.path }
+
+    // MARK: Units of work
+
+    func begin() throws(StoreError) { try store.begin() }
+
+    /// Appends the unit of work to the commit log. `deferSync`: leave the fdatasync to the sync
+    /// thread (the loop has other work meanwhile) instead of syncing before returning.
+    func commit(deferSync: Bool) throws(StoreError) {
+        store.commitLog.deferSync = deferSync
+        try store.commit()
+    }
+
+    func rollback() { store.rollback() }
+    func savepoint() throws(StoreError) { try store.savepoint() }
+    func releaseSavepoint() throws(StoreError) { try store.releaseSavepoint() }
+    func rollbackToSavepoint() { store.rollbackToSavepoint() }
+
+    // MARK: Durability
+
+    /// The LSN of the last unit of work committed to the log.
+    var committedLSN: UInt64 { store.commitLog.nextLSN - 1 }
+
+    /// Every unit of work up to this LSN is on disk.
+    var durableLSN: UInt64 { store.commitLog.syncedLSN }
+
+    /// Why the sync thread stopped; nil while it syncs.
+    var syncFailure: String? { store.commitLog.syncer?.failure }
+
+    /// The commit log's files (for messages).
+    var commitLogPath: String { store.commitLog.databasePath }
+
+    /// Blocks until every committed unit of work is durable (at shutdown).
+    func waitUntilDurable() { store.commitLog.waitForSync() }
+
+    // MARK: Saving to the database
+
+    /// Units of work are in the SQLite transaction but not yet committed to the database file.
+    var hasUnsavedChanges: Bool { store.hasUnflushedChanges }
+
+    /// The SQLite transaction is old enough to be saved even while the loop is busy.
+    func saveIsDue(now: Int64) -> Bool { store.flushIsDue(now: now) }
+
+    /// How long the loop waits after a failed save before it tries again by itself (ms).
+    static let saveRetryDelay: Int64 = 1000
+
+    /// New rows wait in memory for their finish this long (ms) before they go into the SQLite
+    /// transaction, a few at every turn.
+    static let heldRowAge: Int64 = 25
+
+    /// When the loop may next save by itself after a failure (0: at once).
+    private(set) var saveRetryAt: Int64 = 0
+    /// When the last failure was said, and its reason; nil while saves succeed.
+    private var lastSaveFailure: (time: Int64, message: String)?
+    /// `debug-fail-saves MS` (test hooks): every save fails until then.
+    var savesFailUntil: Int64 = .min
+    private var lastHeldRowFailure: Int64 = .min / 2
+
+    /// Commits the SQLite transaction (no fsync: its units of work are durable in the commit
+    /// log). `retrying`: a save the loop makes by itself, which waits `saveRetryDelay` ms after a
+    /// failed one instead of being tried at every turn. A failure is said when its reason changes
+    /// and at most every 10 s otherwise; the first save after failures is said too.
+    @discardableResult
+    func save(retrying: Bool = false) -> Bool {
+        let now = ServiceNotifier.monotonicMilliseconds()
+        if !store.hasUnflushedChanges { saveRetryAt = 0 }
+        if retrying && now < saveRetryAt { return false }
+        do throws(StoreError) {
+            if now < savesFailUntil {
+                throw StoreError(.io, path: store.path, message: "saves fail on purpose (debug-fail-saves)")
+            }
+            try store.flush()
+            saveRetryAt = 0
+            if lastSaveFailure != nil {
+                lastSaveFailure = nil
+                logger.notice("Saved to \(store.path) again")
+            }
+            return true
+        } catch {
+            saveRetryAt = now + Self.saveRetryDelay
+            if let last = lastSaveFailure, last.message == error.message, now - last.time < 10_000 { return false }
+            lastSaveFailure = (now, error.message)
+            let retry = "tried again in \(Self.saveRetryDelay) ms, said again in 10 s"
+            logger.error("Failed to save to \(store.path) (the commit log keeps the changes; \(retry)): \(error.message)",
+                         id: .storageFailure)
+            return false
+        }
+    }
+
+    /// Writes rows held longer than `heldRowAge` into the SQLite transaction. A failure is tried
+    /// again at every turn and said at most every 10 s.
+    func writeHeldRows(now: Int64) {
+        do {
+            try store.writeRows(heldLongerThan: Self.heldRowAge, now: now)
+        } catch {
+            guard now - lastHeldRowFailure >= 10_000 else { return }
+            lastHeldRowFailure = now
+            logger.error("Failed to write new transactions into \(store.path) (the commit log keeps them; "
+                         + "tried again at every turn, said again in 10 s): \(error.message)", id: .storageFailure)
+        }
+    }
+
+    // MARK: Status
+
+    func unfinishedCount() -> Int? { try? store.unfinishedCount() }
+
+    /// Why the file system counts as nearly full; nil when it is not.
+    var lowSpaceReason: String? { store.space.lowSpaceReason }
+}

@@ -1,0 +1,156 @@
+import CPosix
+import Foundation
+import StoreKitEngine
+import StoreKitPosix
+import StoreKitStore
+import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Accepting connections under the limits, closing them, the FD store, and sending queued output.
+
+extension Server {
+    /// Adopts a connection kept in the FD store across a restart: same app, same observing state,
+    /// no new snapshot (the client already has it), so nothing is delivered twice.
+    func resume(fd: Int32, name: String) {
+        guard let (observing, app) = SessionStoreName.parse(name), let peer = try? PeerCredentials.of(fd),
+              engine.isRegistered(app: app) else {
+            logger.warning("Dropping stored session '\(name)': unknown app or peer gone")
+            notifier.removeStoredFileDescriptor(name: name)
+            UnixSocket.close(fd)
+            return
+        }
+        let session = Session(token: nextToken, fd: fd, kind: .client, peer: peer, maximumFrameSize: configuration.maxFrameSize)
+        nextToken += 1
+        session.app = app
+        session.storeName = name
+        sessions[session.token] = session
+        connectionsPerUID[peer.uid, default: 0] += 1
+        do {
+            try epoll.add(fd, events: [.readable, .peerClosed], token: session.token)
+        } catch {
+            close(session)
+            return
+        }
+        if observing {
+            session.subscribed = true
+            observers[QueueKey(uid: peer.uid, app: app), default: []].insert(session.token)
+        }
+        logger.info("Resumed \(observing ? "observer" : "connection") of \(app) for uid \(peer.uid) from the FD store",
+                    id: .recovery, fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(peer.uid))])
+        // Bytes that arrived while the daemon was down are waiting in the socket.
+        readAvailable(session)
+    }
+
+    /// Puts (or re-puts, under a name with the current observing state) a client session in the FD store.
+    func keepInFDStore(_ session: Session) {
+        guard session.kind == .client, let app = session.app, notifier.enabled else { return }
+        if let old = session.storeName { notifier.removeStoredFileDescriptor(name: old) }
+        session.storeName = SessionStoreName.make(unique: "\(storeRun)-\(session.token)", observing: session.subscribed, app: app)
+        if let name = session.storeName { notifier.storeFileDescriptor(session.fd, name: name) }
+    }
+
+
+    func acceptAll(_ listener: Listener) {
+        while true {
+            let fd: Int32
+            do {
+                guard let accepted = try UnixSocket.accept(listener.fd) else { return }
+                fd = accepted
+            } catch {
+                logger.warning("Failed to accept on the \(listener.kind.rawValue) socket: \(error)")
+                return
+            }
+            guard let peer = try? PeerCredentials.of(fd) else {
+                UnixSocket.close(fd)
+                continue
+            }
+            let session = Session(token: nextToken, fd: fd, kind: listener.kind, peer: peer,
+                                  maximumFrameSize: configuration.maxFrameSize)
+            nextToken += 1
+            sessions[session.token] = session
+            connectionsPerUID[peer.uid, default: 0] += 1
+            statusStale = true
+            do {
+                try epoll.add(fd, events: [.readable, .peerClosed], token: session.token)
+            } catch {
+                logger.warning("Failed to watch connection: \(error)")
+                close(session)
+                continue
+            }
+            if sessions.count > configuration.maxConnections {
+                refuse(session, .limitExceeded, "too many connections (\(configuration.maxConnections))")
+            } else if connectionsPerUID[peer.uid, default: 0] > configuration.maxConnectionsPerUID {
+                refuse(session, .limitExceeded, "too many connections for uid \(peer.uid) (\(configuration.maxConnectionsPerUID))")
+            } else if listener.kind == .control && !access.mayControl(peer) {
+                refuse(session, .permissionDenied, "uid \(peer.uid) may not use the control socket")
+            }
+        }
+    }
+
+    /// Sends a final error, logs the refusal and closes the connection once the error is written.
+    func refuse(_ session: Session, _ code: ResultCode, _ message: String, requestID: UInt32 = 0,
+                        id: MessageID = .refused) {
+        guard !session.closeAfterSending else { return }
+        logger.warning("Refused \(session.kind.rawValue) peer pid \(session.peer.pid) uid \(session.peer.uid): \(message)",
+                       id: id, fields: [("STOREKIT_UID", String(session.peer.uid)), ("STOREKIT_APP", session.app ?? ""),
+                                        ("STOREKIT_REFUSAL", code.name)])
+        session.enqueue(ServerMessage.result(requestID, code, message))
+        session.closeAfterSending = true
+        queueForSending(session)
+    }
+
+    func close(_ session: Session, keepStored: Bool = false) {
+        guard sessions.removeValue(forKey: session.token) != nil else { return }
+        statusStale = true
+        if let name = session.storeName, !keepStored { notifier.removeStoredFileDescriptor(name: name) }
+        epoll.remove(session.fd)
+        UnixSocket.close(session.fd)
+        if let count = connectionsPerUID[session.peer.uid] {
+            connectionsPerUID[session.peer.uid] = count > 1 ? count - 1 : nil
+        }
+        if session.subscribed, let app = session.app {
+            let key = QueueKey(uid: session.peer.uid, app: app)
+            observers[key]?.remove(session.token)
+            if observers[key]?.isEmpty == true { observers[key] = nil }
+            logger.info("Observer of \(app) for uid \(session.peer.uid) disconnected", id: .observerDisconnected,
+                        fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(session.peer.uid))])
+        }
+    }
+
+    func queueForSending(_ session: Session) {
+        sessionsToSend.append(session)
+    }
+
+    func sendQueuedOutput() {
+        let queued = sessionsToSend
+        sessionsToSend.removeAll(keepingCapacity: true)
+        for session in queued where sessions[session.token] != nil {
+            guard session.send() else {
+                close(session)
+                continue
+            }
+            if session.pendingOutput == 0 {
+                if session.closeAfterSending {
+                    close(session)
+                } else if session.pollingWritable {
+                    session.pollingWritable = false
+                    try? epoll.modify(session.fd, events: session.backlogged ? [.peerClosed] : [.readable, .peerClosed],
+                                      token: session.token)
+                }
+            } else {
+                if session.pendingOutput > configuration.outputHighWaterMark {
+                    logger.warning("Cut off pid \(session.peer.pid) uid \(session.peer.uid): it stopped reading "
+                                   + "(\(session.pendingOutput) bytes unread)", id: .refused,
+                                   fields: [("STOREKIT_UID", String(session.peer.uid))])
+                    close(session)
+                } else if !session.pollingWritable {
+                    session.pollingWritable = true
+                    try? epoll.modify(session.fd, events: session.backlogged ? [.writable, .peerClosed]
+                                        : [.readable, .writable, .peerClosed], token: session.token)
+                }
+            }
+        }
+    }
+}

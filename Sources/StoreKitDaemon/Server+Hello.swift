@@ -1,0 +1,49 @@
+import CPosix
+import Foundation
+import StoreKitEngine
+import StoreKitPosix
+import StoreKitStore
+import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The hello exchange: protocol version, the app a client acts as, and `Executable=`.
+
+extension Server {
+    func hello(_ session: Session, version: UInt16, app: String) {
+        guard session.app == nil else {
+            refuse(session, .malformedRequest, "hello sent twice", id: .protocolError)
+            return
+        }
+        guard version == ProtocolVersion.current else {
+            refuse(session, .unsupportedVersion,
+                   "protocol version \(version) is not supported (server speaks \(ProtocolVersion.current))",
+                   id: .protocolError)
+            return
+        }
+        switch session.kind {
+        case .control:
+            session.app = ""
+        case .client:
+            guard let registration = configuration.app(app), engine.isRegistered(app: app) else {
+                refuse(session, .unknownApp, "app \(app) is not registered")
+                return
+            }
+            if let executable = registration.executable {
+                let actual = verifiedExecutable(of: session.peer.pid, socket: session.fd)
+                guard actual == executable else {
+                    refuse(session, .permissionDenied,
+                           "pid \(session.peer.pid) runs \(actual ?? "an unknown executable"), not \(executable), so it may not act as \(app)")
+                    return
+                }
+            }
+            session.app = app
+            keepInFDStore(session)
+        }
+        session.enqueue(.welcome(version: ProtocolVersion.current, uid: session.peer.uid,
+                                 storefrontCountryCode: engine.storefront,
+                                 storefrontID: Storefronts.identifier(for: engine.storefront)))
+        queueForSending(session)
+    }
+}

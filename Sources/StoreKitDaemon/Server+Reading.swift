@@ -1,0 +1,117 @@
+import CPosix
+import Foundation
+import StoreKitEngine
+import StoreKitPosix
+import StoreKitStore
+import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Reading and decoding frames, back-pressure (MaxRequestsInFlight=), and the first checks of a
+// decoded request before it joins the next unit of work.
+
+extension Server {
+    func readAvailable(_ session: Session) {
+        var budget = 16
+        let inFlightBefore = session.inFlight
+        while budget > 0 && !session.closeAfterSending && !session.backlogged {
+            budget -= 1
+            let result = readBuffer.withUnsafeMutableBytes { raw in
+                Result { () throws(Errno) -> IOResult in try UnixSocket.read(session.fd, into: raw) }
+            }
+            switch result {
+            case .success(.transferred(let count)):
+                readBuffer.withUnsafeBytes { session.decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                decodeFrames(session)
+                // A short read emptied the socket: epoll (level-triggered) reports what comes
+                // next, so no second read just to hear EAGAIN.
+                if count < readBuffer.count { budget = 0 }
+            case .success(.wouldBlock):
+                budget = 0
+            case .success(.endOfFile), .failure:
+                close(session)
+                return
+            }
+        }
+        // The deadline is for a client that stalls inside a frame: it restarts whenever a whole
+        // frame arrived, and does not run while the session is held back with complete frames.
+        if session.decoder.bufferedByteCount == 0 || session.backlogged || session.inFlight > inFlightBefore {
+            session.partialSince = session.decoder.bufferedByteCount > 0 && !session.backlogged
+                ? ServiceNotifier.monotonicMilliseconds() : nil
+        } else if session.partialSince == nil {
+            session.partialSince = ServiceNotifier.monotonicMilliseconds()
+        }
+    }
+
+    func decodeFrames(_ session: Session) {
+        do {
+            while !session.closeAfterSending {
+                // Backpressure: with MaxRequestsInFlight= requests waiting, stop decoding and stop
+                // reading (the kernel's socket buffer then holds the client back).
+                guard session.inFlight < configuration.maxRequestsInFlight else {
+                    pauseReading(session)
+                    return
+                }
+                guard let body = try session.decoder.next() else { return }
+                dispatch(session, try ClientMessage.decode(body))
+            }
+        } catch {
+            refuse(session, .malformedRequest, "protocol error: \(error)", id: .protocolError)
+        }
+    }
+
+    func pauseReading(_ session: Session) {
+        guard !session.backlogged else { return }
+        session.backlogged = true
+        backlog.append(session)
+        try? epoll.modify(session.fd, events: session.pollingWritable ? [.writable, .peerClosed] : [.peerClosed],
+                          token: session.token)
+    }
+
+    /// After a batch is answered, paused sessions decode what they already buffered and read again.
+    func resumeBacklog() {
+        guard !backlog.isEmpty else { return }
+        let paused = backlog
+        backlog.removeAll(keepingCapacity: true)
+        for session in paused where sessions[session.token] != nil {
+            session.backlogged = false
+            decodeFrames(session)
+            if !session.backlogged {
+                try? epoll.modify(session.fd, events: session.pollingWritable ? [.readable, .writable, .peerClosed]
+                                    : [.readable, .peerClosed], token: session.token)
+            }
+        }
+    }
+
+    func dispatch(_ session: Session, _ message: ClientMessage) {
+        if case .hello(let version, let app) = message {
+            hello(session, version: version, app: app)
+            return
+        }
+        guard session.app != nil else {
+            refuse(session, .malformedRequest, "the first message must be hello", requestID: message.requestID ?? 0,
+                   id: .protocolError)
+            return
+        }
+        if case .control = message, session.kind != .control {
+            refuse(session, .permissionDenied, "control commands are accepted on the control socket only",
+                   requestID: message.requestID ?? 0)
+            return
+        }
+        if session.kind == .control, !isControlMessage(message) {
+            refuse(session, .permissionDenied, "the control socket takes control commands only",
+                   requestID: message.requestID ?? 0)
+            return
+        }
+        session.inFlight += 1
+        received.append((session, message))
+    }
+
+    func isControlMessage(_ message: ClientMessage) -> Bool {
+        switch message {
+        case .control, .ping: true
+        default: false
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import CPosix
+import Foundation
+import StoreKitEngine
+import StoreKitPosix
+import StoreKitStore
+import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// What each client and control request does inside a unit of work.
+
+extension Server {
+    func execute(
+        _ message: ClientMessage, for session: Session, into output: inout UnitOutput, restoring: inout Set<QueueKey>
+    ) throws(StoreError) {
+        let uid = session.peer.uid
+        let app = session.app ?? ""
+        let queue = QueueKey(uid: uid, app: app)
+        switch message {
+        case .hello:
+            preconditionFailure("hello is handled when decoded")
+        case .ping(let id):
+            output.reply(session, .result(id, .ok))
+        case .subscribe(let id):
+            if !session.subscribed {
+                session.subscribed = true
+                observers[queue, default: []].insert(session.token)
+                output.subscriptions.append((queue, session.token))
+                keepInFDStore(session)
+                activator.observerConnected(queue)
+                let logger = self.logger
+                let pid = session.peer.pid
+                output.journal.append {
+                    logger.info("Observer of \(app) for uid \(uid) connected (pid \(pid))", id: .observerConnected,
+                                fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(uid))])
+                }
+            }
+            // Every registration gets every unfinished transaction, in frames of bounded size.
+            let unfinished = try engine.unfinished(uid: uid, app: app)
+            var start = 0
+            while start < unfinished.count {
+                let end = min(start + 2000, unfinished.count)
+                output.reply(session, .updated(Array(unfinished[start..<end])))
+                start = end
+            }
+            // Promotions offered while nobody observed are offered now, once.
+            for product in try engine.takePromotions(queue) { output.reply(session, .promotedPurchase(product)) }
+            output.reply(session, .result(id, .ok, value: UInt64(unfinished.count)))
+        case .unsubscribe(let id):
+            if session.subscribed {
+                session.subscribed = false
+                observers[queue]?.remove(session.token)
+                keepInFDStore(session)
+            }
+            output.reply(session, .result(id, .ok))
+        case .addPayment(let payment):
+            guard writesAllowed(payment.requestID, session, &output) else { return }
+            let outcome = try engine.addPayment(uid: uid, app: app, payment: payment)
+            apply(outcome, requestID: payment.requestID, session: session, into: &output)
+        case .finish(let id, let transactionID):
+            guard writesAllowed(id, session, &output) else { return }
+            let outcome = try engine.finish(uid: uid, app: app, transactionID: transactionID)
+            apply(outcome, requestID: id, session: session, into: &output)
+        case .restore(let id, let username):
+            guard writesAllowed(id, session, &output) else { return }
+            // Single-flight: a second restore of the same queue in this unit of work joins the first.
+            if restoring.contains(queue) {
+                output.reply(session, .result(id, .ok))
+                return
+            }
+            restoring.insert(queue)
+            let outcome = try engine.restore(uid: uid, app: app, applicationUsername: username)
+            apply(outcome, requestID: id, session: session, into: &output)
+        case .cancelPayment(let id, let transactionID):
+            guard writesAllowed(id, session, &output) else { return }
+            let outcome = try engine.cancelDeferred(uid: uid, app: app, transactionID: transactionID)
+            apply(outcome, requestID: id, session: session, into: &output)
+        case .products(let id, let identifiers):
+            let (products, invalid) = engine.products(app: app, identifiers: identifiers)
+            output.reply(session, .products(requestID: id, products: products, invalidIdentifiers: invalid))
+        case .unfinished(let id):
+            output.reply(session, .transactions(requestID: id, transactions: try engine.unfinished(uid: uid, app: app)))
+        case .control(let id, "debug-stall", let arguments) where testHooks:
+            let milliseconds = arguments.first.flatMap { UInt32($0) } ?? 1000
+            usleep(milliseconds * 1000)
+            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
+        case .control(let id, "debug-fail-saves", let arguments) where testHooks:
+            guard arguments.count == 1, let milliseconds = Int64(arguments[0]), milliseconds >= 0 else {
+                output.reply(session, .controlResult(requestID: id, code: .invalidArgument,
+                                                     message: "usage: debug-fail-saves MILLISECONDS", json: "null"))
+                return
+            }
+            ledger.savesFailUntil = ServiceNotifier.monotonicMilliseconds() + milliseconds
+            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
+        case .control(let id, let command, let arguments):
+            let controller = ControlCommands(engine: engine, configuration: configuration, server: self)
+            let result = try controller.execute(command: command, arguments: arguments, writesStopped: mutatingRefusal)
+            for effect in result.effects { route(effect, into: &output) }
+            output.reply(session, .controlResult(requestID: id, code: result.code, message: result.message,
+                                                 json: result.json.serialized()))
+        }
+    }
+
+    func apply(_ outcome: Outcome, requestID: UInt32, session: Session, into output: inout UnitOutput) {
+        if outcome.code != .ok {
+            let logger = self.logger
+            let uid = session.peer.uid
+            let app = session.app ?? ""
+            output.journal.append {
+                logger.info("Refused request of uid \(uid) for \(app): \(outcome.message)", id: .refused,
+                            fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(uid)),
+                                     ("STOREKIT_REFUSAL", outcome.code.name)])
+            }
+        }
+        for effect in outcome.effects { route(effect, into: &output) }
+        output.reply(session, .result(requestID: requestID, code: outcome.code, detail: outcome.detail,
+                                      value: outcome.value, message: outcome.message))
+    }
+}

@@ -1,0 +1,100 @@
+import CPosix
+import Foundation
+import StoreKitEngine
+import StoreKitPosix
+import StoreKitStore
+import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Turning the engine's effects into frames for the connected observers, journal entries, and
+// observer-unit starts for queues nobody observes.
+
+extension Server {
+    /// Sends what a durable unit of work produced: journal entries, observer-unit starts, and
+    /// frames queued on the sessions still connected.
+    func release(_ output: UnitOutput) {
+        for entry in output.journal { entry() }
+        activateObservers(for: output.unobserved)
+        var lastToken: UInt64 = 0
+        var lastSession: Session?
+        for (token, frame) in output.frames {
+            if token != lastToken {
+                lastToken = token
+                lastSession = sessions[token]
+                if let lastSession { queueForSending(lastSession) }
+            }
+            lastSession?.enqueue(encodedFrame: frame)
+        }
+    }
+
+    /// Turns an effect into frames for the observers registered now, and journal entries.
+    func route(_ effect: Effect, into output: inout UnitOutput) {
+        let queue: QueueKey
+        let message: ServerMessage
+        switch effect {
+        case .updated(let key, let records):
+            queue = key
+            message = .updated(records)
+            journal(records, into: &output, id: .stateChanged) { "is \($0.state)" }
+        case .removed(let key, let records):
+            queue = key
+            message = .removed(records)
+            journal(records, into: &output, id: .finished) { _ in "was finished" }
+        case .revoked(let key, let productIDs):
+            queue = key
+            message = .entitlementsRevoked(productIDs: productIDs)
+        case .promoted(let key, let product):
+            queue = key
+            message = .promotedPurchase(product)
+        case .storefrontChanged(let country, let identifier):
+            let frame = Frame.encode(body: ServerMessage.storefrontChanged(countryCode: country, identifier: identifier).encode())
+            for session in sessions.values where session.subscribed { output.frames.append((session.token, frame)) }
+            return
+        }
+        guard let tokens = observers[queue], !tokens.isEmpty else {
+            if case .promoted(_, let product) = effect {
+                do {
+                    try engine.queuePromotion(queue, productID: product.productID)
+                } catch {
+                    logger.error("Failed to keep the promotion of \(product.productID) for \(queue.app): \(error.message)",
+                                 id: .storageFailure)
+                }
+            }
+            output.unobserved.append(queue)
+            return
+        }
+        let frame = Frame.encode(body: message.encode())
+        for token in tokens { output.frames.append((token, frame)) }
+    }
+
+    /// Starts the `ObserverUnit=` of apps whose queues got updates while no observer was connected.
+    func activateObservers(for queues: [QueueKey]) {
+        guard !queues.isEmpty else { return }
+        let now = ServiceNotifier.monotonicMilliseconds()
+        for queue in Set(queues) where observers[queue]?.isEmpty ?? true {
+            guard let unit = configuration.app(queue.app)?.observerUnit else { continue }
+            activator.request(queue, unit: unit, now: now, interval: configuration.observerActivationInterval.milliseconds)
+        }
+    }
+
+    /// One journal entry per record, written once the change is durable.
+    func journal(_ records: [TransactionRecord], into output: inout UnitOutput, id: MessageID,
+                         _ what: @escaping (TransactionRecord) -> String) {
+        guard logger.maximumPriority >= .info else { return }
+        let logger = self.logger
+        output.journal.append {
+            for record in records {
+                logger.info("Transaction \(record.id) of \(record.app) for uid \(record.uid) \(what(record))",
+                            id: id, fields: Self.fields(record))
+            }
+        }
+    }
+
+    static func fields(_ record: TransactionRecord) -> [(String, String)] {
+        [("STOREKIT_TRANSACTION_ID", String(record.id)), ("STOREKIT_APP", record.app),
+         ("STOREKIT_UID", String(record.uid)), ("STOREKIT_STATE", record.finished ? "finished" : record.state.name),
+         ("STOREKIT_PRODUCT", record.productID), ("STOREKIT_SEQUENCE", String(record.sequence))]
+    }
+}

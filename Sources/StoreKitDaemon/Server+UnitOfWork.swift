@@ -1,0 +1,174 @@
+import CPosix
+import Foundation
+import StoreKitEngine
+import StoreKitPosix
+import StoreKitStore
+import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Executing what was received in one turn as one unit of work (group commit), with a savepoint
+// per request only when a request fails, and handing its output to the durability gate.
+
+extension Server {
+    /// What a unit of work tells the world once it is durable: frames in execution order,
+    /// journal entries, and queues that got updates with no observer connected.
+    struct UnitOutput {
+        var frames: [(token: UInt64, frame: [UInt8])] = []
+        var subscriptions: [(QueueKey, UInt64)] = []
+        var journal: [() -> Void] = []
+        /// Queues that received an update with no observer connected.
+        var unobserved: [QueueKey] = []
+
+        mutating func reply(_ session: Session, _ message: ServerMessage) {
+            frames.append((session.token, Frame.encode(body: message.encode())))
+        }
+    }
+
+    func executeReceived() {
+        let fireScheduled = writesStoppedReason == nil && scheduledEventDue
+        guard !received.isEmpty || fireScheduled else { return }
+        var batch = received
+        received.removeAll(keepingCapacity: true)
+        defer { for (session, _) in batch { session.inFlight = 0 } }
+        var output = UnitOutput()
+        var restoring = Set<QueueKey>()
+        let batchStart = ServiceNotifier.monotonicMicroseconds()
+        // Control commands (backup, integrity check, …) may read the database on another
+        // connection: everything acknowledged before them is committed to SQLite first.
+        let control = batch.contains(where: { if case .control = $0.1 { true } else { false } })
+        if control && !ledger.save() {
+            // A backup reads the database on another connection: without that save it would
+            // miss acknowledged changes. Refused; the other requests (and control commands, which
+            // read through this connection) go on.
+            var refusals = UnitOutput()
+            let refusal = "the store could not save to \(ledger.path) first (see the journal); try again"
+            batch.removeAll { session, message in
+                guard case .control(let id, "backup", _) = message else { return false }
+                refusals.reply(session, .controlResult(requestID: id, code: .storageFailure, message: refusal,
+                                                       json: JSONValue.object([("error", .string(refusal))]).serialized()))
+                return true
+            }
+            deliver(refusals)
+        }
+        // A scheduled event that cannot be stored now is retried at the next turn.
+        func fireDueEvents(into output: inout UnitOutput) {
+            guard fireScheduled else { return }
+            _ = isolated(&output, onFailure: { _, _ in }) { (output: inout UnitOutput) throws(StoreError) in
+                for effect in try engine.fireDueEvents() { route(effect, into: &output) }
+            }
+        }
+        do {
+            try ledger.begin()
+            fireDueEvents(into: &output)
+            // Optimistically without a savepoint per request (two statements each): a failure
+            // is rare (a full disk), and then the batch is undone and run again, each request in
+            // its own savepoint, so that only the failing one is refused. Control commands may
+            // act outside the store, so a batch with one never runs twice.
+            var optimistic = !control
+            if optimistic {
+                do throws(StoreError) {
+                    for (session, message) in batch where sessions[session.token] != nil {
+                        try execute(message, for: session, into: &output, restoring: &restoring)
+                    }
+                } catch {
+                    logger.debug("A request of a batch failed (\(error.message)); running each in a savepoint")
+                    ledger.rollback()
+                    undoSubscriptions(output.subscriptions)
+                    output = UnitOutput()
+                    restoring.removeAll()
+                    try ledger.begin()
+                    optimistic = false
+                    fireDueEvents(into: &output)
+                }
+            }
+            for (session, message) in batch where !optimistic && sessions[session.token] != nil {
+                // Each request in its own savepoint: one that fails (e.g. a full disk refusing a new
+                // row) is answered with its error; the others in the batch still commit.
+                _ = isolated(&output, onFailure: { error, output in
+                    output.reply(session, .result(message.requestID ?? 0, error.code == .full ? .storageFull : .storageFailure,
+                                                  "the store could not record this: \(error.message)"))
+                }) { (output: inout UnitOutput) throws(StoreError) in
+                    try execute(message, for: session, into: &output, restoring: &restoring)
+                }
+            }
+            let executed = ServiceNotifier.monotonicMicroseconds()
+            // Hand the fsync to the sync thread only when there is other work to do meanwhile
+            // (requests waiting, or earlier units of work still syncing).
+            try ledger.commit(deferSync: !gate.isEmpty || epoll.hasReadyEvents())
+            statusStale = true
+            if logger.maximumPriority >= .debug {
+                let now = ServiceNotifier.monotonicMicroseconds()
+                logger.debug("Committed \(batch.count) requests: executed in \(executed - batchStart) µs, committed in \(now - executed) µs")
+            }
+        } catch {
+            ledger.rollback()
+            undoSubscriptions(output.subscriptions)
+            let code: ResultCode = error.code == .full ? .storageFull : .storageFailure
+            logger.error("Failed to commit \(batch.count) requests to \(ledger.path): \(error.message)",
+                         id: .storageFailure)
+            var refusals = UnitOutput()
+            for (session, message) in batch where sessions[session.token] != nil {
+                refusals.reply(session, .result(message.requestID ?? 0, code, "the store could not record this: \(error.message)"))
+            }
+            deliver(refusals)
+            return
+        }
+        deliver(output)
+    }
+
+    /// Forgets observer registrations made by requests that were undone.
+    func undoSubscriptions(_ subscriptions: some Sequence<(QueueKey, UInt64)>) {
+        for (key, token) in subscriptions {
+            observers[key]?.remove(token)
+            sessions[token]?.subscribed = false
+        }
+    }
+
+    /// Hands a unit of work's output to the durability gate: it reaches clients now if the
+    /// commit log is already synced past it, else when the sync thread gets there.
+    func deliver(_ output: UnitOutput) {
+        for ready in gate.enter(output, lsn: ledger.committedLSN, durable: ledger.durableLSN) { release(ready) }
+    }
+
+    /// Releases the outputs whose units of work the sync thread made durable.
+    func releaseDurable() {
+        guard fatalFailure == nil, !gate.isEmpty else { return }
+        for ready in gate.release(durable: ledger.durableLSN) { release(ready) }
+    }
+
+    /// Runs `body` in a savepoint. On a store error its changes, frames, journal entries and
+    /// observer registrations are undone and `onFailure` answers for it; true when it succeeded.
+    func isolated(
+        _ output: inout UnitOutput, onFailure: (StoreError, inout UnitOutput) -> Void,
+        _ body: (inout UnitOutput) throws(StoreError) -> Void
+    ) -> Bool {
+        let marks = (output.frames.count, output.subscriptions.count, output.journal.count, output.unobserved.count)
+        do {
+            try ledger.savepoint()
+            try body(&output)
+            try ledger.releaseSavepoint()
+            return true
+        } catch {
+            ledger.rollbackToSavepoint()
+            undoSubscriptions(output.subscriptions[marks.1...])
+            output.frames.removeSubrange(marks.0...)
+            output.subscriptions.removeSubrange(marks.1...)
+            output.journal.removeSubrange(marks.2...)
+            output.unobserved.removeSubrange(marks.3...)
+            logger.error("Failed to record a request in \(ledger.path): \(error.message)", id: .storageFailure)
+            onFailure(error, &output)
+            return false
+        }
+    }
+
+    var mutatingRefusal: String? { writesStoppedReason.map { "writes are stopped: \($0)" } }
+
+    /// False, after answering `storageFailure`, when the integrity check has stopped writes.
+    func writesAllowed(_ requestID: UInt32, _ session: Session, _ output: inout UnitOutput) -> Bool {
+        guard let refusal = mutatingRefusal else { return true }
+        output.reply(session, .result(requestID, .storageFailure, refusal))
+        return false
+    }
+}
