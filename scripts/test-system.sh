@@ -206,7 +206,7 @@ wait_for() {
 }
 # A transaction's record from `storekitctl transactions -o json`, as JSON (or "null").
 transaction() {
-    IN storekitctl -o json transactions | json "next((t for t in (d or []) if t.get('transactionIdentifier') == '$1'), None)"
+    IN storekitctl -o json transactions | json "json.dumps(next((t for t in (d or []) if t.get('transactionIdentifier') == '$1'), None))"
 }
 finished() { [ "$(IN storekitctl -o json transactions | json "any(t.get('transactionIdentifier') == '$1' and t.get('finished') is True for t in (d or []))")" = True ]; }
 unfinished() {
@@ -224,9 +224,13 @@ echo "== a. sockets enabled and listening, service socket-activated only"
 enabled=$(IN systemctl is-enabled storekitd.socket storekitd-control.socket storekitd.service | tr '\n' ' ')
 listen=$(IN systemctl show -p Listen --value storekitd.socket storekitd-control.socket | grep . | tr '\n' ' ')
 active=$(IN systemctl is-active storekitd.socket storekitd-control.socket | tr '\n' ' ')
+sockets_ok() {
+    [ "$enabled" = "enabled enabled static " ] && [ "$active" = "active active " ] &&
+        IN test -S /run/storekitd/storekitd.sock && IN test -S /run/storekitd/control.sock
+}
 check "a. sockets enabled and listening, service not enabled" \
-    "is-enabled socket/control/service: $enabled; is-active: $active; Listen: $listen" \
-    [ "$enabled" = "enabled enabled static " ] -a "$active" = "active active " ] -a -S "$ROOTFS/run/storekitd/storekitd.sock" ] 2>/dev/null
+    "is-enabled socket/control/service: $enabled; is-active: $active; Listen: $listen$(IN ls -l /run/storekitd | awk 'NR > 1 {printf "; %s %s:%s %s", $1, $3, $4, $NF}')" \
+    sockets_ok
 rundir() { IN stat -c '%a %U:%G %n' /run/storekitd; }
 rundir_ok() { [ "$(IN stat -c %a /run/storekitd)" = 755 ] && ! IN test -e /run/private/storekitd; }
 check "a. /run/storekitd is 0755 and not under /run/private" "$(rundir); /run/private/storekitd $(IN test -e /run/private/storekitd && echo exists || echo absent)" rundir_ok
@@ -236,7 +240,7 @@ echo "== b. uid 1000 buys and finishes, before and after a restart of the servic
 buy_as_alice() {
     local out=$WORK/buy-$1.out
     if ! AS 1000 timeout 60 storekit-example-app buy com.example.game.coins100 >"$out" 2>"$WORK/buy-$1.err"; then
-        note "buy exit status non-zero; stderr: $(head -c 400 "$WORK/buy-$1.err")"
+        note "buy exit status non-zero; stderr: $(head -c 400 "$WORK/buy-$1.err" | tr "\n" " ")" >&2
     fi
     json "next((l['transactionIdentifier'] for l in lines if l.get('event') == 'updated' and l.get('state') == 'purchased'), '')" <"$out"
 }
