@@ -52,8 +52,17 @@ public struct Logger: Sendable {
         self.maximumPriority = maximumPriority
     }
 
-    public func log(_ priority: LogPriority, _ message: String, id: MessageID? = nil, fields: [(String, String)] = []) {
+    /// Longest MESSAGE written, in bytes; longer ones are cut and say how much was cut.
+    public static let messageLimit = 2048
+    /// Longest field value written (fields carry client strings such as app ids).
+    public static let fieldLimit = 256
+
+    public func log(_ priority: LogPriority, _ rawMessage: String, id: MessageID? = nil, fields rawFields: [(String, String)] = []) {
         guard priority <= maximumPriority else { return }
+        // Messages and fields carry strings clients chose (app ids, product ids, usernames): a
+        // newline in one must not start a forged line, and a megabyte must not be written whole.
+        let message = Self.sanitized(rawMessage, limit: Self.messageLimit)
+        let fields = rawFields.map { ($0.0, Self.sanitized($0.1, limit: Self.fieldLimit)) }
         switch target {
         case .journal:
             var entries = ["MESSAGE=\(message)", "PRIORITY=\(priority.rawValue)", "SYSLOG_IDENTIFIER=storekitd"]
@@ -69,6 +78,36 @@ public struct Logger: Sendable {
             var bytes = Array(line.utf8)
             _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
         }
+    }
+
+    /// `text` with control characters escaped (`\n`, `\t`, `\xNN`, `\u{NNNN}` for C1 and line
+    /// separators) and cut at `limit` UTF-8 bytes with a note of what was cut.
+    public static func sanitized(_ text: String, limit: Int) -> String {
+        let utf8 = text.utf8
+        if utf8.count <= limit, !utf8.contains(where: { $0 < 0x20 || $0 == 0x7f || $0 == 0xc2 || $0 == 0xe2 }) { return text }
+        var result = ""
+        result.reserveCapacity(min(utf8.count, limit) + 16)
+        var written = 0
+        var consumed = 0
+        for scalar in text.unicodeScalars {
+            let piece: String
+            switch scalar.value {
+            case 0x0a: piece = "\\n"
+            case 0x09: piece = "\\t"
+            case 0x0d: piece = "\\r"
+            case 0x00..<0x20, 0x7f: piece = "\\x" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+            case 0x80..<0xa0, 0x2028, 0x2029: piece = "\\u{" + String(scalar.value, radix: 16) + "}"
+            default: piece = String(scalar)
+            }
+            if written + piece.utf8.count > limit {
+                result += "…[\(utf8.count - consumed) more bytes]"
+                return result
+            }
+            result += piece
+            written += piece.utf8.count
+            consumed += scalar.utf8.count
+        }
+        return result
     }
 
     private static func send(_ entries: [String]) {

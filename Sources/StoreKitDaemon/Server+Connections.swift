@@ -93,12 +93,31 @@ extension Server {
     func refuse(_ session: Session, _ code: ResultCode, _ message: String, requestID: UInt32 = 0,
                         id: MessageID = .refused) {
         guard !session.closeAfterSending else { return }
-        logger.warning("Refused \(session.kind.rawValue) peer pid \(session.peer.pid) uid \(session.peer.uid): \(message)",
-                       id: id, fields: [("STOREKIT_UID", String(session.peer.uid)), ("STOREKIT_APP", session.app ?? ""),
-                                        ("STOREKIT_REFUSAL", code.name)])
+        if sayRefusal(of: session.peer.uid) {
+            logger.warning("Refused \(session.kind.rawValue) peer pid \(session.peer.pid) uid \(session.peer.uid): \(message)",
+                           id: id, fields: [("STOREKIT_UID", String(session.peer.uid)), ("STOREKIT_APP", session.app ?? ""),
+                                            ("STOREKIT_REFUSAL", code.name)])
+        }
         session.enqueue(ServerMessage.result(requestID, code, message))
         session.closeAfterSending = true
         queueForSending(session)
+    }
+
+    /// Whether a refusal concerning `uid` is written (at most `WarningRateLimit.burst` per uid in
+    /// 10 s); the first one written after a window with left-out ones says how many.
+    func sayRefusal(of uid: UInt32) -> Bool {
+        switch refusalLog.admit(uid: uid, now: ServiceNotifier.monotonicMilliseconds()) {
+        case .suppress:
+            return false
+        case .say(let suppressed):
+            if suppressed > 0 { saySuppressed(uid: uid, count: suppressed) }
+            return true
+        }
+    }
+
+    func saySuppressed(uid: UInt32, count: Int) {
+        logger.warning("Left out \(count) refusals of uid \(uid) in \(refusalLog.window / 1000) s (at most \(refusalLog.burst) are written)",
+                       id: .refused, fields: [("STOREKIT_UID", String(uid))])
     }
 
     func close(_ session: Session, keepStored: Bool = false) {

@@ -103,7 +103,7 @@ extension Server {
     }
 
     func apply(_ outcome: Outcome, requestID: UInt32, session: Session, into output: inout UnitOutput) {
-        if outcome.code != .ok {
+        if outcome.code != .ok, sayRefusal(of: session.peer.uid) {
             let logger = self.logger
             let uid = session.peer.uid
             let app = session.app ?? ""

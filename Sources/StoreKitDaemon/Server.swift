@@ -94,6 +94,8 @@ public final class Server {
     let reloader: Reloader?
     /// Set when the background integrity check failed: mutating requests are refused.
     var writesStoppedReason: String?
+    /// Refusals written per uid (a hostile client can cause one per frame).
+    var refusalLog = WarningRateLimit()
     let backgroundResults = BackgroundResults()
     let activator: ObserverActivator
     /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops)
@@ -218,6 +220,7 @@ public final class Server {
         guard now - lastHousekeeping >= 1000 else { return }
         lastHousekeeping = now
         activator.retryDue(now: now, interval: configuration.observerActivationInterval.milliseconds)
+        for (uid, count) in refusalLog.expire(now: now) { saySuppressed(uid: uid, count: count) }
         let deadline = configuration.partialFrameTimeout.milliseconds
         for session in sessions.values {
             if let since = session.partialSince, now - since > deadline {

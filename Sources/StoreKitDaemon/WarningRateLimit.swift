@@ -1,0 +1,52 @@
+/// Repeated warnings about one uid, limited: at most `burst` in a `window` (ms), then one line
+/// saying how many were left out. The journal has a rate limit of its own; the console and a
+/// file do not, and a hostile client can cause a refusal per frame.
+struct WarningRateLimit {
+    private struct Window {
+        var start: Int64
+        var said = 0
+        var suppressed = 0
+    }
+
+    let burst: Int
+    let window: Int64
+    private var windows: [UInt32: Window] = [:]
+
+    init(burst: Int = 20, window: Int64 = 10_000) {
+        self.burst = burst
+        self.window = window
+    }
+
+    /// What to do about one more warning concerning `uid` at `now`.
+    enum Decision: Equatable {
+        /// Say it; `suppressedBefore` warnings were left out in the window that just ended.
+        case say(suppressedBefore: Int)
+        case suppress
+    }
+
+    mutating func admit(uid: UInt32, now: Int64) -> Decision {
+        var entry = windows[uid] ?? Window(start: now)
+        var suppressedBefore = 0
+        if now - entry.start >= window {
+            suppressedBefore = entry.suppressed
+            entry = Window(start: now)
+        }
+        defer { windows[uid] = entry }
+        guard entry.said < burst else {
+            entry.suppressed += 1
+            return .suppress
+        }
+        entry.said += 1
+        return .say(suppressedBefore: suppressedBefore)
+    }
+
+    /// Windows that ended with warnings left out: (uid, count), and forgets every ended window.
+    mutating func expire(now: Int64) -> [(uid: UInt32, suppressed: Int)] {
+        var ended: [(UInt32, Int)] = []
+        for (uid, entry) in windows where now - entry.start >= window {
+            if entry.suppressed > 0 { ended.append((uid, entry.suppressed)) }
+            windows[uid] = nil
+        }
+        return ended
+    }
+}
