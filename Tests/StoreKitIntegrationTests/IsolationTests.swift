@@ -9,7 +9,8 @@ import Glibc
 
 /// The peer's uid (SO_PEERCRED) scopes everything: another user neither sees nor finishes root's
 /// transactions, and may not use the control socket.
-@Suite struct IsolationTests {
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root: runs clients as uid 65534 (setpriv, setresuid) and chowns their directory"))
+struct IsolationTests {
     static let nobody: UInt32 = 65534
 
     /// A directory uid 65534 can write its ledger into.

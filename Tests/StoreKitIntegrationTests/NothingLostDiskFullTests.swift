@@ -10,7 +10,9 @@ import Glibc
 /// up: new payments are refused with storageFull (an SKError for apps), reading, observing and
 /// finishing go on, nothing acknowledged is lost, and purchases work again by themselves once
 /// the space is back.
-@Suite struct NothingLostDiskFullTests {
+@Suite(.enabled(if: TestEnvironment.canMountInPrivateNamespace,
+                "needs root with CAP_SYS_ADMIN: mounts a tmpfs in a private mount namespace (unshare --mount)"))
+struct NothingLostDiskFullTests {
     /// A process holding a private mount namespace with a tmpfs on `directory` (the tmpfs lives
     /// as long as it does, across daemon restarts); the daemon is run inside it with nsenter.
     final class MountNamespace {

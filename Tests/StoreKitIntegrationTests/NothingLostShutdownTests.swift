@@ -6,7 +6,8 @@ import Testing
 /// SIGTERM under load: the daemon stops taking requests, finishes (commits and answers) the ones
 /// it read, drains its output and exits 0 within a bound; every request answered ok is in the
 /// database after a restart, and a request it did not answer was not executed either.
-@Suite struct NothingLostShutdownTests {
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root: the clients connect as other uids (setresuid)"))
+struct NothingLostShutdownTests {
     /// The daemon drains output for at most 2 s; starting to stop and exiting must fit in this.
     static let stopBound = 5.0
 
