@@ -81,15 +81,17 @@ public final class DaemonProcess: @unchecked Sendable {
     /// Waits until the control socket answers: true; false when `process` exited first. Throws
     /// `DaemonError.timeout` after `timeout` seconds.
     public func waitUntilReady(_ process: Process, timeout: Double) throws -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if !process.isRunning { return false }
-            if let connection = try? WireConnection(path: controlSocket), (try? connection.hello(app: "")) != nil {
+        var exited = false
+        let settled = eventually(timeout: timeout) {
+            if !process.isRunning {
+                exited = true
                 return true
             }
-            usleep(10_000)
+            guard let connection = try? WireConnection(path: controlSocket) else { return false }
+            return (try? connection.hello(app: "")) != nil
         }
-        throw DaemonError.timeout(log: log(tail: 20))
+        guard settled else { throw DaemonError.timeout(log: log(tail: 20)) }
+        return !exited
     }
 
     /// SIGTERM and wait; returns the exit status.

@@ -10,6 +10,8 @@ public final class FakeServiceManager: @unchecked Sendable {
     private let notifyFD: Int32
     private let lock = NSLock()
     private var messages: [String] = []
+    /// When each of `messages` arrived (`ProcessInfo.systemUptime`, monotonic seconds).
+    private var arrivals: [Double] = []
     private var stored: [(name: String, fd: Int32)] = []
     private var listeners: [(name: String, fd: Int32)] = []
     private var reading = true
@@ -37,8 +39,10 @@ public final class FakeServiceManager: @unchecked Sendable {
 
     private func received(_ datagram: ReceivedDatagram) {
         let fields = Self.fields(datagram.text)
+        let arrived = ProcessInfo.processInfo.systemUptime
         lock.withLock {
             messages.append(datagram.text)
+            arrivals.append(arrived)
             if fields["FDSTORE"] == "1", let name = fields["FDNAME"] {
                 for fd in datagram.fds { stored.append((name, fd)) }
             } else {
@@ -63,20 +67,25 @@ public final class FakeServiceManager: @unchecked Sendable {
     /// Every datagram received so far, in order.
     public var notifications: [String] { lock.withLock { messages } }
 
+    /// Every datagram received so far with when it arrived (`ProcessInfo.systemUptime`), in order:
+    /// for tests about the time between notifications (watchdog pings).
+    public var timedNotifications: [(arrived: Double, text: String)] {
+        lock.withLock { Array(zip(arrivals, messages)).map { (arrived: $0.0, text: $0.1) } }
+    }
+
     /// Names currently in the FD store.
     public var storedNames: [String] { lock.withLock { stored.map(\.name) } }
 
     /// Waits until a datagram satisfies `match`; returns it, or nil after `timeout` seconds.
     public func waitFor(timeout: Double = 10, after index: Int = 0, _ match: (String) -> Bool) -> (index: Int, text: String)? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
+        var found: (index: Int, text: String)?
+        eventually(timeout: timeout) {
             let snapshot = notifications
-            if index < snapshot.count, let found = snapshot[index...].firstIndex(where: match) {
-                return (found, snapshot[found])
-            }
-            usleep(10_000)
+            guard index < snapshot.count, let position = snapshot[index...].firstIndex(where: match) else { return false }
+            found = (position, snapshot[position])
+            return true
         }
-        return nil
+        return found
     }
 
     /// Creates the listening sockets the daemon will receive as `client` and `control`.
@@ -132,16 +141,10 @@ public final class FakeServiceManager: @unchecked Sendable {
     @discardableResult
     public func wait(timeout: Double = 15) -> Int32? {
         guard pid > 0 else { return 0 }
-        let deadline = Date().addingTimeInterval(timeout)
         var status: Int32 = 0
-        while Date() < deadline {
-            if waitpid(pid, &status, WNOHANG) == pid {
-                pid = 0
-                return status
-            }
-            usleep(10_000)
-        }
-        return nil
+        guard eventually(timeout: timeout, { waitpid(pid, &status, WNOHANG) == pid }) else { return nil }
+        pid = 0
+        return status
     }
 
     /// SIGKILL and reap.

@@ -17,17 +17,17 @@ struct HostileClientTests {
         return daemon
     }
 
-    /// Whether the daemon closed `fd` within `seconds` (EOF or reset on read).
+    /// Whether the daemon closed `fd` within `seconds` (EOF or reset on read); what it sent
+    /// before is read and dropped.
     static func closedByDaemon(_ fd: Int32, within seconds: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
         var buffer = [UInt8](repeating: 0, count: 65_536)
-        while Date() < deadline {
+        return eventually(timeout: seconds) {
             var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&descriptor, 1, 100) > 0 else { continue }
-            let count = read(fd, &buffer, buffer.count)
-            if count <= 0 { return true }
+            while poll(&descriptor, 1, 0) > 0 {
+                if read(fd, &buffer, buffer.count) <= 0 { return true }
+            }
+            return false
         }
-        return false
     }
 
     /// A purchase by a well-behaved client, end to end.
@@ -96,19 +96,17 @@ struct HostileClientTests {
         var request: [UInt8] = []
         for index in 0..<2_000 { Frame.append(body: ClientMessage.unfinished(requestID: UInt32(index)).encode(), to: &request) }
         var sent = 0
-        let deadline = Date().addingTimeInterval(20)
         // Keep asking, never read: the daemon must cut us off instead of buffering ~100 MB.
-        while Date() < deadline {
-            let result = request.withUnsafeBytes { raw in
-                Result { () throws(Errno) -> IOResult in try UnixSocket.write(greedy.fd, UnsafeRawBufferPointer(rebasing: raw[(sent % request.count)...])) }
+        eventually(timeout: 20) {
+            // Fill the socket, then look whether the daemon has had enough.
+            while true {
+                let result = request.withUnsafeBytes { raw in
+                    Result { () throws(Errno) -> IOResult in try UnixSocket.write(greedy.fd, UnsafeRawBufferPointer(rebasing: raw[(sent % request.count)...])) }
+                }
+                guard case .success(.transferred(let count)) = result else { break }
+                sent += count
             }
-            switch result {
-            case .success(.transferred(let count)): sent += count
-            case .success(.wouldBlock): usleep(10_000)
-            case .success(.endOfFile), .failure: break
-            }
-            if case .failure = result { break }
-            if daemon.log().contains("stopped reading") { break }
+            return daemon.log().contains("stopped reading")
         }
         #expect(daemon.log().contains("stopped reading"), "the non-reading client was not cut off")
         let rssAfter = Self.residentKilobytes(pid)
@@ -126,12 +124,16 @@ struct HostileClientTests {
         let refused = try WireConnection(path: daemon.clientSocket)
         #expect(throws: ConnectionError.self) { _ = try refused.hello(app: "com.example.game") }
         #expect(daemon.log().contains("too many connections for uid"))
-        // Closing one makes room again.
+        // Closing one makes room again, as soon as the daemon has seen it close.
         held.removeFirst().close()
-        usleep(200_000)
-        held.append(try daemon.connect())
-        try held.last!.send(.ping(requestID: 1))
-        #expect(try held.last!.result(for: 1).code == .ok)
+        var again: WireConnection?
+        #expect(eventually {
+            again = try? daemon.connect()
+            return again != nil
+        }, "no room after a connection closed")
+        let connection = try #require(again)
+        try connection.send(.ping(requestID: 1))
+        #expect(try connection.result(for: 1).code == .ok)
     }
 
     @Test("pipelined requests beyond MaxRequestsInFlight= are held back, not dropped")

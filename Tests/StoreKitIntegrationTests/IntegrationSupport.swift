@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 // Shared helpers of the end-to-end suites: a request/reply client over the real wire protocol,
-// `storekitctl -o json` parsing, a long-running example app, polling with a deadline.
+// `storekitctl -o json` parsing, a long-running example app. Waiting is `eventually` (StoreKitTestSupport).
 
 /// The sample app of `config/` and its products.
 enum Sample {
@@ -30,19 +30,6 @@ let appTimeout: Double = 10
 struct IntegrationFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-// MARK: - Polling
-
-/// Polls `condition` every 20 ms until it holds or `timeout` seconds passed; returns the last answer.
-@discardableResult
-func eventually(timeout: Double = receiveTimeout, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while true {
-        if try condition() { return true }
-        if Date() >= deadline { return false }
-        usleep(20_000)
-    }
 }
 
 // MARK: - storekitctl -o json

@@ -162,8 +162,12 @@ import Testing
             events(output).contains { $0[string: "event"] == "promoted" && $0[string: "productIdentifier"] == Sample.levelPack }
         }, "\(app.transcript)")
         #expect(app.waitForUpdate { $0[string: "productIdentifier"] == Sample.levelPack && $0[string: "state"] == "purchased" })
+        // A promotion is offered with the answer to subscribe, before anything pushed later on the
+        // same connection: once the next observer has printed a purchase made after it
+        // subscribed, it has been offered everything it will be.
         let second = try daemon.observer()
-        usleep(300_000)
+        let later = try daemon.buyOutsideApp(Sample.coins)
+        #expect(second.waitForUpdate { $0[string: "transactionIdentifier"] == later.id }, "\(second.transcript)")
         #expect(!events(second.transcript).contains { $0[string: "event"] == "promoted" }, "offered twice")
     }
 }

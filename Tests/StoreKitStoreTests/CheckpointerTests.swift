@@ -1,19 +1,10 @@
 import Foundation
 import StoreKitStore
+import StoreKitTestSupport
 import Testing
 
 @Suite("Checkpointer: when the checkpoint thread runs")
 struct CheckpointerTests {
-    /// Polls `condition` for up to `seconds`.
-    static func eventually(within seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(20_000)
-        }
-        return condition()
-    }
-
     @Test("commits are checkpointed within the maximum delay; with nothing left to copy the thread sleeps without a timer")
     func idleThreadSleeps() throws {
         let fixture = StoreFixture()
@@ -30,16 +21,17 @@ struct CheckpointerTests {
             return store.commitLog.nextLSN - 1
         }
         let first = try commitOne()
-        #expect(Self.eventually(within: 5) { durable.lsn >= first }, "durable \(durable.lsn), committed \(first)")
+        #expect(eventually(timeout: 5) { durable.lsn >= first }, "durable \(durable.lsn), committed \(first)")
 
-        // Everything is durable in the database file: a second without commits wakes nothing.
+        // Everything is durable in the database file: a second without commits wakes nothing. Not
+        // a wait for an event (there is none when nothing happens) but the window a timer, if the
+        // thread had one, would show in.
         let before = checkpointer.wakeUps
-        usleep(1_000_000)
-        #expect(checkpointer.wakeUps == before, "woke \(checkpointer.wakeUps - before) times while idle")
+        #expect(!eventually(timeout: 1) { checkpointer.wakeUps != before }, "woke \(checkpointer.wakeUps - before) times while idle")
 
         // The next commit wakes it again: no wake-up is lost while it sleeps without a timer.
         let second = try commitOne()
-        #expect(Self.eventually(within: 5) { durable.lsn >= second }, "durable \(durable.lsn), committed \(second)")
+        #expect(eventually(timeout: 5) { durable.lsn >= second }, "durable \(durable.lsn), committed \(second)")
     }
 
     @Test("while a reader holds an old snapshot, a full WAL is checkpointed again at most every 100 ms, not at every commit")
@@ -102,7 +94,7 @@ struct CheckpointerTests {
         checkpointer.start()
         syncer.start(syncedThrough: 0)
         defer { checkpointer.stop(); syncer.stop() }
-        #expect(Self.eventually(within: 5) {
+        #expect(eventually(timeout: 5) {
             let names = Self.threadNames()
             return names.contains("storekitd-ckpt") && names.contains("storekitd-sync")
         }, "threads: \(Self.threadNames())")

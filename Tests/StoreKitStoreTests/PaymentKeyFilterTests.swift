@@ -98,14 +98,25 @@ struct PaymentKeyFilterTests {
 
     /// Looks up unknown keys until one is answered without SQLite (the filter is built).
     static func waitForFilter(_ store: TransactionStore) throws {
-        let deadline = Date().addingTimeInterval(10)
         var probe = 0
-        while store.keyLookupsSkipped == 0 && Date() < deadline {
+        #expect(try eventually {
             probe += 1
             _ = try store.transaction(uid: 1000, app: app, paymentKey: "probe-\(probe)")
-            usleep(1_000)
-        }
-        #expect(store.keyLookupsSkipped > 0)
+            return store.keyLookupsSkipped > 0
+        }, "the filter was never built")
+    }
+
+    /// What the hooks of the builds saw, in order (hooks run on the builds' threads).
+    final class Notes: @unchecked Sendable {
+        private let lock = NSLock()
+        private var notes: [String] = []
+        func append(_ note: String) { lock.withLock { notes.append(note) } }
+        var all: [String] { lock.withLock { notes } }
+    }
+
+    /// The calling thread as `/proc` names it ("/proc/PID/task/TID"): gone once the thread ended.
+    static func currentThreadPath() -> String {
+        "/proc/" + ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? "thread-self")
     }
 
     @Test("a filter asked for while units of work are lost with SQLite's transaction is built after they are back")
@@ -115,12 +126,15 @@ struct PaymentKeyFilterTests {
         try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "x") }
         try store.database.execute("ROLLBACK")   // as SQLite does on some I/O errors
         try store.writeRows(heldLongerThan: 0, now: 0)   // the store notices: "x" waits for the catch-up
+        // A build takes the hook there is when it starts: which hook runs tells when it started.
         let started = DispatchSemaphore(value: 0)
-        store.keyFilterBuildHook = { started.signal() }
-        store.startPaymentKeyFilter()
-        #expect(started.wait(timeout: .now() + 0.3) == .timedOut)   // not while "x" is not committed
+        let builds = Notes()
+        store.keyFilterBuildHook = { builds.append("asked for"); started.signal() }
+        store.startPaymentKeyFilter()   // not now: "x" is not committed
+        store.keyFilterBuildHook = { builds.append("flushed"); started.signal() }
         try store.flush()   // applies the lost unit again, commits it, then starts the build
         #expect(started.wait(timeout: .now() + 5) == .success)
+        #expect(builds.all == ["flushed"], "a build started while \"x\" was not committed")
         try Self.waitForFilter(store)
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "x") != nil)
         try store.begin()
@@ -137,8 +151,14 @@ struct PaymentKeyFilterTests {
         // The build's connection opens the path: gone, it fails.
         let moved = fixture.path + ".moved"
         try FileManager.default.moveItem(atPath: fixture.path, toPath: moved)
+        // The build's thread ends once it has its outcome: then the database may come back.
+        let buildThread = Notes()
+        store.keyFilterBuildHook = { buildThread.append(Self.currentThreadPath()) }
         store.startPaymentKeyFilter()
-        usleep(200_000)
+        #expect(eventually {
+            guard let thread = buildThread.all.first else { return false }
+            return !FileManager.default.fileExists(atPath: thread)
+        }, "the build did not end: \(buildThread.all)")
         try FileManager.default.moveItem(atPath: moved, toPath: fixture.path)
         for index in 0..<20 { _ = try store.transaction(uid: 1000, app: Self.app, paymentKey: "new-\(index)") }
         #expect(store.keyLookupsSkipped == 0)
