@@ -215,21 +215,29 @@ import Glibc
         let app = try daemon.observer()
 
         try daemon.ctlOK(["clock", "rate", "oneRenewalEveryTwoSeconds"])
-        let purchase = try daemon.buyOutsideApp(Sample.yearly)
+        let purchase = try daemon.ctlObject(["buy", Sample.app, Sample.yearly])
+        let purchaseID = try #require(purchase[string: "transactionIdentifier"])
+        let due = try #require(date(purchase[string: "expiresDate"]), "\(purchase)")
         daemon.stop()
         let stopped = Date()
-        usleep(2_600_000)   // one renewal interval of this rate passes while the daemon is down
+        try #require(stopped < due, "the daemon took until after the renewal was due to stop: nothing to test")
+        // The renewal falls due while the daemon is down.
+        try #require(eventually { Date() > due })
+        let restarted = Date()
         try daemon.start()
         // Stop the renewals at once, so that only those due during the downtime are counted.
-        try daemon.ctlOK(["auto-renew", "off", purchase.id])
+        try daemon.ctlOK(["auto-renew", "off", purchaseID])
 
-        let renewals = try daemon.history().filter { $0[string: "transactionIdentifier"] != purchase.id }
+        let renewals = try daemon.history().filter { $0[string: "transactionIdentifier"] != purchaseID }
         try #require(!renewals.isEmpty, "nothing fired after the restart: \(daemon.log(tail: 30))")
         let first = try #require(renewals.first)
         let firstDate = try #require(date(first[string: "transactionDate"]))
-        #expect(firstDate < Date(), "dated when it fell due")
-        #expect(firstDate.timeIntervalSince(stopped) < 2.6, "the renewal fell due during the downtime")
-        #expect(first[string: "originalTransactionIdentifier"] == purchase.id)
+        // Dated when it fell due (the end of the paid period, while the daemon was down), not when
+        // the restarted daemon got to it.
+        #expect(abs(firstDate.timeIntervalSince(due)) < 0.002, "dated \(firstDate), due \(due)")
+        #expect(firstDate > stopped && firstDate < restarted,
+                "the renewal fell due during the downtime (\(stopped) to \(restarted)), not at \(firstDate)")
+        #expect(first[string: "originalTransactionIdentifier"] == purchaseID)
         let id = try #require(first[string: "transactionIdentifier"])
         #expect(app.waitForUpdate { $0[string: "transactionIdentifier"] == id }, "the app reconnected and got it: \(app.transcript)")
     }
