@@ -70,7 +70,7 @@ install: deps
 	  systemd-sysusers storekitd.conf; journalctl --update-catalog; systemctl daemon-reload; \
 	  echo "Installed. Start with: systemctl enable --now storekitd.socket"; fi
 
-# Many cycles of: clients buying and finishing, kill -9 at a random moment, restart, check.
+# Many cycles of: clients buying and finishing, kill -9 at a random moment, restart, check (STOREKIT_TORTURE_SEED=N replays a run's printed seed).
 torture: test-deps
 	$(SWIFT) build --build-tests
 	STOREKIT_TORTURE_CYCLES=$${STOREKIT_TORTURE_CYCLES:-300} $(SWIFT) test --skip-build --filter NothingLostTortureTests

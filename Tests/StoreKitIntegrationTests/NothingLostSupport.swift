@@ -315,20 +315,21 @@ final class ClientThreads: @unchecked Sendable {
 
 /// One observer connection that buys and finishes, telling the ledger everything it hears and
 /// checking what it hears as it goes: no finished transaction delivered again, sequence numbers
-/// rising on the connection.
+/// rising on the connection. Its random choices (what to finish, and when) and its payment keys
+/// come from `seed`.
 final class BuyingClient {
     let uid: UInt32
     let ledger: ToldLedger
     let client: Client
     private var lastSequence: UInt64 = 0
     private var unfinished: [UInt64] = []
-    private var generator: SystemRandomNumberGenerator
+    private var generator: SeededRandomNumberGenerator
 
     /// Connects as `uid`, subscribes, and checks the snapshot against what was finished before.
-    init(_ daemon: DaemonProcess, uid: UInt32, ledger: ToldLedger) throws {
+    init(_ daemon: DaemonProcess, uid: UInt32, ledger: ToldLedger, seed: UInt64 = .random(in: .min ... .max)) throws {
         self.uid = uid
         self.ledger = ledger
-        generator = SystemRandomNumberGenerator()
+        generator = SeededRandomNumberGenerator(seed: seed)
         client = try Client(daemon, asUID: uid)
         let finishedBefore = ledger.finishedIDs(uid: uid)
         let previousHighest = ledger.highestSequence(uid: uid)
@@ -367,14 +368,20 @@ final class BuyingClient {
         }
     }
 
-    /// Pays with `key` (new unless given); the transaction id when the daemon said ok.
+    /// Pays with `key` (a new one unless given); the transaction id when the daemon said ok.
     @discardableResult
-    func buy(_ product: String = Sample.coins, key: String = UUID().uuidString) throws -> (code: ResultCode, id: UInt64?) {
+    func buy(_ product: String = Sample.coins, key given: String? = nil) throws -> (code: ResultCode, id: UInt64?) {
+        let key = given ?? newKey()
         ledger.sent(key: key, uid: uid)
         let reply = try client.addPayment(product, key: key)
         take(reply)
         ledger.answered(key: key, id: reply.code == .ok ? reply.value : nil)
         return (reply.code, reply.code == .ok ? reply.value : nil)
+    }
+
+    /// A new payment key: 128 bits from the generator, in hex.
+    private func newKey() -> String {
+        String(format: "%016llx%016llx", generator.next(), generator.next())
     }
 
     /// Finishes `id`; true when acknowledged.

@@ -6,16 +6,26 @@ import Testing
 /// Crash consistency under load: cycles of (clients buying and finishing concurrently, kill -9 at
 /// a random moment, restart), each followed by checking the database against everything any
 /// client was told. `STOREKIT_TORTURE_CYCLES` sets the number of cycles (default 5; `make torture`
-/// runs many).
-@Suite struct NothingLostTortureTests {
+/// runs many). Every random choice (when to kill, what each client finishes and when, its payment
+/// keys) comes from one seed, printed at the start and in every failure:
+/// `STOREKIT_TORTURE_SEED=N` runs with seed N again (the threads' timing still varies).
+@Suite(.enabled(if: TestEnvironment.isRoot, "needs root: the clients connect as other uids (setresuid)"))
+struct NothingLostTortureTests {
     static var cycles: Int {
         ProcessInfo.processInfo.environment["STOREKIT_TORTURE_CYCLES"].flatMap { Int($0) }.map { max(1, $0) } ?? 5
     }
+
+    /// `STOREKIT_TORTURE_SEED`, or a new one.
+    static let seed: UInt64 = ProcessInfo.processInfo.environment["STOREKIT_TORTURE_SEED"].flatMap { UInt64($0) }
+        ?? .random(in: .min ... .max)
 
     /// Two connections share uid 71001 (one queue, pushes to both), the others have a queue each.
     static let uids: [UInt32] = [71001, 71001, 71002, 71003]
 
     @Test func killNineUnderLoadLosesNothing() throws {
+        let seed = Self.seed
+        print("torture: seed \(seed) (STOREKIT_TORTURE_SEED=\(seed) replays its choices), \(Self.cycles) cycles")
+        var cycleSeeds = SeededRandomNumberGenerator(seed: seed)
         let daemon = try SupervisedDaemon()
         defer { daemon.remove() }
         let ledger = ToldLedger()
@@ -23,38 +33,43 @@ import Testing
         daemon.base.openDirectoriesToOtherUsers()
         var totalAcknowledged = 0
         for cycle in 1...Self.cycles {
+            // Each cycle's choices from a seed of its own: the same whatever earlier cycles' timing.
+            var generator = SeededRandomNumberGenerator(seed: cycleSeeds.next())
+            let crashAfter = UInt32.random(in: 150_000...650_000, using: &generator)
+            let clientSeeds = Self.uids.map { _ in generator.next() }
+
             // Payments whose answer the last crash swallowed are sent again with the same key, as
             // the library does after reconnecting: the daemon returns the transaction it made, or
             // makes it now — one transaction either way (checked below).
-            for (key, uid) in ledger.pendingKeys {
-                let retry = try BuyingClient(daemon.base, uid: uid, ledger: ledger)
+            for (key, uid) in ledger.pendingKeys.sorted(by: { $0.key < $1.key }) {
+                let retry = try BuyingClient(daemon.base, uid: uid, ledger: ledger, seed: generator.next())
                 let (code, _) = try retry.buy(key: key)
-                #expect(code == .ok, "cycle \(cycle): retry of key \(key) answered \(code.name)")
+                #expect(code == .ok, "seed \(seed), cycle \(cycle): retry of key \(key) answered \(code.name)")
                 retry.client.close()
             }
 
             let threads = ClientThreads()
             for (index, uid) in Self.uids.enumerated() {
                 threads.spawn("torture-\(cycle)-\(index)") {
-                    guard let client = try? BuyingClient(daemon.base, uid: uid, ledger: ledger) else { return }
+                    guard let client = try? BuyingClient(daemon.base, uid: uid, ledger: ledger, seed: clientSeeds[index]) else { return }
                     client.run(until: threads)
                     client.client.close()
                 }
             }
-            usleep(UInt32.random(in: 150_000...650_000))
+            usleep(crashAfter)   // the moment of the crash
             daemon.crash()
             threads.stop()
-            #expect(threads.join(), "cycle \(cycle): a client thread hung after the crash")
+            #expect(threads.join(), "seed \(seed), cycle \(cycle): a client thread hung after the crash")
 
             try daemon.start()
             let violations = try ledgerViolations(daemon, ledger) + ledger.allProblems
-            #expect(violations.isEmpty, "cycle \(cycle) of \(Self.cycles):\n\(violations.prefix(20).joined(separator: "\n"))")
+            #expect(violations.isEmpty, "seed \(seed), cycle \(cycle) of \(Self.cycles):\n\(violations.prefix(20).joined(separator: "\n"))")
             if !violations.isEmpty { return }
             totalAcknowledged = ledger.keys.count
         }
         let finished = ledger.entries.values.filter(\.finished).count
-        print("torture: \(Self.cycles) kill -9 cycles, \(totalAcknowledged) payments and \(finished) finishes acknowledged, none lost")
-        #expect(totalAcknowledged > Self.cycles * 5, "the load was too light to test anything: \(totalAcknowledged) payments")
+        print("torture: seed \(seed), \(Self.cycles) kill -9 cycles, \(totalAcknowledged) payments and \(finished) finishes acknowledged, none lost")
+        #expect(totalAcknowledged > Self.cycles * 5, "seed \(seed): the load was too light to test anything: \(totalAcknowledged) payments")
         daemon.terminate()
     }
 }
