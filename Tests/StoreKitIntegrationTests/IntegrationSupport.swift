@@ -201,22 +201,15 @@ extension WireConnection {
     /// false when more data arrived instead or the connection stayed open.
     func closedByPeer(within timeout: Double = receiveTimeout) -> Bool {
         if hasBufferedMessage { return false }
-        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let deadline = Date().addingTimeInterval(timeout)
-        while true {
-            let remaining = Int32(max(0, deadline.timeIntervalSinceNow) * 1000)
-            let ready = poll(&descriptor, 1, remaining)
-            if ready == 0 { return false }
-            if ready < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
+        var closed = false
+        eventually(timeout: timeout) {
             var byte: UInt8 = 0
             let count = recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
-            if count == 0 { return true }
-            if count < 0 { return errno == ECONNRESET }
-            return false
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return false }   // open, nothing yet
+            closed = count == 0 || (count < 0 && errno == ECONNRESET)
+            return true
         }
+        return closed
     }
 }
 
