@@ -127,6 +127,20 @@ extension DaemonConfiguration {
             partialFrameTimeout = try value.isEmpty ? defaults.partialFrameTimeout : value.timeSpan(allowZero: false)
         case ("Limits", "OutputHighWaterMark"):
             outputHighWaterMark = try value.isEmpty ? defaults.outputHighWaterMark : value.size(in: 1...Int(Int64.max))
+        case ("Limits", "OutputBudget"):
+            outputBudget = try value.isEmpty ? defaults.outputBudget : value.size(in: 1...Int(Int64.max))
+        case ("Limits", "SendTimeoutSec"):
+            sendTimeout = try value.isEmpty ? defaults.sendTimeout : value.timeSpan(allowZero: false)
+        case ("Limits", "MaxControlConnections"):
+            maxControlConnections = try value.isEmpty ? defaults.maxControlConnections : value.count(in: 1...Int(Int32.max))
+        case ("Limits", "HelloTimeoutSec"):
+            helloTimeout = try value.isEmpty ? defaults.helloTimeout : value.timeSpan(allowZero: false)
+        case ("Limits", "MaxApplicationUsernameLength"):
+            maxApplicationUsernameLength = try value.isEmpty ? defaults.maxApplicationUsernameLength : value.size(in: 0...(1 << 20))
+        case ("Limits", "MaxRequestsPerUIDPerSecond"):
+            maxRequestsPerUIDPerSecond = try value.isEmpty ? defaults.maxRequestsPerUIDPerSecond : value.count(in: 0...Int(Int32.max))
+        case ("Limits", "MaxUnfinishedPerQueue"):
+            maxUnfinishedPerQueue = try value.isEmpty ? defaults.maxUnfinishedPerQueue : value.count(in: 1...Int(Int32.max))
         case ("Observers", "ActivationIntervalSec"):
             observerActivationInterval = try value.isEmpty ? defaults.observerActivationInterval : value.timeSpan(allowZero: true)
         default:

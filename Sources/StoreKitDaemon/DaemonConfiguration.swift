@@ -34,8 +34,25 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var maxRequestsInFlight: Int
     /// `PartialFrameTimeoutSec=`: how long a started frame may stay incomplete.
     public var partialFrameTimeout: TimeSpan
-    /// `OutputHighWaterMark=`: bytes queued for one slow client before it is disconnected.
+    /// `OutputHighWaterMark=`: bytes queued for one client: past it, its requests wait (and it is
+    /// not read) until it has read its output; still past it after a write, it is disconnected.
     public var outputHighWaterMark: Int
+    /// `OutputBudget=`: bytes queued for all clients together; past it, the clients holding the
+    /// most unread output are disconnected until the total is under it again.
+    public var outputBudget: Int
+    /// `SendTimeoutSec=`: how long queued output may make no progress before the client is disconnected.
+    public var sendTimeout: TimeSpan
+    /// `MaxControlConnections=`: control-socket connections, counted apart from client connections.
+    public var maxControlConnections: Int
+    /// `HelloTimeoutSec=`: how long a new connection may take to say hello.
+    public var helloTimeout: TimeSpan
+    /// `MaxApplicationUsernameLength=`: bytes of a payment's applicationUsername.
+    public var maxApplicationUsernameLength: Int
+    /// `MaxRequestsPerUIDPerSecond=`: client requests of one uid per second (0: no limit); a
+    /// burst of twice as many is allowed.
+    public var maxRequestsPerUIDPerSecond: Int
+    /// `MaxUnfinishedPerQueue=`: unfinished transactions of one (uid, app); more payments are refused.
+    public var maxUnfinishedPerQueue: Int
 
     // [Observers]
     /// `ActivationIntervalSec=`: minimum interval between starts of one app's `ObserverUnit=`.
@@ -59,7 +76,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
         maxObserversPerConnection = 64
         maxRequestsInFlight = 256
         partialFrameTimeout = TimeSpan(seconds: 10)
-        outputHighWaterMark = 64 << 20
+        outputHighWaterMark = 8 << 20
+        outputBudget = 256 << 20
+        sendTimeout = TimeSpan(seconds: 30)
+        maxControlConnections = 64
+        helloTimeout = TimeSpan(seconds: 10)
+        maxApplicationUsernameLength = 256
+        maxRequestsPerUIDPerSecond = 20_000
+        maxUnfinishedPerQueue = 10_000
         observerActivationInterval = TimeSpan(seconds: 30)
         apps = []
         sourceFiles = []

@@ -21,12 +21,13 @@ extension Server {
             UnixSocket.close(fd)
             return
         }
-        let session = Session(token: nextToken, fd: fd, kind: .client, peer: peer, maximumFrameSize: configuration.maxFrameSize)
+        let session = Session(token: nextToken, fd: fd, kind: .client, peer: peer, maximumFrameSize: configuration.maxFrameSize,
+                              account: outputAccount)
         nextToken += 1
         session.app = app
         session.storeName = name
         sessions[session.token] = session
-        connectionsPerUID[peer.uid, default: 0] += 1
+        count(session, +1)
         do {
             try epoll.add(fd, events: [.readable, .peerClosed], token: session.token)
         } catch {
@@ -67,10 +68,10 @@ extension Server {
                 continue
             }
             let session = Session(token: nextToken, fd: fd, kind: listener.kind, peer: peer,
-                                  maximumFrameSize: configuration.maxFrameSize)
+                                  maximumFrameSize: configuration.maxFrameSize, account: outputAccount)
             nextToken += 1
             sessions[session.token] = session
-            connectionsPerUID[peer.uid, default: 0] += 1
+            count(session, +1)
             statusStale = true
             do {
                 try epoll.add(fd, events: [.readable, .peerClosed], token: session.token)
@@ -79,12 +80,21 @@ extension Server {
                 close(session)
                 continue
             }
-            if sessions.count > configuration.maxConnections {
-                refuse(session, .limitExceeded, "too many connections (\(configuration.maxConnections))")
-            } else if connectionsPerUID[peer.uid, default: 0] > configuration.maxConnectionsPerUID {
-                refuse(session, .limitExceeded, "too many connections for uid \(peer.uid) (\(configuration.maxConnectionsPerUID))")
-            } else if listener.kind == .control && !access.mayControl(peer) {
-                refuse(session, .permissionDenied, "uid \(peer.uid) may not use the control socket")
+            // Control connections have capacity of their own: clients filling theirs cannot lock
+            // administrators out. Who may control is checked before anything is counted against it.
+            switch listener.kind {
+            case .control:
+                if !access.mayControl(peer) {
+                    refuse(session, .permissionDenied, "uid \(peer.uid) may not use the control socket")
+                } else if controlConnections > configuration.maxControlConnections {
+                    refuse(session, .limitExceeded, "too many control connections (\(configuration.maxControlConnections))")
+                }
+            case .client:
+                if clientConnections > configuration.maxConnections {
+                    refuse(session, .limitExceeded, "too many connections (\(configuration.maxConnections))")
+                } else if connectionsPerUID[peer.uid, default: 0] > configuration.maxConnectionsPerUID {
+                    refuse(session, .limitExceeded, "too many connections for uid \(peer.uid) (\(configuration.maxConnectionsPerUID))")
+                }
             }
         }
     }
@@ -126,9 +136,7 @@ extension Server {
         if let name = session.storeName, !keepStored { notifier.removeStoredFileDescriptor(name: name) }
         epoll.remove(session.fd)
         UnixSocket.close(session.fd)
-        if let count = connectionsPerUID[session.peer.uid] {
-            connectionsPerUID[session.peer.uid] = count > 1 ? count - 1 : nil
-        }
+        count(session, -1)
         if session.subscribed, let app = session.app {
             let key = QueueKey(uid: session.peer.uid, app: app)
             observers[key]?.remove(session.token)
@@ -138,38 +146,87 @@ extension Server {
         }
     }
 
+    /// Connections are counted per socket, and client connections per uid.
+    func count(_ session: Session, _ delta: Int) {
+        switch session.kind {
+        case .control:
+            controlConnections += delta
+        case .client:
+            clientConnections += delta
+            let count = connectionsPerUID[session.peer.uid, default: 0] + delta
+            connectionsPerUID[session.peer.uid] = count > 0 ? count : nil
+        }
+    }
+
     func queueForSending(_ session: Session) {
         sessionsToSend.append(session)
     }
 
+    /// What epoll watches for a session: input unless it is held back (`MaxRequestsInFlight=`
+    /// or `OutputHighWaterMark=`), output while some is queued, and the peer closing.
+    func updateInterest(_ session: Session) {
+        var events: Epoll.Events = [.peerClosed]
+        if !session.backlogged && !session.heldForOutput { events.insert(.readable) }
+        if session.pollingWritable { events.insert(.writable) }
+        try? epoll.modify(session.fd, events: events, token: session.token)
+    }
+
+    /// Writes what is queued for the sessions that got output. A session that read enough of its
+    /// output gets its held requests back; one that holds twice `OutputHighWaterMark=` unread is
+    /// cut off; while all sessions together hold more than `OutputBudget=`, the ones holding the
+    /// most are cut off.
     func sendQueuedOutput() {
         let queued = sessionsToSend
         sessionsToSend.removeAll(keepingCapacity: true)
+        let mark = configuration.outputHighWaterMark
         for session in queued where sessions[session.token] != nil {
             guard session.send() else {
                 close(session)
                 continue
             }
+            if session.heldForOutput && session.queuedOutput < mark / 2 { releaseHeldRequests(of: session) }
             if session.pendingOutput == 0 {
                 if session.closeAfterSending {
                     close(session)
                 } else if session.pollingWritable {
                     session.pollingWritable = false
-                    try? epoll.modify(session.fd, events: session.backlogged ? [.peerClosed] : [.readable, .peerClosed],
-                                      token: session.token)
+                    updateInterest(session)
                 }
-            } else {
-                if session.pendingOutput > configuration.outputHighWaterMark {
-                    logger.warning("Cut off pid \(session.peer.pid) uid \(session.peer.uid): it stopped reading "
-                                   + "(\(session.pendingOutput) bytes unread)", id: .refused,
-                                   fields: [("STOREKIT_UID", String(session.peer.uid))])
-                    close(session)
-                } else if !session.pollingWritable {
-                    session.pollingWritable = true
-                    try? epoll.modify(session.fd, events: session.backlogged ? [.writable, .peerClosed]
-                                        : [.readable, .writable, .peerClosed], token: session.token)
-                }
+            } else if session.pendingOutput > 2 * mark {
+                cutOff(session, "it stopped reading (\(session.pendingOutput) bytes unread, OutputHighWaterMark= is \(mark))")
+            } else if !session.pollingWritable {
+                session.pollingWritable = true
+                updateInterest(session)
             }
         }
+        if outputAccount.queued > configuration.outputBudget { keepOutputBudget() }
+    }
+
+    /// Gives a session whose output drained the requests held back for it, first in line.
+    func releaseHeldRequests(of session: Session) {
+        session.heldForOutput = false
+        received.insert(contentsOf: session.heldRequests.map { (session, $0) }, at: 0)
+        session.heldRequests.removeAll()
+        updateInterest(session)
+    }
+
+    /// Cuts off the sessions holding the most unread output until all together hold less than
+    /// `OutputBudget=`.
+    func keepOutputBudget() {
+        let budget = configuration.outputBudget
+        for session in sessions.values.sorted(by: { $0.pendingOutput > $1.pendingOutput }) {
+            guard outputAccount.queued > budget, session.pendingOutput > 0 else { break }
+            cutOff(session, "the daemon's queued output (\(outputAccount.queued) bytes) is over OutputBudget= (\(budget)); "
+                   + "it held the most unread (\(session.pendingOutput) bytes)")
+        }
+    }
+
+    /// Closes a session that does not read, and says so (rate-limited per uid).
+    func cutOff(_ session: Session, _ reason: String) {
+        if sayRefusal(of: session.peer.uid) {
+            logger.warning("Cut off pid \(session.peer.pid) uid \(session.peer.uid): \(reason)", id: .refused,
+                           fields: [("STOREKIT_UID", String(session.peer.uid)), ("STOREKIT_REFUSAL", ResultCode.limitExceeded.name)])
+        }
+        close(session)
     }
 }

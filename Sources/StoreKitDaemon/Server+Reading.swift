@@ -15,7 +15,7 @@ extension Server {
     func readAvailable(_ session: Session) {
         var budget = 16
         let inFlightBefore = session.inFlight
-        while budget > 0 && !session.closeAfterSending && !session.backlogged {
+        while budget > 0 && !session.closeAfterSending && !session.backlogged && !session.heldForOutput {
             budget -= 1
             let result = readBuffer.withUnsafeMutableBytes { raw in
                 Result { () throws(Errno) -> IOResult in try UnixSocket.read(session.fd, into: raw) }
@@ -65,8 +65,7 @@ extension Server {
         guard !session.backlogged else { return }
         session.backlogged = true
         backlog.append(session)
-        try? epoll.modify(session.fd, events: session.pollingWritable ? [.writable, .peerClosed] : [.peerClosed],
-                          token: session.token)
+        updateInterest(session)
     }
 
     /// After a batch is answered, paused sessions decode what they already buffered and read again.
@@ -77,10 +76,7 @@ extension Server {
         for session in paused where sessions[session.token] != nil {
             session.backlogged = false
             decodeFrames(session)
-            if !session.backlogged {
-                try? epoll.modify(session.fd, events: session.pollingWritable ? [.readable, .writable, .peerClosed]
-                                    : [.readable, .peerClosed], token: session.token)
-            }
+            if !session.backlogged { updateInterest(session) }
         }
     }
 

@@ -17,6 +17,21 @@ extension Server {
         let uid = session.peer.uid
         let app = session.app ?? ""
         let queue = QueueKey(uid: uid, app: app)
+        if session.kind == .client, let requestID = message.requestID,
+           !requestRates.admit(uid: uid, now: ServiceNotifier.monotonicMilliseconds(), perSecond: configuration.maxRequestsPerUIDPerSecond) {
+            let limit = configuration.maxRequestsPerUIDPerSecond
+            if sayRefusal(of: uid) {
+                let logger = self.logger
+                output.journal.append {
+                    logger.warning("Refused request of uid \(uid) for \(app): more than \(limit) requests per second",
+                                   id: .refused, fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(uid)),
+                                                          ("STOREKIT_REFUSAL", ResultCode.rateLimited.name)])
+                }
+            }
+            output.reply(session, .result(requestID, .rateLimited,
+                                          "more than \(limit) requests per second from uid \(uid) (MaxRequestsPerUIDPerSecond=)"))
+            return
+        }
         switch message {
         case .hello:
             preconditionFailure("hello is handled when decoded")

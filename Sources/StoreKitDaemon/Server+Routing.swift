@@ -25,6 +25,7 @@ extension Server {
                 lastSession = sessions[token]
                 if let lastSession { queueForSending(lastSession) }
             }
+            lastSession?.outputInGate -= frame.count
             lastSession?.enqueue(encodedFrame: frame)
         }
     }
@@ -50,7 +51,7 @@ extension Server {
             message = .promotedPurchase(product)
         case .storefrontChanged(let country, let identifier):
             let frame = Frame.encode(body: ServerMessage.storefrontChanged(countryCode: country, identifier: identifier).encode())
-            for session in sessions.values where session.subscribed { output.frames.append((session.token, frame)) }
+            for session in sessions.values where session.subscribed { output.append(session.token, frame) }
             return
         }
         guard let tokens = observers[queue], !tokens.isEmpty else {
@@ -66,7 +67,7 @@ extension Server {
             return
         }
         let frame = Frame.encode(body: message.encode())
-        for token in tokens { output.frames.append((token, frame)) }
+        for token in tokens { output.append(token, frame) }
     }
 
     /// Starts the `ObserverUnit=` of apps whose queues got updates while no observer was connected.

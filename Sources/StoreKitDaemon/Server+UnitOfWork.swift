@@ -15,23 +15,85 @@ extension Server {
     /// What a unit of work tells the world once it is durable: frames in execution order,
     /// journal entries, and queues that got updates with no observer connected.
     struct UnitOutput {
-        var frames: [(token: UInt64, frame: [UInt8])] = []
+        private(set) var frames: [(token: UInt64, frame: [UInt8])] = []
+        /// Bytes of `frames` per session token.
+        private(set) var bytes: [UInt64: Int] = [:]
         var subscriptions: [(QueueKey, UInt64)] = []
         var journal: [() -> Void] = []
         /// Queues that received an update with no observer connected.
         var unobserved: [QueueKey] = []
 
         mutating func reply(_ session: Session, _ message: ServerMessage) {
-            frames.append((session.token, Frame.encode(body: message.encode())))
+            append(session.token, Frame.encode(body: message.encode()))
         }
+
+        mutating func append(_ token: UInt64, _ frame: [UInt8]) {
+            frames.append((token, frame))
+            bytes[token, default: 0] += frame.count
+        }
+
+        /// Drops the frames from `index` on (a request undone in its savepoint).
+        mutating func removeFrames(from index: Int) {
+            for (token, frame) in frames[index...] { bytes[token, default: 0] -= frame.count }
+            frames.removeSubrange(index...)
+        }
+    }
+
+    /// Requests of one uid in one unit of work, at most: a uid that pipelines thousands of
+    /// requests cannot fill a unit and make everyone else wait for it (the rest go in the next).
+    static let fairShare = 64
+
+    /// The next unit's requests: at most `fairShare` per uid, in the order received; the rest
+    /// stay in `received`.
+    func takeFairShare() -> [(Session, ClientMessage)] {
+        var taken: [UInt32: Int] = [:]
+        var batch: [(Session, ClientMessage)] = []
+        var rest: [(Session, ClientMessage)] = []
+        batch.reserveCapacity(received.count)
+        for entry in received {
+            let uid = entry.0.peer.uid
+            if taken[uid, default: 0] < Self.fairShare {
+                taken[uid, default: 0] += 1
+                batch.append(entry)
+            } else {
+                rest.append(entry)
+            }
+        }
+        received = rest
+        return batch
+    }
+
+    /// Whether `session`'s output (queued, in the gate, and made by this unit) is at
+    /// `OutputHighWaterMark=`: then its next requests wait until it has read its output.
+    func isOverOutputMark(_ session: Session, _ output: UnitOutput) -> Bool {
+        session.queuedOutput + (output.bytes[session.token] ?? 0) >= configuration.outputHighWaterMark
     }
 
     func executeReceived() {
         let fireScheduled = writesStoppedReason == nil && scheduledEventDue
         guard !received.isEmpty || fireScheduled else { return }
-        var batch = received
-        received.removeAll(keepingCapacity: true)
-        defer { for (session, _) in batch { session.inFlight = 0 } }
+        var batch = takeFairShare()
+        // Requests of sessions over their output mark wait (in order) until the session reads.
+        var held: [(Session, ClientMessage)] = []
+        var heldTokens = Set<UInt64>()
+        func holds(_ session: Session, _ message: ClientMessage, _ output: UnitOutput) -> Bool {
+            guard heldTokens.contains(session.token) || session.heldForOutput || isOverOutputMark(session, output) else { return false }
+            heldTokens.insert(session.token)
+            held.append((session, message))
+            return true
+        }
+        defer {
+            // Executed requests are answered; held ones stay in flight.
+            for (session, _) in batch { session.inFlight -= 1 }
+            for (session, message) in held {
+                session.inFlight += 1
+                session.heldRequests.append(message)
+                if !session.heldForOutput {
+                    session.heldForOutput = true
+                    updateInterest(session)
+                }
+            }
+        }
         var output = UnitOutput()
         var restoring = Set<QueueKey>()
         let batchStart = ServiceNotifier.monotonicMicroseconds()
@@ -70,6 +132,7 @@ extension Server {
             if optimistic {
                 do throws(StoreError) {
                     for (session, message) in batch where sessions[session.token] != nil {
+                        if holds(session, message, output) { continue }
                         try execute(message, for: session, into: &output, restoring: &restoring)
                     }
                 } catch {
@@ -78,12 +141,15 @@ extension Server {
                     undoSubscriptions(output.subscriptions)
                     output = UnitOutput()
                     restoring.removeAll()
+                    held.removeAll()
+                    heldTokens.removeAll()
                     try ledger.begin()
                     optimistic = false
                     fireDueEvents(into: &output)
                 }
             }
             for (session, message) in batch where !optimistic && sessions[session.token] != nil {
+                if holds(session, message, output) { continue }
                 // Each request in its own savepoint: one that fails (e.g. a full disk refusing a new
                 // row) is answered with its error; the others in the batch still commit.
                 _ = isolated(&output, onFailure: { error, output in
@@ -109,7 +175,7 @@ extension Server {
             logger.error("Failed to commit \(batch.count) requests to \(ledger.path): \(error.message)",
                          id: .storageFailure)
             var refusals = UnitOutput()
-            for (session, message) in batch where sessions[session.token] != nil {
+            for (session, message) in batch where sessions[session.token] != nil && !heldTokens.contains(session.token) {
                 refusals.reply(session, .result(message.requestID ?? 0, code, "the store could not record this: \(error.message)"))
             }
             deliver(refusals)
@@ -129,6 +195,7 @@ extension Server {
     /// Hands a unit of work's output to the durability gate: it reaches clients now if the
     /// commit log is already synced past it, else when the sync thread gets there.
     func deliver(_ output: UnitOutput) {
+        for (token, count) in output.bytes { sessions[token]?.outputInGate += count }
         for ready in gate.enter(output, lsn: ledger.committedLSN, durable: ledger.durableLSN) { release(ready) }
     }
 
@@ -153,7 +220,7 @@ extension Server {
         } catch {
             ledger.rollbackToSavepoint()
             undoSubscriptions(output.subscriptions[marks.1...])
-            output.frames.removeSubrange(marks.0...)
+            output.removeFrames(from: marks.0)
             output.subscriptions.removeSubrange(marks.1...)
             output.journal.removeSubrange(marks.2...)
             output.unobserved.removeSubrange(marks.3...)

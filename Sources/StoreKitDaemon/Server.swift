@@ -96,6 +96,12 @@ public final class Server {
     var writesStoppedReason: String?
     /// Refusals written per uid (a hostile client can cause one per frame).
     var refusalLog = WarningRateLimit()
+    /// Client requests per uid (`MaxRequestsPerUIDPerSecond=`).
+    var requestRates = RequestRateLimit()
+    /// Bytes queued for all sessions (`OutputBudget=`).
+    let outputAccount = OutputAccount()
+    var clientConnections = 0
+    var controlConnections = 0
     let backgroundResults = BackgroundResults()
     let activator: ObserverActivator
     /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops)
@@ -114,6 +120,7 @@ public final class Server {
         self.activator = ObserverActivator(logger: logger)
         self.engine = engine
         self.ledger = Ledger(store: engine.store, logger: logger)
+        engine.limits = Self.engineLimits(configuration)
         self.configuration = configuration
         self.logger = logger
         self.notifier = notifier
@@ -132,6 +139,14 @@ public final class Server {
         for (fd, name) in resumedSessions { resume(fd: fd, name: name) }
     }
 
+
+    /// What the engine enforces of `[Limits]`.
+    static func engineLimits(_ configuration: DaemonConfiguration) -> PaymentQueueEngine.Limits {
+        var limits = PaymentQueueEngine.Limits()
+        limits.applicationUsernameBytes = configuration.maxApplicationUsernameLength
+        limits.unfinishedPerQueue = configuration.maxUnfinishedPerQueue
+        return limits
+    }
 
     public static func blockSignals() {
         _ = storekit_block_signals()
@@ -221,10 +236,18 @@ public final class Server {
         lastHousekeeping = now
         activator.retryDue(now: now, interval: configuration.observerActivationInterval.milliseconds)
         for (uid, count) in refusalLog.expire(now: now) { saySuppressed(uid: uid, count: count) }
+        requestRates.expire(now: now)
         let deadline = configuration.partialFrameTimeout.milliseconds
-        for session in sessions.values {
-            if let since = session.partialSince, now - since > deadline {
+        let helloDeadline = configuration.helloTimeout.milliseconds
+        let sendDeadline = configuration.sendTimeout.milliseconds
+        for session in Array(sessions.values) {
+            if session.app == nil, now - session.acceptedAt > helloDeadline, !session.closeAfterSending {
+                refuse(session, .limitExceeded, "no hello within \(helloDeadline) ms (HelloTimeoutSec=)", id: .protocolError)
+            } else if let since = session.partialSince, now - since > deadline {
                 refuse(session, .limitExceeded, "partial frame not completed within \(deadline) ms", id: .protocolError)
+            }
+            if session.pendingOutput > 0, now - session.lastSendProgress > sendDeadline {
+                cutOff(session, "it read none of its \(session.pendingOutput) queued bytes for \(sendDeadline) ms (SendTimeoutSec=)")
             }
         }
         // STATUS= counts unfinished transactions with a query: only when someone listens and

@@ -7,6 +7,11 @@ public enum SocketKind: String, Sendable {
     case control
 }
 
+/// Bytes queued for all sessions together (`OutputBudget=`), kept by the sessions themselves.
+final class OutputAccount {
+    var queued = 0
+}
+
 /// One connected peer: its identity, its partial input and its pending output.
 /// Owned by the serving loop; its fd is closed only by `Server.close(_:)`.
 final class Session {
@@ -30,27 +35,44 @@ final class Session {
     var inFlight = 0
     /// Reading is paused: the session has `MaxRequestsInFlight=` requests waiting.
     var backlogged = false
+    /// Its queued output passed `OutputHighWaterMark=`: it is not read, and its requests wait in
+    /// `heldRequests`, until it has read its output.
+    var heldForOutput = false
+    var heldRequests: [ClientMessage] = []
+    /// Output made for it by units of work still waiting in the durability gate.
+    var outputInGate = 0
+    /// When it was accepted (monotonic ms): it must say hello within `HelloTimeoutSec=`.
+    let acceptedAt: Int64
+    /// When its queued output last moved (or appeared on an empty queue), monotonic ms.
+    var lastSendProgress: Int64
+    private let account: OutputAccount
 
-    init(token: UInt64, fd: Int32, kind: SocketKind, peer: PeerCredentials, maximumFrameSize: Int) {
+    init(token: UInt64, fd: Int32, kind: SocketKind, peer: PeerCredentials, maximumFrameSize: Int, account: OutputAccount) {
         self.token = token
         self.fd = fd
         self.kind = kind
         self.peer = peer
         self.decoder = FrameDecoder(maximumBodySize: maximumFrameSize)
+        self.account = account
+        acceptedAt = ServiceNotifier.monotonicMilliseconds()
+        lastSendProgress = acceptedAt
     }
+
+    deinit { account.queued -= pendingOutput }
 
     var pendingOutput: Int { output.count - outputOffset }
 
-    func enqueue(frame body: [UInt8]) {
-        Frame.append(body: body, to: &output)
-    }
+    /// Output queued or on its way through the gate: what `OutputHighWaterMark=` bounds.
+    var queuedOutput: Int { pendingOutput + outputInGate }
 
     func enqueue(_ message: ServerMessage) {
-        enqueue(frame: message.encode())
+        enqueue(encodedFrame: Frame.encode(body: message.encode()))
     }
 
     func enqueue(encodedFrame: [UInt8]) {
+        if pendingOutput == 0 { lastSendProgress = ServiceNotifier.monotonicMilliseconds() }
         output.append(contentsOf: encodedFrame)
+        account.queued += encodedFrame.count
     }
 
     /// Writes as much pending output as the socket takes. Returns false when the peer is gone.
@@ -62,7 +84,10 @@ final class Session {
                 }
             }
             switch result {
-            case .success(.transferred(let count)): outputOffset += count
+            case .success(.transferred(let count)):
+                outputOffset += count
+                account.queued -= count
+                lastSendProgress = ServiceNotifier.monotonicMilliseconds()
             case .success(.wouldBlock): return true
             case .success(.endOfFile), .failure: return false
             }

@@ -50,3 +50,32 @@ struct WarningRateLimit {
         return ended
     }
 }
+
+/// `MaxRequestsPerUIDPerSecond=`: a token bucket per uid, refilled at the rate and holding at
+/// most two seconds' worth, so that a burst is served and a flood is refused.
+struct RequestRateLimit {
+    private struct Bucket {
+        var tokens: Double
+        var updated: Int64
+    }
+
+    private var buckets: [UInt32: Bucket] = [:]
+
+    /// One request of `uid` at `now` (ms) under `perSecond` (0: no limit): true when allowed.
+    mutating func admit(uid: UInt32, now: Int64, perSecond: Int) -> Bool {
+        guard perSecond > 0 else { return true }
+        let capacity = Double(perSecond) * 2
+        var bucket = buckets[uid] ?? Bucket(tokens: capacity, updated: now)
+        bucket.tokens = min(capacity, bucket.tokens + Double(max(now - bucket.updated, 0)) * Double(perSecond) / 1000)
+        bucket.updated = now
+        defer { buckets[uid] = bucket }
+        guard bucket.tokens >= 1 else { return false }
+        bucket.tokens -= 1
+        return true
+    }
+
+    /// Forgets uids idle long enough for their bucket to be full again.
+    mutating func expire(now: Int64) {
+        buckets = buckets.filter { now - $0.value.updated < 2000 }
+    }
+}

@@ -9,6 +9,20 @@ import StoreKitWire
 /// State cached in memory (switches, clock, next due event) is reloaded when the store reports a
 /// rollback, so an undone unit of work leaves no trace here either.
 public final class PaymentQueueEngine {
+    /// What one client may ask of the store (`[Limits]` in storekitd.conf).
+    public struct Limits: Sendable {
+        /// Bytes of a payment's applicationUsername (`MaxApplicationUsernameLength=`).
+        public var applicationUsernameBytes = 256
+        /// Unfinished transactions of one (uid, app) before payments are refused (`MaxUnfinishedPerQueue=`).
+        public var unfinishedPerQueue = 10_000
+        /// Bytes of a product identifier or a payment key (App Store product ids are shorter).
+        public static let identifierBytes = 255
+
+        public init() {}
+    }
+
+    /// Set by the daemon from its configuration (and again on reload).
+    public var limits = Limits()
     public let store: TransactionStore
     public private(set) var catalogs: [String: Catalog]
     public var clock: StoreClock
@@ -103,6 +117,9 @@ public final class PaymentQueueEngine {
         guard let catalog = catalogs[app] else {
             return .refused(.unknownApp, "app \(app) is not registered")
         }
+        guard payment.productID.utf8.count <= Limits.identifierBytes else {
+            return .storeKit(.storeProductNotAvailable, "a product identifier of \(payment.productID.utf8.count) bytes is not in the store")
+        }
         guard catalog.product(payment.productID) != nil else {
             return .storeKit(.storeProductNotAvailable, "product \(payment.productID) is not available in the store")
         }
@@ -112,9 +129,21 @@ public final class PaymentQueueEngine {
         guard !payment.hasRequestData else {
             return .storeKit(.unauthorizedRequestData, "payments with request data are not allowed")
         }
+        if let username = payment.applicationUsername, username.utf8.count > limits.applicationUsernameBytes {
+            return .storeKit(.paymentInvalid, "applicationUsername of \(username.utf8.count) bytes is longer than the "
+                             + "\(limits.applicationUsernameBytes) allowed (MaxApplicationUsernameLength=)")
+        }
+        guard payment.key.utf8.count <= Limits.identifierBytes else {
+            return .refused(.invalidArgument, "payment key of \(payment.key.utf8.count) bytes is longer than \(Limits.identifierBytes)")
+        }
         let key = payment.key.isEmpty ? nil : payment.key
         if let key, let existing = try store.transaction(uid: uid, app: app, paymentKey: key) {
             return .ok(value: existing.id)
+        }
+        let unfinished = try store.unfinishedCount(of: QueueKey(uid: uid, app: app))
+        guard unfinished < limits.unfinishedPerQueue else {
+            return .refused(.quotaExceeded, "the queue holds \(unfinished) unfinished transactions, the most allowed "
+                            + "(MaxUnfinishedPerQueue=); finish some first")
         }
         return try process(uid: uid, app: app, productID: payment.productID, quantity: payment.quantity,
                            applicationUsername: payment.applicationUsername, paymentKey: key,
@@ -222,7 +251,7 @@ public final class PaymentQueueEngine {
             return .refused(.notFinishable, "cannot finish transaction \(transactionID) while it is \(record.state)")
         }
         let sequence = try store.nextSequence(uid: uid, app: app)
-        guard try store.markFinished(id: transactionID, sequence: sequence) else {
+        guard try store.markFinished(id: transactionID, sequence: sequence, of: QueueKey(uid: uid, app: app)) else {
             return .refused(.notFinishable, "transaction \(transactionID) changed state while finishing")
         }
         var finished = record

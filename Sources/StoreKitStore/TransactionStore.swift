@@ -47,6 +47,9 @@ public final class TransactionStore {
     /// `flush()` for the queues that moved since the last one (units of work in the commit log
     /// carry no counter writes: after a replay they are recomputed from the rows).
     private var sequences: [QueueKey: UInt64] = [:]
+    /// Unfinished transactions per queue, counted from the table once per queue and then kept by
+    /// `insert` and `markFinished`; dropped whenever changes are undone (`unfinishedCount(of:)`).
+    private var unfinishedCounts: [QueueKey: Int] = [:]
     var movedSequences: Set<QueueKey> = []
     /// The counters as the unit of work found them, restored when it is undone.
     private var sequencesAtBegin: [QueueKey: UInt64] = [:]
@@ -339,6 +342,7 @@ public final class TransactionStore {
     /// next transaction id from the table again.
     func forgetCachedCounters(keeping kept: [QueueKey: UInt64] = [:], moved: Set<QueueKey> = []) {
         sequences = kept
+        unfinishedCounts.removeAll()
         movedSequences = moved
         generation &+= 1
         let highest = try? highestAllocatedID()
@@ -378,6 +382,7 @@ public final class TransactionStore {
         try? database.statement("RELEASE request").run()
         if let mark = savepointMarks.popLast() { database.rollBackRecording(to: mark) }
         pending.rollBackSavepoint()
+        unfinishedCounts.removeAll()
         absentPaymentKey = nil   // the undone changes may have removed the row that had it
         generation &+= 1
     }
@@ -479,6 +484,7 @@ public final class TransactionStore {
             try insert.run()
         }
         highestInsertedID = max(highestInsertedID, record.id)
+        if !record.finished { unfinishedCounts[QueueKey(uid: record.uid, app: record.app)]? += 1 }
         if let key {
             absentPaymentKey = nil
             noteKeyInserted(key)
@@ -626,7 +632,16 @@ public final class TransactionStore {
     }
 
     /// Marks a finishable transaction finished; false when it is not in a finishable, unfinished state.
-    public func markFinished(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool {
+    /// `queue`: the transaction's queue, to keep its unfinished count (nil: counts are dropped).
+    public func markFinished(id: UInt64, sequence: UInt64, of queue: QueueKey? = nil) throws(StoreError) -> Bool {
+        let finished = try markFinishedRow(id: id, sequence: sequence)
+        if finished {
+            if let queue { unfinishedCounts[queue]? -= 1 } else { unfinishedCounts.removeAll() }
+        }
+        return finished
+    }
+
+    private func markFinishedRow(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool {
         let sql = """
             UPDATE transactions SET finished = 1, sequence = ?
             WHERE id = ? AND finished = 0 AND state IN (1, 2, 3)
@@ -750,6 +765,18 @@ public final class TransactionStore {
         select.bind(3, unfinishedOnly ? 1 : 0)
         select.bind(4, Int64(limit))
         return try records(select)
+    }
+
+    /// Unfinished transactions of one queue (for `MaxUnfinishedPerQueue=`): counted once, then kept.
+    public func unfinishedCount(of queue: QueueKey) throws(StoreError) -> Int {
+        if let count = unfinishedCounts[queue] { return count }
+        try writePendingRows()
+        let select = try database.statement("SELECT count(*) FROM transactions WHERE uid = ? AND app = ? AND finished = 0")
+        select.bind(1, Int64(queue.uid))
+        select.bind(2, queue.app)
+        let count = Int(try select.firstRow { $0.int64(0) } ?? 0)
+        unfinishedCounts[queue] = count
+        return count
     }
 
     public func unfinishedCount() throws(StoreError) -> Int {
@@ -1125,6 +1152,7 @@ extension TransactionStore {
             try delete.run()
             if table == "transactions" { deleted = database.changes }
         }
+        unfinishedCounts.removeAll()
         return (deleted, unfinished)
     }
 

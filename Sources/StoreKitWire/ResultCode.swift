@@ -18,6 +18,10 @@ public enum ResultCode: UInt16, Sendable, CaseIterable {
     case shuttingDown = 13
     case invalidArgument = 14
     case internalError = 15
+    /// The uid sent more requests per second than `MaxRequestsPerUIDPerSecond=` allows.
+    case rateLimited = 16
+    /// The (uid, app) queue holds `MaxUnfinishedPerQueue=` unfinished transactions already.
+    case quotaExceeded = 17
 
     public var name: String {
         switch self {
@@ -37,6 +41,8 @@ public enum ResultCode: UInt16, Sendable, CaseIterable {
         case .shuttingDown: "shutting-down"
         case .invalidArgument: "invalid-argument"
         case .internalError: "internal-error"
+        case .rateLimited: "rate-limited"
+        case .quotaExceeded: "quota-exceeded"
         }
     }
 }

@@ -67,7 +67,7 @@ struct ConfigTests {
             }
             return String(line)
         }
-        #expect(uncommented == 13)
+        #expect(uncommented == 20)
         try withTemporaryDirectory { dir in
             try write(lines.joined(separator: "\n"), to: dir + "/storekitd.conf")
             let config = try DaemonConfiguration.load(configFile: dir + "/storekitd.conf", required: true)
@@ -94,7 +94,14 @@ struct ConfigTests {
         #expect(defaults.maxObserversPerConnection == 64)
         #expect(defaults.maxRequestsInFlight == 256)
         #expect(defaults.partialFrameTimeout == TimeSpan(seconds: 10))
-        #expect(defaults.outputHighWaterMark == 64 * 1024 * 1024)
+        #expect(defaults.outputHighWaterMark == 8 * 1024 * 1024)
+        #expect(defaults.outputBudget == 256 * 1024 * 1024)
+        #expect(defaults.sendTimeout == TimeSpan(seconds: 30))
+        #expect(defaults.maxControlConnections == 64)
+        #expect(defaults.helloTimeout == TimeSpan(seconds: 10))
+        #expect(defaults.maxApplicationUsernameLength == 256)
+        #expect(defaults.maxRequestsPerUIDPerSecond == 20_000)
+        #expect(defaults.maxUnfinishedPerQueue == 10_000)
         #expect(defaults.observerActivationInterval == TimeSpan(seconds: 30))
         #expect(defaults.apps.isEmpty && defaults.sourceFiles.isEmpty)
     }

@@ -1,0 +1,214 @@
+import Foundation
+import StoreKitConnection
+import StoreKitPosix
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// The limits a hostile local user meets, through the real daemon: output bounded while it is
+/// produced, a daemon-wide output budget, a send timeout, control capacity of its own, a hello
+/// deadline, a request rate and an unfinished-transaction quota per uid.
+@Suite("hostile limits")
+struct HostileLimitsTests {
+    static func daemon(limits: String) throws -> DaemonProcess {
+        let daemon = try DaemonProcess()
+        try "[Limits]\n\(limits)\n".write(toFile: daemon.configFile, atomically: true, encoding: .utf8)
+        try daemon.start()
+        return daemon
+    }
+
+    /// The daemon's resident set in bytes.
+    static func rss(_ daemon: DaemonProcess) -> Int {
+        guard let pid = daemon.process?.processIdentifier,
+              let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+        return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
+    }
+
+    /// Many requests written at once on one connection, never read.
+    static func pipeline(_ connection: WireConnection, _ make: (UInt32) -> ClientMessage, count: Int) throws {
+        var bytes: [UInt8] = []
+        for index in 0..<count { Frame.append(body: make(UInt32(index + 1000)).encode(), to: &bytes) }
+        try connection.sendRaw(bytes)
+    }
+
+    /// Whether the peer closed `fd` within `seconds`, seen without reading from it.
+    static func hungUp(_ fd: Int32, within seconds: Double) -> Bool {
+        var descriptor = pollfd(fd: fd, events: Int16(0x2000), revents: 0)   // POLLRDHUP (Linux), not exported to Swift
+        guard poll(&descriptor, 1, Int32(seconds * 1000)) > 0 else { return false }
+        return descriptor.revents & Int16(0x2000 | POLLHUP) != 0
+    }
+
+    /// How long a ping of a fresh client takes, in seconds.
+    static func pingTime(_ daemon: DaemonProcess) throws -> Double {
+        let client = try Client(daemon)
+        defer { client.close() }
+        let started = Date()
+        #expect(try client.request { .ping(requestID: $0) }.code == .ok)
+        return Date().timeIntervalSince(started)
+    }
+
+    @Test("8 large unfinished transactions and 128 pipelined `unfinished` never read: memory stays bounded, others are served")
+    func amplificationBounded() throws {
+        let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=1M\nOutputHighWaterMark=1M\nSendTimeoutSec=3s")
+        defer { daemon.remove() }
+        let buyer = try Client(daemon)
+        _ = try buyer.subscribe()
+        let username = String(repeating: "u", count: 256 << 10)
+        for _ in 0..<8 {
+            let reply = try buyer.request { id in
+                .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.levelPack, quantity: 1,
+                                  applicationUsername: username))
+            }
+            #expect(reply.code == .ok, "\(reply.code.name) \(reply.message)")
+        }
+        buyer.close()
+        let before = Self.rss(daemon)
+        // Each answer is 2 MB; 128 of them would be 256 MB.
+        let attacker = try daemon.connect()
+        try Self.pipeline(attacker, { .unfinished(requestID: $0) }, count: 128)
+        #expect(try Self.pingTime(daemon) < 1.0)
+        // The attacker's requests wait for it to read; it does not, and is cut off.
+        #expect(HostileClientTests.closedByDaemon(attacker.fd, within: 10))
+        let grown = Self.rss(daemon) - before
+        #expect(grown < 64 << 20, "the daemon grew by \(grown >> 20) MB")
+        #expect(daemon.log().contains("Cut off"))
+        #expect(try Self.pingTime(daemon) < 1.0)
+    }
+
+    @Test("an applicationUsername over MaxApplicationUsernameLength= fails the payment with paymentInvalid")
+    func usernameLimit() throws {
+        let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=64")
+        defer { daemon.remove() }
+        let client = try Client(daemon)
+        let long = try client.request { id in
+            .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.coins, quantity: 1,
+                              applicationUsername: String(repeating: "x", count: 65)))
+        }
+        #expect(long.code == .storeKit && long.detail == 3, "\(long.code.name) \(long.detail) \(long.message)")
+        #expect(long.message.contains("MaxApplicationUsernameLength="))
+        let fits = try client.request { id in
+            .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.coins, quantity: 1,
+                              applicationUsername: String(repeating: "x", count: 64)))
+        }
+        #expect(fits.code == .ok)
+    }
+
+    @Test("over OutputBudget= the connections holding the most unread output are cut off")
+    func outputBudget() throws {
+        let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=1M\nOutputHighWaterMark=4M\nOutputBudget=3M")
+        defer { daemon.remove() }
+        let buyer = try Client(daemon)
+        _ = try buyer.subscribe()
+        for _ in 0..<4 {
+            let reply = try buyer.request { id in
+                .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.levelPack, quantity: 1,
+                                  applicationUsername: String(repeating: "b", count: 256 << 10)))
+            }
+            #expect(reply.code == .ok)
+        }
+        buyer.close()
+        // Four connections, each asking for 1 MB it never reads: 4 MB in all, over the budget.
+        let readers = try (0..<4).map { _ in try daemon.connect() }
+        for reader in readers { try Self.pipeline(reader, { .unfinished(requestID: $0) }, count: 1) }
+        #expect(eventually { daemon.log().contains("is over OutputBudget=") })
+        #expect(readers.contains { HostileClientTests.closedByDaemon($0.fd, within: 2) })
+        #expect(try Self.pingTime(daemon) < 1.0)
+    }
+
+    @Test("a connection that reads none of its output for SendTimeoutSec= is closed")
+    func sendTimeout() throws {
+        let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=1M\nSendTimeoutSec=1s")
+        defer { daemon.remove() }
+        let buyer = try Client(daemon)
+        _ = try buyer.subscribe()
+        for _ in 0..<2 {
+            _ = try buyer.request { id in
+                .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.levelPack, quantity: 1,
+                                  applicationUsername: String(repeating: "s", count: 512 << 10)))
+            }
+        }
+        buyer.close()
+        let stalled = try daemon.connect()
+        try Self.pipeline(stalled, { .unfinished(requestID: $0) }, count: 2)
+        let started = Date()
+        // Watched without reading (a read would be progress): the daemon's close shows as a hang-up.
+        #expect(Self.hungUp(stalled.fd, within: 10))
+        #expect(Date().timeIntervalSince(started) >= 0.9)
+        #expect(daemon.log().contains("SendTimeoutSec="))
+    }
+
+    @Test("clients filling MaxConnections= do not lock root's storekitctl out")
+    func controlCapacity() throws {
+        let daemon = try Self.daemon(limits: "MaxConnections=8\nMaxConnectionsPerUID=8")
+        defer { daemon.remove() }
+        let idle = try (0..<8).map { _ in try WireConnection(path: daemon.clientSocket) }
+        defer { idle.forEach { $0.close() } }
+        // The ninth client is refused...
+        let ninth = try WireConnection(path: daemon.clientSocket)
+        #expect(HostileClientTests.closedByDaemon(ninth.fd, within: 5))
+        // ...the administrator is not.
+        let status = try daemon.ctl(["status"])
+        #expect(status.status == 0, "\(status.stderr)")
+    }
+
+    @Test("a connection that never says hello is closed after HelloTimeoutSec=; one that did stays")
+    func helloDeadline() throws {
+        let daemon = try Self.daemon(limits: "HelloTimeoutSec=1s")
+        defer { daemon.remove() }
+        let greeted = try daemon.connect()
+        let silent = try WireConnection(path: daemon.clientSocket)
+        let started = Date()
+        #expect(HostileClientTests.closedByDaemon(silent.fd, within: 10))
+        #expect(Date().timeIntervalSince(started) >= 0.9)
+        try greeted.send(.ping(requestID: 9))
+        #expect(try greeted.result(for: 9).code == .ok)
+        #expect(daemon.log().contains("HelloTimeoutSec="))
+    }
+
+    @Test("past MaxRequestsPerUIDPerSecond= requests are refused with rateLimited, and said once in a while")
+    func requestRate() throws {
+        let daemon = try Self.daemon(limits: "MaxRequestsPerUIDPerSecond=100")
+        defer { daemon.remove() }
+        let flooder = try daemon.connect()
+        flooder.setReceiveTimeout(10)
+        try Self.pipeline(flooder, { .ping(requestID: $0) }, count: 1000)
+        var codes: [ResultCode: Int] = [:]
+        for _ in 0..<1000 {
+            guard case .result(_, let code, _, _, _) = try flooder.receive() else { continue }
+            codes[code, default: 0] += 1
+        }
+        // A burst of up to two seconds' worth is served; most of the rest is refused.
+        #expect((codes[.ok] ?? 0) >= 200 && (codes[.ok] ?? 0) < 400, "\(codes)")
+        #expect((codes[.rateLimited] ?? 0) >= 600, "\(codes)")
+        #expect(daemon.log().components(separatedBy: "requests per second").count - 1 <= 21)
+        // The budget refills.
+        usleep(200_000)
+        try flooder.send(.ping(requestID: 1))
+        #expect(try flooder.result(for: 1).code == .ok)
+    }
+
+    @Test("past MaxUnfinishedPerQueue= payments are refused with quotaExceeded until one is finished")
+    func unfinishedQuota() throws {
+        let daemon = try Self.daemon(limits: "MaxUnfinishedPerQueue=3")
+        defer { daemon.remove() }
+        let client = try Client(daemon)
+        _ = try client.subscribe()
+        var bought: [TransactionRecord] = []
+        for _ in 0..<3 { bought.append(try client.buy(Sample.levelPack)) }
+        let key = UUID().uuidString
+        let refused = try client.addPayment(Sample.coins, key: key)
+        #expect(refused.code == .quotaExceeded, "\(refused.code.name) \(refused.message)")
+        #expect(refused.message.contains("MaxUnfinishedPerQueue="))
+        // Another app's queue of the same uid is not affected, nor is another uid's (same rule).
+        #expect(try client.finish(bought[0].id).code == .ok)
+        #expect(try client.addPayment(Sample.coins, key: key).code == .ok)
+        // Full again: refused, also after a daemon restart (the count is taken from the table).
+        #expect(try client.addPayment(Sample.coins).code == .quotaExceeded)
+        client.close()
+        #expect(daemon.stop() == 0)
+        try daemon.start()
+        let again = try Client(daemon)
+        #expect(try again.addPayment(Sample.coins).code == .quotaExceeded)
+    }
+}
