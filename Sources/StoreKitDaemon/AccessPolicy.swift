@@ -1,3 +1,4 @@
+import Foundation
 import CPosix
 import StoreKitPosix
 #if canImport(Glibc)
@@ -45,20 +46,58 @@ struct AccessPolicy {
     }
 }
 
-/// The executable of the process on the other end of `socket`, for `Executable=` checks.
+/// What `Executable=` found about the process on the other end of a socket.
+enum ExecutableCheck: Equatable {
+    case matches
+    /// The process runs another file; `path` is what `/proc/PID/exe` names (in the process's
+    /// own mount namespace, so it may even read as the registered path).
+    case differs(path: String)
+    /// The process could not be examined (gone, unreadable, pid reused): refused all the same.
+    case unknown(String)
+}
+
+/// Whether the process on the other end of `socket` runs the file registered as `Executable=`.
 ///
-/// Guarded against pid reuse: the pid is pinned with a pidfd before `/proc/PID/exe` is read, and
-/// the answer counts only if afterwards that process is still alive and the socket still
-/// connected — so the exe read is the peer's, not a later process that got the same pid.
+/// The file itself is compared, not its name: the device and inode of the running executable
+/// (`stat` of `/proc/PID/exe`, which reaches the file the process executes whatever its mount
+/// namespace calls it) against those of `registered` in the daemon's namespace, so a bind
+/// mount of another program over the registered path is refused. The process is pinned with a
+/// pidfd first — the socket's own (`SO_PEERPIDFD`) where the kernel has it, else
+/// `pidfd_open(pid)` — and the answer counts only if afterwards that process is still alive and
+/// the socket still connected, so a recycled pid cannot be mistaken for the peer.
 /// (A process of the same uid can always ptrace the app or hand its socket on; see docs/security.md.)
-func verifiedExecutable(of pid: Int32, socket: Int32) -> String? {
-    let pidfd = storekit_pidfd_open(pid)
-    guard pidfd >= 0 else { return nil }
+func checkExecutable(of pid: Int32, socket: Int32, registered: String) -> ExecutableCheck {
+    let pidfd = peerPidfd(socket) ?? storekit_pidfd_open(pid)
+    guard pidfd >= 0 else { return .unknown("cannot pin pid \(pid): \(Errno.current)") }
     defer { close(pidfd) }
-    guard let path = executablePath(of: pid) else { return nil }
+    if let pinned = pidOfPidfd(pidfd), pinned != pid {
+        return .unknown("pid \(pid) is no longer the peer (its pidfd names pid \(pinned))")
+    }
+    var running = stat()
+    guard stat("/proc/\(pid)/exe", &running) == 0 else { return .unknown("cannot examine /proc/\(pid)/exe: \(Errno.current)") }
+    let path = executablePath(of: pid) ?? "an unknown executable"
     let exited = storekit_poll_now(pidfd, Int16(POLLIN)) == 1
     let hungUp = storekit_poll_now(socket, 0x2000 /* POLLRDHUP */ | Int16(POLLHUP)) == 1
-    return exited || hungUp ? nil : path
+    guard !exited, !hungUp else { return .unknown("pid \(pid) went away while it was examined") }
+    var expected = stat()
+    guard stat(registered, &expected) == 0 else { return .unknown("cannot examine \(registered): \(Errno.current)") }
+    return running.st_dev == expected.st_dev && running.st_ino == expected.st_ino ? .matches : .differs(path: path)
+}
+
+/// The pidfd of the socket's peer (`SO_PEERPIDFD`, Linux 6.5 and later); nil where the kernel lacks it.
+func peerPidfd(_ socket: Int32) -> Int32? {
+    var fd: Int32 = -1
+    var length = socklen_t(MemoryLayout<Int32>.size)
+    let soPeerPidfd: Int32 = 77
+    guard getsockopt(socket, SOL_SOCKET, soPeerPidfd, &fd, &length) == 0, fd >= 0 else { return nil }
+    return fd
+}
+
+/// The pid a pidfd refers to, from `/proc/self/fdinfo` (nil when unreadable; -1 there: exited).
+func pidOfPidfd(_ pidfd: Int32) -> Int32? {
+    guard let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(pidfd)", encoding: .utf8),
+          let line = info.split(separator: "\n").first(where: { $0.hasPrefix("Pid:") }) else { return nil }
+    return Int32(line.dropFirst(4).trimmingCharacters(in: .whitespaces))
 }
 
 /// Reads `/proc/PID/exe`; nil when the process is gone or unreadable.

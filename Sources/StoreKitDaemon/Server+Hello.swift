@@ -31,10 +31,15 @@ extension Server {
                 return
             }
             if let executable = registration.executable {
-                let actual = verifiedExecutable(of: session.peer.pid, socket: session.fd)
-                guard actual == executable else {
+                switch checkExecutable(of: session.peer.pid, socket: session.fd, registered: executable) {
+                case .matches:
+                    break
+                case .differs(let path):
                     refuse(session, .permissionDenied,
-                           "pid \(session.peer.pid) runs \(actual ?? "an unknown executable"), not \(executable), so it may not act as \(app)")
+                           "pid \(session.peer.pid) runs \(path) (another file than \(executable)), so it may not act as \(app)")
+                    return
+                case .unknown(let reason):
+                    refuse(session, .permissionDenied, "\(reason), so it may not act as \(app) (Executable=\(executable))")
                     return
                 }
             }
