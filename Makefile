@@ -44,13 +44,18 @@ build: deps
 run: build
 	exec .build/debug/storekitd --config $(CONFIG)
 
+# The wire codec's libFuzzer targets, then requests through the engine and the store
+# (storekitd-fuzz: seeded random inputs here, coverage-guided libFuzzer with `make fuzz`).
 test: test-deps
 	$(SWIFT) build --build-tests
 	scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
+	$(SWIFT) build --product storekitd-fuzz
+	SWIFT_BACKTRACE=enable=no .build/debug/storekitd-fuzz --seconds $(TEST_FUZZ_SECONDS)
 	$(SWIFT) test --skip-build
 
 fuzz: test-deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+	scripts/fuzz-requests.sh $(FUZZ_SECONDS)
 
 # The whole suite once under AddressSanitizer and once under ThreadSanitizer.
 test-sanitize: test-deps

@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "storekitctl", targets: ["storekitctl"]),
         .executable(name: "storekit-example-app", targets: ["storekit-example-app"]),
         .executable(name: "storekitd-bench", targets: ["storekitd-bench"]),
+        .executable(name: "storekitd-fuzz", targets: ["storekitd-fuzz"]),
     ],
     targets: [
         // C libraries from Debian, no Swift in them.
@@ -39,6 +40,9 @@ let package = Package(
         .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore"]),
+        // Requests through the engine and the store, checked after each: libFuzzer's target with
+        // `make fuzz`, a seeded random driver in `make test` (Entry.swift).
+        .executableTarget(name: "storekitd-fuzz", dependencies: ["StoreKitEngine", "StoreKitStore", "StoreKitWire"]),
 
         // Tests.
         .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),

@@ -1,0 +1,265 @@
+import Foundation
+import StoreKitEngine
+import StoreKitStore
+import StoreKitWire
+
+/// The structure-aware fuzz target `requests`: a byte string read as a program of client and
+/// control requests, each encoded and decoded through the wire codec where it has a wire form,
+/// then run through the engine and the store on a temporary database, one unit of work each,
+/// as the daemon runs them.
+///
+/// Checked after every request:
+/// - nothing traps (a trap is the finding, with the input that caused it);
+/// - every request is answered: an `Outcome`, or a `StoreError` only for a full disk;
+/// - nothing of another queue is returned: every effect's records belong to the effect's queue,
+///   `unfinished` answers only the asker's (uid, app) and only unfinished rows, `products` only
+///   the asker's catalogue;
+/// - what the engine says is durable is there when read back.
+final class RequestHarness {
+    static let app = "com.example.game"
+    static let otherApp = "com.example.other"
+    static let uids: [UInt32] = [1000, 1001, 0, UInt32.max]
+
+    let directory: String
+    let store: TransactionStore
+    let engine: PaymentQueueEngine
+    let productIDs: [String]
+    /// Transaction ids seen in answers: requests name them most of the time, raw numbers sometimes.
+    var knownIDs: [UInt64] = []
+    var knownKeys: [String] = []
+    var executed = 0
+
+    init(catalogPath: String) throws {
+        directory = NSTemporaryDirectory() + "storekitd-fuzz-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        store = try TransactionStore(path: directory + "/storekitd.sqlite", spaceReserve: 0)
+        let catalog = try Catalog.load(path: catalogPath)
+        engine = PaymentQueueEngine(store: store, catalogs: [Self.app: catalog, Self.otherApp: catalog])
+        engine.limits.unfinishedPerQueue = 50
+        productIDs = catalog.products.map(\.id)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Runs one input: a fresh start of the queues, then its requests in order.
+    func run(_ data: [UInt8]) {
+        var input = FuzzInput(data)
+        unit { _ = try engine.clear(uid: nil, app: nil) }
+        knownIDs.removeAll(keepingCapacity: true)
+        knownKeys.removeAll(keepingCapacity: true)
+        while !input.isEmpty, executed < Int.max {
+            step(&input)
+            executed += 1
+        }
+    }
+
+    // MARK: One request
+
+    private func step(_ input: inout FuzzInput) {
+        let uid = input.pick(Self.uids) ?? 1000
+        let app = input.pick([Self.app, Self.app, Self.otherApp, "no.such.app", input.string()]) ?? Self.app
+        switch input.byte() % 18 {
+        case 0, 1, 2:
+            let message = ClientMessage.addPayment(.init(
+                requestID: input.u32(), key: paymentKey(&input), productID: product(&input), quantity: quantity(&input),
+                applicationUsername: input.bool() ? input.string(limit: input.bool() ? 300 : 16) : nil,
+                hasRequestData: input.byte() == 0, simulatesAskToBuy: input.bool()))
+            guard case .addPayment(let payment) = roundTrip(message) else { return }
+            client(uid, app) { try engine.addPayment(uid: uid, app: app, payment: payment) }
+        case 3, 4:
+            guard case .finish(_, let id) = roundTrip(.finish(requestID: input.u32(), transactionID: transactionID(&input))) else { return }
+            client(uid, app) { try engine.finish(uid: uid, app: app, transactionID: id) }
+        case 5:
+            guard case .cancelPayment(_, let id) = roundTrip(.cancelPayment(requestID: input.u32(), transactionID: transactionID(&input))) else { return }
+            client(uid, app) { try engine.cancelDeferred(uid: uid, app: app, transactionID: id) }
+        case 6:
+            client(uid, app) { try engine.restore(uid: uid, app: app, applicationUsername: input.bool() ? input.string() : nil) }
+        case 7:
+            let records = answer { try engine.unfinished(uid: uid, app: app) } ?? []
+            for record in records {
+                check(record.uid == uid && record.app == app, "unfinished of \(uid)/\(app) returned \(record.uid)/\(record.app)")
+                check(!record.finished, "unfinished returned finished transaction \(record.id)")
+            }
+        case 8:
+            let identifiers = (0..<Int(input.byte() % 4)).map { _ in product(&input) }
+            let (products, invalid) = engine.products(app: app, identifiers: identifiers)
+            for product in products { check(identifiers.contains(product.productID), "products answered \(product.productID), not asked for") }
+            check(products.count + invalid.count <= identifiers.count, "products answered more than was asked")
+        case 9: control { try engine.approve(transactionID: transactionID(&input)) }
+        case 10: control { try engine.decline(transactionID: transactionID(&input)) }
+        case 11: control { try engine.resolve(transactionID: transactionID(&input)) }
+        case 12: control { try engine.refund(transactionID: transactionID(&input), reason: input.i32()) }
+        case 13:
+            let text = input.pick(["1d", "1mo", "1y", "30s", "P1M", "999999999y", "99999999y", "PT0S", input.string()]) ?? "1d"
+            guard let duration = ClockDuration(text) else { return }
+            control { try engine.advanceClock(by: duration) }
+        case 14:
+            let selector: SubscriptionSelector = input.bool() ? .transaction(transactionID(&input)) : .product(uid: uid, app: app, productID: product(&input))
+            switch input.byte() % 3 {
+            case 0: control { try engine.expire(selector) }
+            case 1: control { try engine.forceRenewal(selector) }
+            default: control { try engine.setAutoRenew(input.bool(), selector) }
+            }
+        case 15:
+            let outcome = engine.promote(uid: uid, app: app, productID: product(&input))
+            checkEffects(outcome.effects)
+        case 16:
+            let askToBuy = input.bool()
+            let interrupted = input.bool()
+            let failing = input.byte() % 3 == 0 ? (code: input.i32(), remaining: Int(input.byte() % 3)) : nil
+            unit {
+                checkEffects(try engine.updateSwitches { switches in
+                    switches.askToBuy = askToBuy
+                    switches.interrupted = interrupted
+                    switches.failure = failing
+                })
+            }
+        default:
+            unit { checkEffects(try engine.fireDueEvents()) }
+        }
+    }
+
+    // MARK: Requests as the daemon runs them
+
+    /// A client request of (uid, app): one unit of work, and its effects only for its own queue's
+    /// records (effects may name other queues only through the store's scheduled events).
+    private func client(_ uid: UInt32, _ app: String, _ body: () throws -> Outcome) {
+        unit {
+            let outcome = try body()
+            checkEffects(outcome.effects)
+            remember(outcome)
+        }
+    }
+
+    private func control(_ body: () throws -> Outcome) {
+        unit {
+            let outcome = try body()
+            checkEffects(outcome.effects)
+            remember(outcome)
+        }
+    }
+
+    private func answer<T>(_ body: () throws -> T) -> T? {
+        do {
+            return try body()
+        } catch {
+            check((error as? StoreError)?.code == .full, "a read failed: \(error)")
+            return nil
+        }
+    }
+
+    private func unit(_ body: () throws -> Void) {
+        do {
+            try store.begin()
+            try body()
+            try store.commit()
+        } catch {
+            store.rollback()
+            check((error as? StoreError)?.code == .full, "a request was not answered: the store failed with \(error)")
+        }
+    }
+
+    private func remember(_ outcome: Outcome) {
+        if outcome.value > 2_000_000_000_000_000 { knownIDs.append(outcome.value) }
+        for effect in outcome.effects {
+            if case .updated(_, let records) = effect { knownIDs.append(contentsOf: records.map(\.id)) }
+        }
+        if knownIDs.count > 64 { knownIDs.removeFirst(knownIDs.count - 64) }
+    }
+
+    private func checkEffects(_ effects: [Effect]) {
+        for effect in effects {
+            switch effect {
+            case .updated(let queue, let records), .removed(let queue, let records):
+                for record in records {
+                    check(record.uid == queue.uid && record.app == queue.app,
+                          "an effect for \(queue.uid)/\(queue.app) carries transaction \(record.id) of \(record.uid)/\(record.app)")
+                    // What is announced is what the store holds.
+                    if let stored = answer({ try store.transaction(id: record.id) }) {
+                        check(stored?.uid == record.uid && stored?.app == record.app, "transaction \(record.id) is not stored as announced")
+                    }
+                }
+            case .revoked, .storefrontChanged, .promoted:
+                break
+            }
+        }
+    }
+
+    private func check(_ condition: Bool, _ message: @autoclosure () -> String) {
+        if !condition { fatalError("invariant broken: \(message())") }
+    }
+
+    // MARK: Values the input chooses
+
+    private func roundTrip(_ message: ClientMessage) -> ClientMessage? {
+        let decoded = try? ClientMessage.decode(message.encode())
+        check(decoded == message, "\(message) does not survive the wire")
+        return decoded
+    }
+
+    /// Mostly 0…11 (the valid 1…10 and both edges), sometimes any Int32.
+    private func quantity(_ input: inout FuzzInput) -> Int32 {
+        input.byte() % 8 == 0 ? input.i32() : Int32(input.byte() % 12)
+    }
+
+    private func transactionID(_ input: inout FuzzInput) -> UInt64 {
+        switch input.byte() % 5 {
+        case 0: input.u64()
+        case 1: UInt64(Int64.max) + UInt64(input.byte())
+        default: input.pick(knownIDs) ?? input.u64()
+        }
+    }
+
+    private func product(_ input: inout FuzzInput) -> String {
+        input.byte() % 8 == 0 ? input.string(limit: input.bool() ? 300 : 24) : (input.pick(productIDs) ?? "")
+    }
+
+    private func paymentKey(_ input: inout FuzzInput) -> String {
+        switch input.byte() % 6 {
+        case 0: return ""
+        case 1: return input.pick(knownKeys) ?? ""
+        case 2: return input.string(limit: input.bool() ? 300 : 24)
+        default:
+            let key = UUID().uuidString
+            knownKeys.append(key)
+            return key
+        }
+    }
+}
+
+/// Reads values from the fuzzer's bytes; past the end everything reads as zero.
+struct FuzzInput {
+    private let bytes: [UInt8]
+    private var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var isEmpty: Bool { offset >= bytes.count }
+
+    mutating func byte() -> UInt8 {
+        defer { offset += 1 }
+        return offset < bytes.count ? bytes[offset] : 0
+    }
+
+    mutating func bool() -> Bool { byte() & 1 == 1 }
+    mutating func u32() -> UInt32 { (0..<4).reduce(0) { value, _ in value << 8 | UInt32(byte()) } }
+    mutating func u64() -> UInt64 { (0..<8).reduce(0) { value, _ in value << 8 | UInt64(byte()) } }
+    mutating func i32() -> Int32 { Int32(bitPattern: u32()) }
+
+    /// A string of up to `limit` scalars, sometimes control characters and non-ASCII.
+    mutating func string(limit: Int = 16) -> String {
+        let count = Int(byte()) % (limit + 1)
+        var result = ""
+        for _ in 0..<count {
+            let value = byte()
+            result.unicodeScalars.append(value < 0x80 ? Unicode.Scalar(value) : Unicode.Scalar(0x3000 + UInt32(value)) ?? "x")
+        }
+        return result
+    }
+
+    mutating func pick<T>(_ choices: [T]) -> T? {
+        choices.isEmpty ? nil : choices[Int(byte()) % choices.count]
+    }
+}
