@@ -176,6 +176,16 @@ AS() {
     IN env -i PATH=/usr/bin:/bin HOME="$home" LANG=C.UTF-8 setpriv --reuid="$uid" --regid="$uid" --init-groups -- "$@"
 }
 MAINPID() { IN systemctl show -p MainPID --value storekitd.service; }
+# signal SIG PID: kill -SIG PID inside, only for one real process (never 0, 1 or a group: `kill 0`
+# would signal this script's own process group).
+signal() {
+    if [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -gt 1 ]; then
+        IN kill -"$1" "$2"
+    else
+        note "not sending SIG$1 to '$2' (no such process)"
+        return 1
+    fi
+}
 NOW() { IN date +%s; }
 # json EXPR < JSON: evaluates a Python expression over the parsed input `d` (or `lines`, a list of
 # the parsed JSON lines when the input is one object per line) and prints the result.
@@ -276,7 +286,7 @@ start_observer() {
     OBSERVER_HOST_PID=$!
 }
 observer_pid() { IN cat /run/storekitd-test-observer.pid 2>/dev/null; }
-observer_alive() { local p; p=$(observer_pid); [ -n "$p" ] && IN kill -0 "$p" 2>/dev/null; }
+observer_alive() { local p; p=$(observer_pid); [[ "$p" =~ ^[0-9]+$ ]] && [ "$p" -gt 1 ] && IN kill -0 "$p" 2>/dev/null; }
 observers_connected() { IN storekitctl -o json status | json "d.get('observers', 0)"; }
 # observer_got TX: the observer printed TX purchased and then removed (finished).
 observer_got() {
@@ -287,7 +297,7 @@ start_observer
 wait_for 20 eval '[ "$(observers_connected)" -ge 1 ] 2>/dev/null' || note "status does not show an observer: $(IN storekitctl -o json status)"
 opid=$(observer_pid)
 pid1=$(MAINPID)
-IN kill -9 "$pid1"
+signal KILL "$pid1"
 wait_for 20 eval '[ "$(MAINPID)" != "$pid1" ] && [ "$(MAINPID)" != 0 ] && [ "$(IN systemctl is-active storekitd.service)" = active ]'
 pid2=$(MAINPID)
 TX3=$(buy_for 1000 com.example.game.level_pack)
@@ -300,7 +310,7 @@ check "d. kill -9: systemd restarts the daemon; the observer stays connected and
 echo "== e. SIGSTOP: the watchdog restarts the daemon"
 pid1=$(MAINPID)
 since=$(NOW)
-IN kill -STOP "$pid1"
+signal STOP "$pid1"
 t0=$(date +%s.%N)
 wait_for 120 eval '[ "$(MAINPID)" != "$pid1" ] && [ "$(MAINPID)" != 0 ] && [ "$(IN systemctl is-active storekitd.service)" = active ]'
 t1=$(date +%s.%N)
@@ -332,7 +342,7 @@ sleep 1
 note "restored; journal: $(IN journalctl -t storekitd --since "@$since" --no-pager -o cat | grep -i -m1 "reload" | cut -c1-200)"
 
 # The observer of uid 1000 is done: stop it (it runs inside, started by this script).
-IN kill "$(observer_pid)" 2>/dev/null
+signal TERM "$(observer_pid)" 2>/dev/null
 wait "$OBSERVER_HOST_PID" 2>/dev/null
 OBSERVER_HOST_PID=""
 
