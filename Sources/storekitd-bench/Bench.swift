@@ -24,6 +24,7 @@ final class Bench {
             throw BenchError("mkdtemp failed")
         }
         directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        chmod(directory, 0o755)   // the noisy-neighbour flood connects as another uid
         let binary = (CommandLine.arguments[0] as NSString).deletingLastPathComponent + "/storekitd"
         let resolved = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             .map { ($0 as NSString).deletingLastPathComponent + "/storekitd" } ?? binary
@@ -74,6 +75,17 @@ final class Bench {
                                   targetRatio: 1, targetAbsolute: nil, better: .lower))
             figures.append(Figure(name: "latency p99 at 1,000/s", unit: "ms", value: ours99, peer: peer99,
                                   targetRatio: 2, targetAbsolute: nil, better: .lower))
+        }
+
+        if wants("noisy") {
+            log("noisy neighbour: a victim's purchases while another uid floods…")
+            let (alone50, alone99, flooded50, flooded99, floodRate) = try noisyNeighbour()
+            figures.append(Figure(name: "victim p99, another uid flooding (alone: \(String(format: "%.2f", alone99)) ms)", unit: "ms",
+                                  value: flooded99, peer: alone99, targetRatio: 2, targetAbsolute: nil, better: .lower))
+            figures.append(Figure(name: "victim p50, another uid flooding (alone: \(String(format: "%.2f", alone50)) ms)", unit: "ms",
+                                  value: flooded50, peer: alone50, targetRatio: nil, targetAbsolute: nil, better: .lower))
+            figures.append(Figure(name: "the flooding uid's purchase cycles/s meanwhile", unit: "cycles/s", value: floodRate,
+                                  peer: nil, targetRatio: nil, targetAbsolute: nil, better: .higher))
         }
 
         if wants("replay") {
@@ -157,20 +169,22 @@ final class Bench {
         return (sorted[sorted.count / 2], sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))])
     }
 
-    func storekitLatency(app: String) throws -> (Double, Double) {
+    /// Payments at a steady rate (one every `interval` ns), each timed from send to its
+    /// `purchased` push; p50 and p99 in ms.
+    func storekitLatency(app: String, count requested: Int? = nil, interval: UInt64 = 1_000_000, keyPrefix: String = "lat") throws -> (Double, Double) {
         let connection = try WireConnection(path: daemon.clientSocket)
         _ = try connection.hello(app: app)
         try connection.send(.subscribe(requestID: 1))
         _ = try connection.awaitResult(1)
-        let count = quick ? 1_000 : 5_000
+        let count = requested ?? (quick ? 1_000 : 5_000)
         let sendTimes = SendTimes(count: count)
         let sender = SendableConnection(connection)
         let start = monotonicNanoseconds() + 50_000_000
         Thread.detachNewThread {
             for index in 0..<count {
-                Worker.waitUntil(start + UInt64(index) * 1_000_000)
+                Worker.waitUntil(start + UInt64(index) * interval)
                 sendTimes.set(index, monotonicNanoseconds())
-                try? sender.connection.send(.addPayment(.init(requestID: UInt32(index + 2), key: "lat-\(index)",
+                try? sender.connection.send(.addPayment(.init(requestID: UInt32(index + 2), key: "\(keyPrefix)-\(index)",
                                                                 productID: "bench.coins", quantity: 1)))
             }
         }
@@ -201,6 +215,44 @@ final class Bench {
             for requestID in first..<(finishID + 1) { _ = try finisher.awaitResult(requestID) }
         }
         return Self.percentiles(samples)
+    }
+
+    // MARK: Noisy neighbour
+
+    /// The victim (this process's uid) buys at 500/s, timed as in the latency figure, first
+    /// alone, then while 100 clients of another uid (nobody, 65534) run purchase cycles as fast
+    /// as they can. Returns the victim's p50 and p99 alone and flooded, and the flood's rate.
+    func noisyNeighbour() throws -> (Double, Double, Double, Double, Double) {
+        let victims = quick ? 500 : 2_500
+        settleDisk()
+        let (alone50, alone99) = try storekitLatency(app: BenchDaemon.appID(104), count: victims, interval: 2_000_000, keyPrefix: "alone")
+        settleDisk()
+        // The flood starts 1.5 s after it is spawned and outlasts the victim's run.
+        let seconds = Double(victims) / 500 + 2
+        let startAt = monotonicNanoseconds() + 1_500_000_000
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        var workers: [(pid_t, String)] = []
+        for process in 0..<4 {
+            let output = directory + "/worker-flood-\(process).out"
+            let pid = try spawn("/usr/bin/setpriv", ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", executable,
+                                                     "--worker", "storekit", "--socket", daemon.clientSocket, "--clients", "25",
+                                                     "--first", String(process * 25), "--seconds", String(seconds),
+                                                     "--start-at", String(startAt)], stdoutPath: output)
+            workers.append((pid, output))
+        }
+        Worker.waitUntil(startAt + 500_000_000)
+        let (flooded50, flooded99) = try storekitLatency(app: BenchDaemon.appID(105), count: victims, interval: 2_000_000, keyPrefix: "flooded")
+        var total = 0
+        for (pid, output) in workers {
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            guard status == 0, let count = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw BenchError("flood worker failed (status \(status), output '\(text)')")
+            }
+            total += count
+        }
+        return (alone50, alone99, flooded50, flooded99, Double(total) / seconds)
     }
 
     /// Whether bytes wait on `fd` (poll without waiting).

@@ -31,6 +31,9 @@ final class BenchDaemon {
             MaxConnections=20000
             MaxConnectionsPerUID=20000
             OutputHighWaterMark=256M
+            # The throughput figures are one uid's; the replay figure holds 100,000 unfinished.
+            MaxRequestsPerUIDPerSecond=0
+            MaxUnfinishedPerQueue=1000000
             """)
         for index in 0..<appCount {
             try write(directory + "/config/apps.d/bench-\(index).conf", "[App]\nID=bench.app\(index)\nCatalog=catalog.storekit\n")
