@@ -81,7 +81,7 @@ import Testing
         #expect(transaction.productIdentifier == Sample.levelPack)
         #expect(transaction.state == "purchased")
         #expect(transaction.finished)
-        #expect(transaction.uid == 0)
+        #expect(transaction.uid == Int(getuid()), "bought by the uid the app runs as")
         #expect(ledgerIDs(ledger) == [transaction.id], "the ledger has exactly one line, for this purchase")
 
         // The observer saw the transaction in `purchasing`, then once in `purchased`.
