@@ -64,6 +64,8 @@ enum StoreKitCtl {
         var socket: String?
         var format = OutputFormat.table
         let command: any Subcommand
+        // Once the command is known, a usage error shows that command's usage (as git and systemctl do).
+        var usage = globalUsage
         do {
             // Global options may come before or after the command.
             socket = try arguments.option("--socket")
@@ -83,10 +85,11 @@ enum StoreKitCtl {
             guard let type = subcommands.first(where: { $0.name == name }) else {
                 throw UsageError("unknown command '\(name)'")
             }
+            usage = type.usage + "\n"
             command = try type.init(&arguments)
             if let extra = arguments.first { throw UsageError("unexpected argument '\(extra)' for \(name)") }
         } catch {
-            FileHandle.standardError.write(Data("storekitctl: \(error.message)\n\n\(globalUsage)".utf8))
+            FileHandle.standardError.write(Data("storekitctl: \(error.message)\n\n\(usage)".utf8))
             return 64
         }
         let path = socket ?? SocketLocation.controlSocket(environment: ProcessInfo.processInfo.environment)
