@@ -60,10 +60,10 @@ final class Ledger {
     // MARK: Saving to the database
 
     /// Units of work are in the SQLite transaction but not yet committed to the database file.
-    var hasUnsavedChanges: Bool { store.hasUnflushedChanges }
+    var hasUnsavedChanges: Bool { store.hasUnsavedChanges }
 
     /// The SQLite transaction is old enough to be saved even while the loop is busy.
-    func saveIsDue(now: Int64) -> Bool { store.flushIsDue(now: now) }
+    func saveIsDue(now: Int64) -> Bool { store.saveIsDue(now: now) }
 
     /// How long the loop waits after a failed save before it tries again by itself (ms).
     static let saveRetryDelay: Int64 = 1000
@@ -87,13 +87,13 @@ final class Ledger {
     @discardableResult
     func save(retrying: Bool = false) -> Bool {
         let now = ServiceNotifier.monotonicMilliseconds()
-        if !store.hasUnflushedChanges { saveRetryAt = 0 }
+        if !store.hasUnsavedChanges { saveRetryAt = 0 }
         if retrying && now < saveRetryAt { return false }
         do throws(StoreError) {
             if now < savesFailUntil {
                 throw StoreError(.io, path: store.path, message: "saves fail on purpose (debug-fail-saves)")
             }
-            try store.flush()
+            try store.save()
             saveRetryAt = 0
             if lastSaveFailure != nil {
                 lastSaveFailure = nil

@@ -142,7 +142,7 @@ public final class SQLiteDatabase {
     }
 
     /// Records a run of `sql` with `values` bound to its parameters 1, 2, … as if it had run,
-    /// without binding or running it: for a change applied to the database later (`PendingRows`).
+    /// without binding or running it: for a change applied to the database later (`HeldRows`).
     func recordWithoutRunning(_ sql: String, _ values: [BoundValue]) throws(StoreError) {
         guard recording else { return }
         try requireTransaction()
@@ -193,7 +193,7 @@ public final class SQLiteDatabase {
     }
 
     /// Runs `body` without recording what it changes: statements that apply changes recorded
-    /// already (pending rows written into the transaction).
+    /// already (held rows written into the transaction).
     func unrecorded<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
         let was = recording
         recording = false

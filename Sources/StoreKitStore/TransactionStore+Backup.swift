@@ -19,7 +19,7 @@ extension TransactionStore {
     }
 
     /// Copies the last committed state of the database into a new file at `destination`.
-    /// Units of work still waiting in the commit log are not in it: the daemon flushes the store
+    /// Units of work still waiting in the commit log are not in it: the daemon saves the store
     /// before a batch with a control command, so everything acknowledged before is.
     ///
     /// The copy is read on its own read-only connection: it sees exactly what was committed

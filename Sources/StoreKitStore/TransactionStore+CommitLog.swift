@@ -12,7 +12,7 @@ extension TransactionStore {
     /// `settings` key of the LSN of the last unit of work the database holds.
     static let lsnKey = "commitlog.lsn"
     /// The SQLite transaction is committed at the latest this long after it began (ms).
-    public static let flushInterval: Int64 = 100
+    public static let saveInterval: Int64 = 100
 
     public var commitLog: CommitLog {
         guard let log else { preconditionFailure("the commit log is opened with the store") }
@@ -24,31 +24,31 @@ extension TransactionStore {
         try setting(Self.identityKey).flatMap { UInt64($0, radix: 16) }
     }
 
-    /// The LSN of the last unit of work in the database (committed or not yet flushed).
+    /// The LSN of the last unit of work in the database (committed or not yet saved).
     public func appliedLSN() throws(StoreError) -> UInt64 {
         try setting(Self.lsnKey).flatMap { UInt64($0) } ?? 0
     }
 
     /// True while units of work are durable in the commit log but not committed to SQLite.
-    public var hasUnflushedChanges: Bool { sqliteOpen && !inTransaction }
+    public var hasUnsavedChanges: Bool { sqliteOpen && !inTransaction }
 
-    /// Whether `flush()` should run now: the SQLite transaction is `flushInterval` old.
-    public func flushIsDue(now: Int64) -> Bool {
-        hasUnflushedChanges && now - sqliteOpenedAt >= Self.flushInterval
+    /// Whether `save()` should run now: the SQLite transaction is `saveInterval` old.
+    public func saveIsDue(now: Int64) -> Bool {
+        hasUnsavedChanges && now - sqliteOpenedAt >= Self.saveInterval
     }
 
-    /// Commits the SQLite transaction holding the units of work since the last flush. No fsync
+    /// Commits the SQLite transaction holding the units of work since the last save. No fsync
     /// (`synchronous=NORMAL`): they are durable in the commit log already, and the checkpointer
     /// makes them durable in the database file. Call between units of work only.
-    public func flush() throws(StoreError) {
-        precondition(!inTransaction, "flush inside a unit of work")
+    public func save() throws(StoreError) {
+        precondition(!inTransaction, "save inside a unit of work")
         noticeLostTransaction()
         // Units of work lost with SQLite's transaction are applied again and committed now:
-        // whoever flushes (a backup, a checkpoint) expects every acknowledged change in SQLite.
+        // whoever saves (a backup, a checkpoint) expects every acknowledged change in SQLite.
         if needsCatchUp { try catchUp() }
         guard sqliteOpen else { return }
         do throws(StoreError) {
-            try writePendingRows()
+            try writeHeldRows()
             try storeMovedSequences()
             try setSetting(Self.lsnKey, String(commitLog.nextLSN - 1))
             try database.execute("COMMIT")
@@ -71,7 +71,7 @@ extension TransactionStore {
         space.afterCommit(database)
     }
 
-    /// WAL size (frames of 1 KiB pages) past which `flush()` checkpoints on the loop, when the
+    /// WAL size (frames of 1 KiB pages) past which `save()` checkpoints on the loop, when the
     /// checkpointer (which starts at `Checkpointer.walFrames`) has not caught up.
     static let walRestartFrames = 8192
 
@@ -79,13 +79,13 @@ extension TransactionStore {
     /// that the database can be opened again; the store must not be used afterwards.
     public func shutDown() throws(StoreError) {
         defer { log = nil }
-        try flush()
+        try save()
     }
 
     /// Flushes, then copies the WAL into the database file (fsynced), so that the commit log may
     /// reuse its space. For tools that use a store without a `Checkpointer`.
     public func checkpoint() throws(StoreError) {
-        try flush()
+        try save()
         let lsn = try appliedLSN()
         if let result = database.checkpointPassive(), result.frames == result.checkpointed {
             commitLog.durable.advance(to: lsn)
@@ -99,7 +99,7 @@ extension TransactionStore {
         sqliteOpen = false
         inTransaction = false
         needsCatchUp = true
-        pending.removeAll()
+        held.removeAll()
     }
 
     /// Re-applies, in a new SQLite transaction, the units of work of the commit log that the

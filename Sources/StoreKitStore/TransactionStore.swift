@@ -10,7 +10,7 @@ import Glibc
 /// unit of work (group commit) and tells no client anything before `commit()` returned.
 /// `commit()` makes a unit of work durable in the commit log (CommitLog.swift) — when it returns,
 /// or, with a `CommitLogSyncer`, once `commitLog.syncedLSN` reaches it; SQLite commits many of
-/// them at once, without an fsync, at `flush()`. Transitions are guarded in SQL
+/// them at once, without an fsync, at `save()`. Transitions are guarded in SQL
 /// (`WHERE state = ?`) and the changed-row count is checked.
 public final class TransactionStore {
     public static let schemaVersion = 2
@@ -44,7 +44,7 @@ public final class TransactionStore {
     /// Lookups of a payment key answered by the filter, without SQLite.
     public private(set) var keyLookupsSkipped = 0
     /// Per-queue sequence counters, authoritative in memory; written to the `sequences` table at
-    /// `flush()` for the queues that moved since the last one (units of work in the commit log
+    /// `save()` for the queues that moved since the last one (units of work in the commit log
     /// carry no counter writes: after a replay they are recomputed from the rows).
     private var sequences: [QueueKey: UInt64] = [:]
     /// Unfinished transactions per queue, counted from the table once per queue and then kept by
@@ -56,7 +56,7 @@ public final class TransactionStore {
     private var movedAtBegin: Set<QueueKey> = []
     /// A unit of work is open (`begin()` … `commit()`/`rollback()`): the savepoint `batch`.
     var inTransaction = false
-    /// The SQLite transaction that holds units of work until `flush()`, and when it began (ms).
+    /// The SQLite transaction that holds units of work until `save()`, and when it began (ms).
     var sqliteOpen = false
     var sqliteOpenedAt: Int64 = 0
     /// SQLite lost the open transaction (it rolls back on some I/O errors): the units of work it
@@ -65,8 +65,8 @@ public final class TransactionStore {
     /// Where the recording stood at each open request savepoint.
     var savepointMarks: [(bytes: Int, templates: Int)] = []
     var log: CommitLog?
-    /// New transaction rows not yet written into the SQLite transaction (PendingRows.swift).
-    var pending = PendingRows()
+    /// New transaction rows not yet written into the SQLite transaction (HeldRows.swift).
+    var held = HeldRows()
 
     /// Grows at every rollback: whoever caches state read from the store (the engine's clock,
     /// switches and next due event) compares it to know when its cache may hold undone changes.
@@ -164,7 +164,7 @@ public final class TransactionStore {
             SELECT max(coalesce((SELECT max(id) FROM transactions), 0),
                        coalesce((SELECT CAST(value AS INTEGER) FROM settings WHERE key = 'transactions.lastID'), 0))
             """)
-        return max(UInt64(highest ?? 0), pending.highestID ?? 0)
+        return max(UInt64(highest ?? 0), held.highestID ?? 0)
     }
 
     /// Transaction identifiers look like the App Store's: 16 digits, from here up (see `allocateTransactionID`).
@@ -275,7 +275,7 @@ public final class TransactionStore {
         precondition(!inTransaction, "nested store transaction")
         // Low on space: SQLite commits after every unit of work, so that its checkpoints can
         // reuse the WAL (DiskSpaceGuard.swift).
-        if space.isLow && sqliteOpen { try? flush() }
+        if space.isLow && sqliteOpen { try? save() }
         space.beforeUnitOfWork(database)
         noticeLostTransaction()
         if needsCatchUp { try catchUp() }
@@ -290,7 +290,7 @@ public final class TransactionStore {
         inTransaction = true
         database.startRecording()
         savepointMarks.removeAll()
-        pending.beginUnit()
+        held.beginUnit()
     }
 
     /// Makes everything since `begin()` durable: its statements are appended to the commit log and
@@ -310,13 +310,13 @@ public final class TransactionStore {
             database.stopRecording()
             try database.statement("RELEASE batch").run()
             inTransaction = false
-            pending.endUnit()
+            held.endUnit()
         } catch {
             if error.code == .full { space.noteFull() }
             rollback()
             throw error
         }
-        if space.isLow { try? flush() }
+        if space.isLow { try? save() }
     }
 
     /// Abandons the unit of work and forgets cached counters that may include its changes.
@@ -327,7 +327,7 @@ public final class TransactionStore {
             try? database.statement("RELEASE batch").run()
             inTransaction = false
         }
-        pending.rollBackUnit()
+        held.rollBackUnit()
         noticeLostTransaction()
         if sqliteOpen {
             // Earlier units of work are still in the SQLite transaction: back to the counters
@@ -354,8 +354,8 @@ public final class TransactionStore {
 
     public var isInTransaction: Bool { inTransaction }
 
-    /// New rows held in memory, not yet written into the SQLite transaction (PendingRows.swift).
-    public var pendingRowCount: Int { pending.count }
+    /// New rows held in memory, not yet written into the SQLite transaction (HeldRows.swift).
+    public var heldRowCount: Int { held.count }
 
     // MARK: Savepoints: one request's changes inside the batch's unit of work
 
@@ -365,14 +365,14 @@ public final class TransactionStore {
         try database.requireTransaction()   // else SAVEPOINT would start a transaction of its own
         try database.statement("SAVEPOINT request").run()
         savepointMarks.append(database.recordingMark)
-        pending.beginSavepoint()
+        held.beginSavepoint()
     }
 
     /// Keeps the request's changes in the unit of work.
     public func releaseSavepoint() throws(StoreError) {
         try database.statement("RELEASE request").run()
         savepointMarks.removeLast()
-        pending.releaseSavepoint()
+        held.releaseSavepoint()
     }
 
     /// Undoes the request's changes. Ids and sequence numbers it allocated stay used (gaps are
@@ -381,7 +381,7 @@ public final class TransactionStore {
         try? database.statement("ROLLBACK TO request").run()
         try? database.statement("RELEASE request").run()
         if let mark = savepointMarks.popLast() { database.rollBackRecording(to: mark) }
-        pending.rollBackSavepoint()
+        held.rollBackSavepoint()
         unfinishedCounts.removeAll()
         absentPaymentKey = nil   // the undone changes may have removed the row that had it
         generation &+= 1
@@ -418,7 +418,7 @@ public final class TransactionStore {
 
     private static let clockEpochMicroseconds: Int64 = 1_767_225_600 * 1_000_000
 
-    /// The next per-(uid, app) sequence number (stored at the next `flush()`; after a crash,
+    /// The next per-(uid, app) sequence number (stored at the next `save()`; after a crash,
     /// recomputed from the rows that carry it).
     public func nextSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
         precondition(inTransaction, "sequence allocated outside a unit of work")
@@ -438,7 +438,7 @@ public final class TransactionStore {
         return next
     }
 
-    /// Stores the counters that moved since the last flush (numbers handed out by a request that
+    /// Stores the counters that moved since the last save (numbers handed out by a request that
     /// was undone stay used: gaps are harmless).
     func storeMovedSequences() throws(StoreError) {
         guard !movedSequences.isEmpty else { return }
@@ -462,13 +462,13 @@ public final class TransactionStore {
     /// Adds a new transaction; a second row with its id, or with its payment key in its queue, is
     /// refused. In a unit of work, a row whose id and key are known to be new (an id from
     /// `allocateTransactionID()`, a key that `transaction(uid:app:paymentKey:)` just found in no
-    /// row) is held (`PendingRows`) and its INSERT recorded for the commit log: it reaches SQLite
-    /// at the next flush or at a query that needs it. Any other row is inserted at once.
+    /// row) is held (`HeldRows`) and its INSERT recorded for the commit log: it reaches SQLite
+    /// at the next save or at a query that needs it. Any other row is inserted at once.
     public func insert(_ record: TransactionRecord, paymentKey: String? = nil) throws(StoreError) {
         // On a full disk the space left goes to finishing what exists, not to new transactions.
         if let refusal = space.newTransactionRefusal { throw StoreError(.full, path: path, message: refusal) }
         let key = paymentKey.map { StoredPaymentKey(uid: record.uid, app: record.app, key: $0) }
-        if pending.row(id: record.id) != nil || key.flatMap({ pending.row(key: $0) }) != nil {
+        if held.row(id: record.id) != nil || key.flatMap({ held.row(key: $0) }) != nil {
             throw StoreError(.other(SQLITE_CONSTRAINT | (8 << 8)), path: path,   // SQLITE_CONSTRAINT_UNIQUE
                              message: "transaction \(record.id) or its payment key is taken already")
         }
@@ -477,7 +477,7 @@ public final class TransactionStore {
         let values = Self.insertValues(record, paymentKey: paymentKey)
         if inTransaction && knownNew {
             try database.recordWithoutRunning(Self.insertSQL, values)
-            pending.add(PendingRows.Row(record: record.storedForm, key: key, heldSince: DiskSpaceGuard.monotonicMilliseconds()))
+            held.add(HeldRows.Row(record: record.storedForm, key: key, heldSince: DiskSpaceGuard.monotonicMilliseconds()))
         } else {
             let insert = try database.statement(Self.insertSQL)
             insert.bind(values)
@@ -496,8 +496,8 @@ public final class TransactionStore {
     /// Starts building, on a thread with its own read connection, a filter of the payment keys that
     /// proves most new keys new without an index lookup (PaymentKeyFilter.swift). For the daemon,
     /// after opening. The build needs every acknowledged key committed: while anything is not
-    /// (between flushes, or units of work lost with SQLite's transaction), it starts after the
-    /// next flush instead. A build that fails is tried again after `keyFilterRetry` seconds.
+    /// (between saves, or units of work lost with SQLite's transaction), it starts after the
+    /// next save instead. A build that fails is tried again after `keyFilterRetry` seconds.
     public func startPaymentKeyFilter() {
         keyFilterWanted = true
         startKeyFilterIfReady()
@@ -510,7 +510,7 @@ public final class TransactionStore {
     /// (then the build's reads see every key but those inserted from here on, which
     /// `noteKeyInserted` keeps for it).
     func startKeyFilterIfReady(capacity: Int = 0) {
-        guard keyFilterWanted, keyFilterBuild == nil, !sqliteOpen, !needsCatchUp, pending.isEmpty else { return }
+        guard keyFilterWanted, keyFilterBuild == nil, !sqliteOpen, !needsCatchUp, held.isEmpty else { return }
         let now = DiskSpaceGuard.monotonicMilliseconds()
         if keyFilter == nil, let failed = keyFilterFailedAt, now - failed < Self.keyFilterRetry * 1000 { return }
         keyFilter = nil
@@ -546,7 +546,7 @@ public final class TransactionStore {
         return keyFilter
     }
 
-    /// After a flush (nothing uncommitted): a filter too full to be of use is built again, larger;
+    /// After a save (nothing uncommitted): a filter too full to be of use is built again, larger;
     /// one that could not start or failed is tried again.
     func keepKeyFilterUseful() {
         _ = currentKeyFilter()
@@ -557,20 +557,20 @@ public final class TransactionStore {
         }
     }
 
-    /// Writes the pending rows into the SQLite transaction, oldest first.
-    func writePendingRows() throws(StoreError) {
-        guard !pending.isEmpty else { return }
-        try write(pending.allIDs)
+    /// Writes the held rows into the SQLite transaction, oldest first.
+    func writeHeldRows() throws(StoreError) {
+        guard !held.isEmpty else { return }
+        try write(held.allIDs)
     }
 
     /// Writes the rows held `age` ms or longer into the SQLite transaction, between units of
-    /// work: spread over the loop's turns, not all at the next flush (which would stall the
+    /// work: spread over the loop's turns, not all at the next save (which would stall the
     /// requests that arrive meanwhile). A purchase is mostly finished by then, and written once.
     public func writeRows(heldLongerThan age: Int64, now: Int64) throws(StoreError) {
         precondition(!inTransaction, "rows written inside a unit of work")
         noticeLostTransaction()
-        guard !pending.isEmpty else { return }
-        let ids = pending.takeIDs(heldSince: now - age)
+        guard !held.isEmpty else { return }
+        let ids = held.takeIDs(heldSince: now - age)
         if !ids.isEmpty { try write(ids) }
     }
 
@@ -580,11 +580,11 @@ public final class TransactionStore {
         try database.unrecorded { () throws(StoreError) in
             let insert = try database.statement(Self.insertSQL)
             for id in ids {
-                guard let row = pending.row(id: id) else { continue }
+                guard let row = held.row(id: id) else { continue }
                 insert.reset()   // every parameter is bound again
                 insert.bind(Self.insertValues(row.record, paymentKey: row.key?.text))
                 try insert.run()
-                pending.noteWritten(id: id)
+                held.noteWritten(id: id)
             }
         }
     }
@@ -612,7 +612,7 @@ public final class TransactionStore {
         errorCode: Int32? = nil, errorMessage: String? = nil, expiresDate: Int64? = nil, originalID: UInt64? = nil
     ) throws(StoreError) -> Bool {
         precondition(from.canMove(to: to), "illegal transition \(from) → \(to)")
-        try writePendingRows()
+        try writeHeldRows()
         let update = try database.statement("""
             UPDATE transactions SET state = ?1, sequence = ?2, date = ?3, error_code = ?4, error_message = ?5,
                 expires_date = coalesce(?8, expires_date), original_id = coalesce(?9, original_id)
@@ -647,10 +647,10 @@ public final class TransactionStore {
             WHERE id = ? AND finished = 0 AND state IN (1, 2, 3)
             """
         let values: [SQLiteDatabase.BoundValue] = [.integer(Int64(sequence)), .integer(Int64(id))]
-        if let row = pending.row(id: id) {
+        if let row = held.row(id: id) {
             guard !row.record.finished, row.record.state.isFinishable else { return false }
             try database.recordWithoutRunning(sql, values)
-            pending.update(id: id) { record in
+            held.update(id: id) { record in
                 record.finished = true
                 record.sequence = sequence
             }
@@ -663,7 +663,7 @@ public final class TransactionStore {
     }
 
     public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(StoreError) -> Bool {
-        try writePendingRows()
+        try writeHeldRows()
         let update = try database.statement("""
             UPDATE transactions SET revocation_date = ?, revocation_reason = ?, sequence = ?
             WHERE id = ? AND revocation_date IS NULL
@@ -707,7 +707,7 @@ public final class TransactionStore {
     static func storedID(_ id: UInt64) -> Int64? { Int64(exactly: id) }
 
     public func transaction(id: UInt64) throws(StoreError) -> TransactionRecord? {
-        if let row = pending.row(id: id) { return row.record }
+        if let row = held.row(id: id) { return row.record }
         guard let stored = Self.storedID(id) else { return nil }
         let select = try database.statement("SELECT \(Self.columns) FROM transactions WHERE id = ?")
         select.bind(1, stored)
@@ -716,7 +716,7 @@ public final class TransactionStore {
 
     public func transaction(uid: UInt32, app: String, paymentKey: String) throws(StoreError) -> TransactionRecord? {
         let key = StoredPaymentKey(uid: uid, app: app, key: paymentKey)
-        if let row = pending.row(key: key) { return row.record }
+        if let row = held.row(key: key) { return row.record }
         if let filter = currentKeyFilter(), !filter.mightContain(key) {
             keyLookupsSkipped += 1
             absentPaymentKey = key
@@ -734,7 +734,7 @@ public final class TransactionStore {
 
     /// Every unfinished transaction of one queue, oldest first.
     public func unfinished(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
-        try writePendingRows()
+        try writeHeldRows()
         let select = try database.statement(
             "SELECT \(Self.columns) FROM transactions WHERE uid = ? AND app = ? AND finished = 0 ORDER BY id")
         select.bind(1, Int64(uid))
@@ -744,7 +744,7 @@ public final class TransactionStore {
 
     /// Every transaction of one queue, oldest first (history).
     public func all(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
-        try writePendingRows()
+        try writeHeldRows()
         let select = try database.statement(
             "SELECT \(Self.columns) FROM transactions WHERE uid = ? AND app = ? ORDER BY id")
         select.bind(1, Int64(uid))
@@ -754,7 +754,7 @@ public final class TransactionStore {
 
     /// Transactions filtered by uid, app and finished-ness, oldest first, at most `limit`.
     public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int = 10_000) throws(StoreError) -> [TransactionRecord] {
-        try writePendingRows()
+        try writeHeldRows()
         let select = try database.statement("""
             SELECT \(Self.columns) FROM transactions
             WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2) AND (?3 = 0 OR finished = 0)
@@ -770,7 +770,7 @@ public final class TransactionStore {
     /// Unfinished transactions of one queue (for `MaxUnfinishedPerQueue=`): counted once, then kept.
     public func unfinishedCount(of queue: QueueKey) throws(StoreError) -> Int {
         if let count = unfinishedCounts[queue] { return count }
-        try writePendingRows()
+        try writeHeldRows()
         let select = try database.statement("SELECT count(*) FROM transactions WHERE uid = ? AND app = ? AND finished = 0")
         select.bind(1, Int64(queue.uid))
         select.bind(2, queue.app)
@@ -780,7 +780,7 @@ public final class TransactionStore {
     }
 
     public func unfinishedCount() throws(StoreError) -> Int {
-        try writePendingRows()
+        try writeHeldRows()
         return Int(try database.scalarInt("SELECT count(*) FROM transactions WHERE finished = 0") ?? 0)
     }
 
@@ -1118,7 +1118,7 @@ extension TransactionStore {
     /// Gives a transaction a new sequence number without changing it otherwise (a re-delivered
     /// Ask to Buy request); false when it does not exist.
     public func touch(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool {
-        try writePendingRows()
+        try writeHeldRows()
         let update = try database.statement("UPDATE transactions SET sequence = ? WHERE id = ?")
         update.bind(1, Int64(sequence))
         update.bind(2, Int64(id))
@@ -1134,7 +1134,7 @@ extension TransactionStore {
         // The counters of the queues emptied here must not come back lower after a replay
         // (which recomputes them from the rows): store them in this unit of work.
         try storeMovedSequences()
-        try writePendingRows()
+        try writeHeldRows()
         let select = try database.statement("""
             SELECT \(Self.columns) FROM transactions
             WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2) AND finished = 0 ORDER BY id

@@ -17,7 +17,7 @@ struct CheckpointerTests {
 
         func commitOne() throws -> UInt64 {
             try StoreFixture.unit(store) { try store.insert(makeRecord(id: store.allocateTransactionID())) }
-            try store.flush()
+            try store.save()
             return store.commitLog.nextLSN - 1
         }
         let first = try commitOne()
@@ -56,7 +56,7 @@ struct CheckpointerTests {
                     try store.insert(record)
                 }
             }
-            try store.flush()
+            try store.save()
         }
         // 150 small commits 2 ms apart (0.3 s): each one may make a checkpoint due, at most
         // every 100 ms while the reader keeps it from getting anywhere.
@@ -66,7 +66,7 @@ struct CheckpointerTests {
         let started = DispatchTime.now().uptimeNanoseconds
         for _ in 0..<150 {
             try StoreFixture.unit(store) { try store.insert(makeRecord(id: store.allocateTransactionID())) }
-            try store.flush()
+            try store.save()
             usleep(2_000)
         }
         let woke = checkpointer.wakeUps - before

@@ -17,7 +17,7 @@ struct IntegrityCheckTests {
             }
         }
         // Into SQLite (the unit of work is in the commit log until then), where the check reads.
-        try store.flush()
+        try store.save()
     }
 
     @Test("an intact database passes, while the store is open and after it closed")

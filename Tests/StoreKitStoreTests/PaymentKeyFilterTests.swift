@@ -39,9 +39,9 @@ struct PaymentKeyFilterTests {
             let store = try fixture.open()
             for batch in 0..<4 {
                 try StoreFixture.unit(store) { () throws in
-                    for index in 0..<50 { try PendingRowsTests.purchase(store, key: "old-\(batch)-\(index)") }
+                    for index in 0..<50 { try HeldRowsTests.purchase(store, key: "old-\(batch)-\(index)") }
                 }
-                try store.flush()
+                try store.save()
             }
             #expect(store.keyLookupsSkipped == 0)   // no filter unless started
             try store.shutDown()
@@ -53,10 +53,10 @@ struct PaymentKeyFilterTests {
         store.keyFilterBuildHook = { held.wait() }
         store.keyFilterChunk = 7   // many read transactions, resumed after the last key read
         store.startPaymentKeyFilter()
-        let during = try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "during") }
+        let during = try StoreFixture.unit(store) { try HeldRowsTests.purchase(store, key: "during") }
         held.signal()
         try Self.waitForFilter(store)
-        try store.flush()   // "during" is in SQLite now, and only the merge put it in the filter
+        try store.save()   // "during" is in SQLite now, and only the merge put it in the filter
 
         for batch in 0..<4 {
             for index in 0..<50 {
@@ -65,8 +65,8 @@ struct PaymentKeyFilterTests {
         }
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "during")?.id == during.id)
         // A key inserted after the build is found too, and a duplicate of it is refused.
-        let after = try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "after") }
-        try store.flush()
+        let after = try StoreFixture.unit(store) { try HeldRowsTests.purchase(store, key: "after") }
+        try store.save()
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "after")?.id == after.id)
         try store.begin()
         #expect(storeError { try store.insert(makeRecord(id: store.allocateTransactionID()), paymentKey: "after") } != nil)
@@ -85,11 +85,11 @@ struct PaymentKeyFilterTests {
         let store = try fixture.open()
         try StoreFixture.unit(store) { () throws in
             for index in 0..<45 {
-                try PendingRowsTests.purchase(store, key: "k\(index)", uid: UInt32(1000 + index % 3))
+                try HeldRowsTests.purchase(store, key: "k\(index)", uid: UInt32(1000 + index % 3))
             }
             try store.insert(makeRecord(id: store.allocateTransactionID()))   // no key
         }
-        try store.flush()
+        try store.save()
         let reader = try SQLiteDatabase(path: fixture.path, readOnly: true)
         for (chunk, expected) in [(7, 45), (9, 45), (45, 45), (46, 45), (1, 45), (100, 45)] {
             #expect(try PaymentKeyFilterBuild.countKeys(reader, chunk: chunk) == expected, "chunk \(chunk)")
@@ -123,7 +123,7 @@ struct PaymentKeyFilterTests {
     func startedAfterLostTransaction() throws {
         let fixture = StoreFixture()   // kept: the build opens the database by its path
         let store = try fixture.open()
-        try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "x") }
+        try StoreFixture.unit(store) { try HeldRowsTests.purchase(store, key: "x") }
         try store.database.execute("ROLLBACK")   // as SQLite does on some I/O errors
         try store.writeRows(heldLongerThan: 0, now: 0)   // the store notices: "x" waits for the catch-up
         // A build takes the hook there is when it starts: which hook runs tells when it started.
@@ -132,7 +132,7 @@ struct PaymentKeyFilterTests {
         store.keyFilterBuildHook = { builds.append("asked for"); started.signal() }
         store.startPaymentKeyFilter()   // not now: "x" is not committed
         store.keyFilterBuildHook = { builds.append("flushed"); started.signal() }
-        try store.flush()   // applies the lost unit again, commits it, then starts the build
+        try store.save()   // applies the lost unit again, commits it, then starts the build
         #expect(started.wait(timeout: .now() + 5) == .success)
         #expect(builds.all == ["flushed"], "a build started while \"x\" was not committed")
         try Self.waitForFilter(store)
@@ -146,8 +146,8 @@ struct PaymentKeyFilterTests {
     func failedBuild() throws {
         let fixture = StoreFixture()
         let store = try fixture.open()
-        let existing = try StoreFixture.unit(store) { try PendingRowsTests.purchase(store, key: "k") }
-        try store.flush()
+        let existing = try StoreFixture.unit(store) { try HeldRowsTests.purchase(store, key: "k") }
+        try store.save()
         // The build's connection opens the path: gone, it fails.
         let moved = fixture.path + ".moved"
         try FileManager.default.moveItem(atPath: fixture.path, toPath: moved)

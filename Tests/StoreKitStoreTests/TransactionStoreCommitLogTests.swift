@@ -21,7 +21,7 @@ struct TransactionStoreCommitLogTests {
             try StoreFixture.unit(store) { try store.insert(makeRecord(id: 11)) }
             try StoreFixture.unit(store) { try store.insert(makeRecord(id: 12, state: .failed)) }
             try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: 11, sequence: 5)) }
-            #expect(store.hasUnflushedChanges)
+            #expect(store.hasUnsavedChanges)
             // Dropped without a flush: SQLite rolls its transaction back, as after kill -9.
         }
         let store = try fixture.open()
@@ -108,7 +108,7 @@ struct TransactionStoreCommitLogTests {
         #expect(try store.transaction(id: 61) == nil, "the rollback did not take")
         try StoreFixture.unit(store) { try store.insert(makeRecord(id: 63)) }
         for id: UInt64 in [61, 62, 63] { #expect(try store.transaction(id: id) != nil, "\(id) is missing") }
-        try store.flush()
+        try store.save()
         #expect(try store.appliedLSN() == 3)
     }
 
@@ -175,7 +175,7 @@ struct TransactionStoreCommitLogTests {
         do {
             let store = try fixture.open()
             try StoreFixture.unit(store) { try store.insert(makeRecord(id: 41)) }
-            try store.flush()
+            try store.save()
             _ = try store.backup(to: backup)
             // After the backup: in the live database's log only.
             try StoreFixture.unit(store) { try store.insert(makeRecord(id: 42)) }

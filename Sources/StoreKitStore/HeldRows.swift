@@ -5,7 +5,7 @@ import StoreKitWire
 /// A purchase inserts a row and finishes it a few milliseconds later. Both changes are durable in
 /// the commit log at once (their statements are recorded as if they had run); SQLite only needs
 /// the row as it ends up: the serving loop writes it once it has been held 25 ms
-/// (`TransactionStore.writeRows`), or the next `flush()` does. Written then, a consumable's row
+/// (`TransactionStore.writeRows`), or the next `save()` does. Written then, a consumable's row
 /// goes into the table and its indexes once, finished, instead of being inserted into four
 /// b-trees and updated again. Every other query of the `transactions` table writes the pending
 /// rows first.
@@ -13,7 +13,7 @@ import StoreKitWire
 /// Each row is in exactly one place: here, or in the SQLite transaction. What a unit of work or
 /// a request did here is journaled, so that undoing it in SQLite (`ROLLBACK TO`) is matched here,
 /// including rows written into SQLite within what is rolled back.
-struct PendingRows {
+struct HeldRows {
     struct Row {
         var record: TransactionRecord
         /// Its payment key as SQLite stores it, if it has one.

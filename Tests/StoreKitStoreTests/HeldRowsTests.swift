@@ -4,10 +4,10 @@ import StoreKitTestSupport
 import StoreKitWire
 import Testing
 
-/// New rows are held in memory until the SQLite transaction needs them (PendingRows.swift): every
+/// New rows are held in memory until the SQLite transaction needs them (HeldRows.swift): every
 /// read sees them, undoing a unit of work or a request undoes them, and a crash loses none.
-@Suite("TransactionStore: pending rows")
-struct PendingRowsTests {
+@Suite("TransactionStore: held rows")
+struct HeldRowsTests {
     static let app = "com.example.game"
 
     /// A purchase as the engine makes it: the payment key looked up first, then the row inserted.
@@ -21,41 +21,41 @@ struct PendingRowsTests {
         return record
     }
 
-    @Test("a new row with a looked-up key is held, visible to every read, and written at flush")
+    @Test("a new row with a looked-up key is held, visible to every read, and written at the save")
     func heldAndVisible() throws {
         let store = try StoreFixture().open()
         let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "a") }
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         #expect(try store.transaction(id: record.id) == record)
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "a") == record)
-        #expect(store.pendingRowCount == 1)   // those two reads are answered from memory
+        #expect(store.heldRowCount == 1)   // those two reads are answered from memory
 
         // Any other query writes the held rows into the SQLite transaction first.
         #expect(try store.unfinished(uid: 1000, app: Self.app) == [record])
-        #expect(store.pendingRowCount == 0)
+        #expect(store.heldRowCount == 0)
         for read in [{ try store.all(uid: 1000, app: Self.app) },
                      { try store.list(uid: nil, app: nil, unfinishedOnly: true) }] {
             let second = try StoreFixture.unit(store) { try Self.purchase(store, key: UUID().uuidString) }
-            #expect(store.pendingRowCount == 1)
+            #expect(store.heldRowCount == 1)
             #expect(try read().last == second)
-            #expect(store.pendingRowCount == 0)
+            #expect(store.heldRowCount == 0)
         }
         try StoreFixture.unit(store) { try Self.purchase(store, key: "count") }
         #expect(try store.unfinishedCount() == 4)
-        #expect(store.pendingRowCount == 0)
+        #expect(store.heldRowCount == 0)
 
-        try StoreFixture.unit(store) { try Self.purchase(store, key: "flushed") }
-        try store.flush()
-        #expect(store.pendingRowCount == 0)
-        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "flushed") != nil)
+        try StoreFixture.unit(store) { try Self.purchase(store, key: "saved") }
+        try store.save()
+        #expect(store.heldRowCount == 0)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "saved") != nil)
     }
 
     @Test("a held row's values reach the commit log exactly: NUL, Unicode, quotes, NULL, extreme integers")
     func heldValuesReplayExactly() throws {
-        let flushed = StoreFixture()
+        let saved = StoreFixture()
         let crashed = StoreFixture()
         var ids: [UInt64] = []
-        for fixture in [flushed, crashed] {
+        for fixture in [saved, crashed] {
             let store = try fixture.open()
             try StoreFixture.unit(store) { () throws in
                 #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "k'ey\u{0}tail") == nil)
@@ -69,11 +69,11 @@ struct PendingRowsTests {
                 try store.insert(record, paymentKey: "k'ey\u{0}tail")
                 ids.append(record.id)
             }
-            #expect(store.pendingRowCount == 1)
-            if fixture === flushed { try store.shutDown() }   // written from memory; the other only in the log
+            #expect(store.heldRowCount == 1)
+            if fixture === saved { try store.shutDown() }   // written from memory; the other only in the log
         }
         // The two databases gave different ids (ids never repeat across databases): compare the rest.
-        var expected = try #require(try flushed.open().transaction(id: ids[0]))
+        var expected = try #require(try saved.open().transaction(id: ids[0]))
         expected.id = ids[1]
         #expect(expected.errorMessage == "it's \"quoted\" 日本語 ")
         let store = try crashed.open()
@@ -94,10 +94,10 @@ struct PendingRowsTests {
                 #expect(try store.markFinished(id: id, sequence: 7))
                 #expect(try !store.markFinished(id: id, sequence: 8))   // finished already
             }
-            #expect(store.pendingRowCount == 1)
+            #expect(store.heldRowCount == 1)
             #expect(try store.transaction(id: id)?.finished == true)
             #expect(try store.transaction(id: id)?.sequence == 7)
-            // Dropped without a flush, as after kill -9: only the commit log has the row.
+            // Dropped without a save, as after kill -9: only the commit log has the row.
         }
         do {
             let store = try fixture.open()
@@ -105,7 +105,7 @@ struct PendingRowsTests {
             #expect(try store.transaction(id: id)?.finished == true)
             #expect(try store.transaction(id: id)?.sequence == 7)
             #expect(try store.unfinishedCount() == 0)
-            // The same row written from memory at a flush is identical.
+            // The same row written from memory at a save is identical.
             let second = try StoreFixture.unit(store) { try Self.purchase(store, key: "k2") }
             try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: second.id, sequence: 9)) }
             try store.shutDown()
@@ -124,17 +124,17 @@ struct PendingRowsTests {
         try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: old.id, sequence: 3)) }
         let between = Self.betweenTicks()
         let young = try StoreFixture.unit(store) { try Self.purchase(store, key: "young") }
-        #expect(store.pendingRowCount == 2)
+        #expect(store.heldRowCount == 2)
 
         // At `between + 20`, "old" has been held 20 ms or longer and "young" has not.
         try store.writeRows(heldLongerThan: 20, now: between + 20)
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         #expect(try store.transaction(id: young.id) == young)   // still held
         try store.writeRows(heldLongerThan: 20, now: between + 20)       // nothing new is due
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         try store.writeRows(heldLongerThan: 0, now: between + 1_000)
-        #expect(store.pendingRowCount == 0)
-        try store.flush()
+        #expect(store.heldRowCount == 0)
+        try store.save()
         #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false).map(\.finished) == [true, false])
     }
 
@@ -155,17 +155,17 @@ struct PendingRowsTests {
         let second = try StoreFixture.unit(store) { try Self.purchase(store, key: "b") }
         try store.begin()
         _ = try store.unfinished(uid: 1000, app: Self.app)   // writes both into SQLite
-        #expect(store.pendingRowCount == 0)
+        #expect(store.heldRowCount == 0)
         store.rollback()
-        #expect(store.pendingRowCount == 2)
+        #expect(store.heldRowCount == 2)
         try store.writeRows(heldLongerThan: 0, now: between)
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         #expect(try store.transaction(id: second.id) == second)
-        try store.flush()
+        try store.save()
         #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false) == [first, second])
     }
 
-    @Test("a flush after SQLite lost its transaction commits the units it held, for other connections too")
+    @Test("a save after SQLite lost its transaction commits the units it held, for other connections too")
     func flushAfterLostTransaction() throws {
         let fixture = StoreFixture()
         let store = try fixture.open()
@@ -174,7 +174,7 @@ struct PendingRowsTests {
             try Self.purchase(store, key: "b")
         }
         try store.database.execute("ROLLBACK")   // as SQLite does on some I/O errors
-        try store.flush()
+        try store.save()
         let reader = try SQLiteDatabase(path: fixture.path, readOnly: true)
         #expect(try reader.scalarInt("SELECT count(*) FROM transactions") == 2)
     }
@@ -183,7 +183,7 @@ struct PendingRowsTests {
     func heldNotFinishable() throws {
         let store = try StoreFixture().open()
         let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "p", state: .purchasing) }
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         #expect(try !StoreFixture.unit(store) { try store.markFinished(id: record.id, sequence: 5) })
         #expect(try store.transaction(id: record.id) == record)
     }
@@ -192,23 +192,23 @@ struct PendingRowsTests {
     func rollbackOfUnit() throws {
         let store = try StoreFixture().open()
         let kept = try StoreFixture.unit(store) { try Self.purchase(store, key: "kept") }
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
 
         try store.begin()
         let undone = try Self.purchase(store, key: "undone")
         #expect(try store.markFinished(id: undone.id, sequence: 40))
         // A query writes both rows into SQLite, inside this unit of work's savepoint.
         #expect(try store.all(uid: 1000, app: Self.app).map(\.id) == [kept.id, undone.id])
-        #expect(store.pendingRowCount == 0)
+        #expect(store.heldRowCount == 0)
         store.rollback()
 
         // SQLite undid the INSERTs; the row of the committed unit is held again, as it was.
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         #expect(try store.transaction(id: kept.id) == kept)
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "kept") == kept)
         #expect(try store.transaction(id: undone.id) == nil)
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "undone") == nil)
-        try store.flush()
+        try store.save()
         #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false) == [kept])
         // The key of the undone row is free again.
         try StoreFixture.unit(store) { try Self.purchase(store, key: "undone") }
@@ -229,7 +229,7 @@ struct PendingRowsTests {
         store.rollbackToSavepoint()
         try store.commit()
 
-        #expect(store.pendingRowCount == 2)
+        #expect(store.heldRowCount == 2)
         #expect(try store.transaction(id: first.id) == first)
         #expect(try store.transaction(id: second.id) == second)
         #expect(try store.transaction(id: third.id) == nil)
@@ -240,7 +240,7 @@ struct PendingRowsTests {
     func heldKeyIsUnique() throws {
         let store = try StoreFixture().open()
         let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         try store.begin()
         let error = storeError {
             try store.insert(makeRecord(id: store.allocateTransactionID()), paymentKey: "k")
@@ -261,11 +261,11 @@ struct PendingRowsTests {
             try store.insert(record, paymentKey: "k")
             return record
         }
-        #expect(store.pendingRowCount == 3)
+        #expect(store.heldRowCount == 3)
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "k") == first)
         #expect(try store.transaction(uid: 1001, app: Self.app, paymentKey: "k") == otherUID)
         #expect(try store.transaction(uid: 1000, app: "com.example.other", paymentKey: "k") == otherApp)
-        try store.flush()
+        try store.save()
         #expect(try store.transaction(uid: 1001, app: Self.app, paymentKey: "k") == otherUID)
         #expect(try store.unfinishedCount() == 3)
     }
@@ -274,9 +274,9 @@ struct PendingRowsTests {
     func uncheckedRowsAreNotHeld() throws {
         let store = try StoreFixture().open()
         try StoreFixture.unit(store) { try store.insert(makeRecord(id: 5), paymentKey: "k") }
-        #expect(store.pendingRowCount == 0)
+        #expect(store.heldRowCount == 0)
         try StoreFixture.unit(store) { try store.insert(makeRecord(id: store.allocateTransactionID())) }
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         try store.begin()
         #expect(storeError { try store.insert(makeRecord(id: 5, uid: 7)) } != nil)   // id taken, in SQLite
         store.rollback()
@@ -287,7 +287,7 @@ struct PendingRowsTests {
     func lostTransaction() throws {
         let store = try StoreFixture().open()
         let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         // What SQLite does on some I/O errors: the open transaction is rolled back by itself.
         try store.database.execute("ROLLBACK")
         try StoreFixture.unit(store) { try Self.purchase(store, key: "k2") }
@@ -305,7 +305,7 @@ struct PendingRowsTests {
             try store.insert(record, paymentKey: "a\u{0}x")
             return record
         }
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         // SQLite keeps "a" for both keys: the second payment is the first one.
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "a\u{0}y")?.id == withNUL.id)
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "a")?.id == withNUL.id)
@@ -315,8 +315,8 @@ struct PendingRowsTests {
         let precomposed = try StoreFixture.unit(store) { try Self.purchase(store, key: "caf\u{E9}") }
         let decomposed = try StoreFixture.unit(store) { try Self.purchase(store, key: "cafe\u{301}") }
         #expect(precomposed.id != decomposed.id)
-        #expect(store.pendingRowCount == 3)
-        try store.flush()
+        #expect(store.heldRowCount == 3)
+        try store.save()
         #expect(try store.transaction(id: withNUL.id)?.applicationUsername == "player")
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "cafe\u{301}")?.id == decomposed.id)
         #expect(try store.unfinishedCount() == 3)
@@ -326,7 +326,7 @@ struct PendingRowsTests {
     func absentKeyAfterUndoneSavepoint() throws {
         let store = try StoreFixture().open()
         let kept = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }
-        try store.flush()
+        try store.save()
         try store.begin()
         try store.savepoint()
         _ = try store.deleteHistory(uid: nil, app: nil)
@@ -334,7 +334,7 @@ struct PendingRowsTests {
         store.rollbackToSavepoint()   // the row with "k" is back
         #expect(storeError { try store.insert(makeRecord(id: store.allocateTransactionID()), paymentKey: "k") } != nil)
         store.rollback()
-        try store.flush()
+        try store.save()
         #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false) == [kept])
     }
 
@@ -342,11 +342,11 @@ struct PendingRowsTests {
     func otherChangesOfHeldRows() throws {
         let store = try StoreFixture().open()
         let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "p", state: .purchasing) }
-        #expect(store.pendingRowCount == 1)
+        #expect(store.heldRowCount == 1)
         try StoreFixture.unit(store) { () throws in
             #expect(try store.transition(id: record.id, from: .purchasing, to: .purchased, sequence: 4, date: 5))
         }
-        #expect(store.pendingRowCount == 0)
+        #expect(store.heldRowCount == 0)
         #expect(try store.transaction(id: record.id)?.state == .purchased)
 
         let second = try StoreFixture.unit(store) { try Self.purchase(store, key: "q") }
@@ -358,6 +358,6 @@ struct PendingRowsTests {
             #expect(try store.setRevocation(id: third.id, date: 7, reason: 1, sequence: 10))
         }
         #expect(try store.transaction(id: third.id)?.revocationDate == 7)
-        #expect(store.pendingRowCount == 0)
+        #expect(store.heldRowCount == 0)
     }
 }
