@@ -371,6 +371,25 @@ if ! finished "$TX6"; then
     IN journalctl --since "@$since" --no-pager -o short-monotonic | grep -i -E "storekit|polkit|observer" | tail -12 | sed 's/^/  .. /'
 fi
 
+echo "== g. the polkit rule grants the daemon's user exactly that"
+# systemctl --no-ask-password as the user: polkit's answer is the error (or the lack of one).
+as_user_systemctl() {
+    local user=$1
+    shift
+    IN setpriv --reuid="$user" --regid="$user" --clear-groups -- systemctl --no-ask-password "$@" 2>&1 | head -1
+}
+granted=$(as_user_systemctl storekitd start storekit-example-app-observer@1000.service)
+granted_state=$(IN systemctl show -p ActiveState,User storekit-example-app-observer@1000.service | tr '\n' ' ')
+IN systemctl stop storekit-example-app-observer@1000.service
+stop=$(as_user_systemctl storekitd stop "$UNIT")
+other=$(as_user_systemctl storekitd start nosuch-observer@1000.service)
+plain=$(as_user_systemctl storekitd start dbus.service)
+alice=$(as_user_systemctl 1000 start storekit-example-app-observer@1000.service)
+denied() { case "$1" in *"Interactive authentication required"* | *"Access denied"*) return 0 ;; *) return 1 ;; esac; }
+check "g. polkit: storekitd may start registered observer instances only; nothing else, nobody else" \
+    "storekitd start ...@1000: '${granted:-ok}' ($granted_state); storekitd stop $UNIT: '$stop'; storekitd start nosuch-observer@1000.service: '$other'; storekitd start dbus.service: '$plain'; uid 1000 start ...@1000: '$alice'" \
+    eval '[ -z "$granted" ] && denied "$stop" && denied "$other" && denied "$plain" && denied "$alice" && IN systemctl -q is-active "$UNIT"'
+
 # ---------------------------------------------------------------------------------------------
 echo "== h. stop everything, start the client socket: both sockets are back"
 IN systemctl stop storekitd.service storekitd.socket storekitd-control.socket
@@ -386,6 +405,7 @@ check "h. stop all, start storekitd.socket: no stale files, both sockets listen,
 echo "== i. systemd-analyze security inside the container"
 exposure=$(IN systemd-analyze security --no-pager storekitd.service 2>&1 | grep "Overall exposure level")
 value=$(echo "$exposure" | grep -o '[0-9]*\.[0-9]' | head -1)
+note "storekitd.service: $(IN systemctl show -p TasksCurrent,TasksMax,MemoryCurrent,MemoryHigh,MemoryMax storekitd.service | tr '\n' ' ')threads $(IN sh -c "awk '/^Threads:/{print \$2}' /proc/$(MAINPID)/status")"
 check "i. systemd-analyze security storekitd.service" "${exposure:-no exposure line}" \
     python3 -c "import sys; sys.exit(0 if float('${value:-99}') <= 1.0 else 1)"
 
