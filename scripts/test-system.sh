@@ -144,6 +144,7 @@ mkdir -p "$ROOTFS/var/log/journal"
 # ---------------------------------------------------------------------------------------------
 # Boot, from cgroups of our own.
 echo "== boot"
+BOOT_START=$(date +%s)
 mkdir -p "${CGROUPS[@]}"
 procs=""
 for dir in "${CGROUPS[@]}"; do procs="$procs echo \$\$ > $dir/cgroup.procs;"; done
@@ -224,7 +225,7 @@ unfinished() {
 }
 
 state=$(IN systemctl is-system-running --wait 2>&1)
-note "booted in $(($(date +%s) - START)) s since the start of the test: system $state"
+note "booted in $(($(date +%s) - BOOT_START)) s: system $state"
 if [ "$state" != running ]; then
     IN systemctl --failed --no-legend | sed 's/^/  .. failed unit: /'
 fi
