@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "StoreKitConnection", dependencies: ["StoreKitWire", "StoreKitPosix"]),
 
         // Durable state and the logic over it.
-        .target(name: "StoreKitStore", dependencies: ["CSQLite", "CPosix", "StoreKitWire"]),
+        .target(name: "StoreKitStore", dependencies: ["CSQLite", "CPosix", "StoreKitPosix", "StoreKitWire"]),
         .target(name: "StoreKitEngine", dependencies: ["StoreKitStore", "StoreKitWire"]),
 
         // The daemon as a library, and its tiny main.
@@ -46,6 +46,7 @@ let package = Package(
 
         // Tests.
         .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),
+        .testTarget(name: "StoreKitPosixTests", dependencies: ["StoreKitPosix", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitWireTests", dependencies: ["StoreKitWire"]),
         .testTarget(name: "StoreKitStoreTests", dependencies: ["StoreKitStore", "StoreKitTestSupport"]),
         // Fixtures/ holds the project's own .storekit files, read by path from the tests.

@@ -176,11 +176,6 @@ static inline int storekit_start_writeback(int fd, __off64_t offset, __off64_t c
     return sync_file_range(fd, offset, count, 2 /* SYNC_FILE_RANGE_WRITE */);
 }
 
-/* A directory opened only to be referred to (O_PATH: no read permission needed), e.g. for fstatvfs. */
-static inline int storekit_open_directory_path(const char *path) {
-    return open(path, __O_PATH | O_DIRECTORY | O_CLOEXEC);
-}
-
 /* The type of the file system holding `path` (statfs f_type, e.g. 0xEF53 for ext4), or -1. */
 #include <sys/vfs.h>
 static inline long storekit_file_system_type(const char *path) {

@@ -38,31 +38,36 @@ public struct ConnectionError: Error, CustomStringConvertible, Sendable, Equatab
 /// A blocking, framed connection to one of storekitd's sockets. Not thread-safe: one owner
 /// (the CLI, the library's connection thread, a benchmark client) sends and receives.
 public final class WireConnection {
-    public let fd: Int32
+    /// The socket, owned here: closed by `close()`, or when the connection is released.
+    private var socket: FileDescriptor?
     public let path: String
     private var decoder = FrameDecoder(maximumBodySize: 64 << 20)
     /// poll() timeout of `receive()`: -1 (none) unless `setReceiveTimeout` was called.
     private var receiveTimeoutMilliseconds: Int32 = -1
     private var buffer = [UInt8](repeating: 0, count: 65_536)
-    public private(set) var closed = false
+
+    /// The socket's number, lent to poll it (the benchmark, tests): valid until `close()`; -1 after.
+    public var fd: Int32 {
+        switch socket {
+        case .some(let socket): socket.rawValue
+        case .none: -1
+        }
+    }
+
+    public var closed: Bool { socket == nil }
 
     /// Connects and performs the hello exchange; returns the daemon's welcome.
     public init(path: String) throws(ConnectionError) {
         self.path = path
         do {
-            fd = try UnixSocket.connect(path: path)
+            socket = FileDescriptor(adopting: try UnixSocket.connect(path: path))
         } catch {
             throw ConnectionError(.connect(error), path: path)
         }
     }
 
-    deinit { close() }
-
     public func close() {
-        if !closed {
-            closed = true
-            UnixSocket.close(fd)
-        }
+        try? socket.take()?.close()
     }
 
     /// Sends hello and waits for welcome. `uid` is what the daemon saw in SO_PEERCRED.
@@ -112,10 +117,13 @@ public final class WireConnection {
             // Wait in poll(POLLIN), not in read(): a reader blocked in read() is woken by the
             // daemon's every read of this socket too (the kernel signals free send space on the
             // same wait queue), a wake-up and a context switch for nothing; poll filters it.
-            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let polled = poll(&ready, 1, receiveTimeoutMilliseconds)
-            if polled == 0 { throw ConnectionError(.timedOut, path: path) }
-            if polled < 0 && errno != EINTR { throw ConnectionError(.io(Errno.current), path: path) }
+            let readable: Bool
+            do throws(Errno) {
+                readable = try UnixSocket.waitUntilReadable(fd, timeoutMilliseconds: receiveTimeoutMilliseconds)
+            } catch {
+                throw ConnectionError(.io(error), path: path)
+            }
+            guard readable else { throw ConnectionError(.timedOut, path: path) }
             let result = buffer.withUnsafeMutableBytes { raw in
                 Result { () throws(Errno) -> IOResult in try UnixSocket.read(fd, into: raw) }
             }
@@ -136,8 +144,7 @@ public final class WireConnection {
     /// Makes `receive()` throw `.timedOut` when nothing arrives for `seconds` (SO_RCVTIMEO).
     public func setReceiveTimeout(_ seconds: Double) {
         receiveTimeoutMilliseconds = Int32(max(1, (seconds * 1000).rounded(.up)))
-        var value = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size))
+        _ = try? UnixSocket.setReceiveTimeout(fd, seconds: seconds)
     }
 
     /// Whether a whole message is already buffered (no syscall).
@@ -157,7 +164,7 @@ public enum SocketLocation {
         if getuid() == 0 { return "/run/storekitd" }
         if let xdg = environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") {
             let own = xdg + "/storekitd"
-            if access(own + "/storekitd.sock", F_OK) == 0, (try? PrivateDirectory.check(own)) != nil { return own }
+            if FileSystem.exists(own + "/storekitd.sock"), (try? PrivateDirectory.check(own)) != nil { return own }
         }
         return "/run/storekitd"
     }

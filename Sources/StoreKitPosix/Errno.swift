@@ -19,6 +19,14 @@ public struct Errno: Error, Equatable, Hashable, CustomStringConvertible, Sendab
     public static let connectionReset = Errno(rawValue: ECONNRESET)
     public static let noSpace = Errno(rawValue: ENOSPC)
     public static let addressInUse = Errno(rawValue: EADDRINUSE)
+    public static let badFileDescriptor = Errno(rawValue: EBADF)
+    public static let fileExists = Errno(rawValue: EEXIST)
+    public static let invalidArgument = Errno(rawValue: EINVAL)
+    public static let notSupported = Errno(rawValue: EOPNOTSUPP)
+    public static let notImplemented = Errno(rawValue: ENOSYS)
+    public static let diskQuotaExceeded = Errno(rawValue: EDQUOT)
+    /// What opening a symbolic link with `O_NOFOLLOW` fails with.
+    public static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
 
     public var description: String { String(cString: strerror(rawValue)) }
 }

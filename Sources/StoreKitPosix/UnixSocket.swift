@@ -92,6 +92,19 @@ public enum UnixSocket {
         return String(decoding: buffer[0..<count], as: UTF8.self)
     }
 
+    /// Waits up to `timeoutMilliseconds` (-1: no limit) until `fd` is readable or its peer hung up
+    /// (poll POLLIN); false when the time ran out.
+    public static func waitUntilReadable(_ fd: Int32, timeoutMilliseconds: Int32) throws(Errno) -> Bool {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return try retryingSyscall { poll(&descriptor, 1, timeoutMilliseconds) } > 0
+    }
+
+    /// SO_RCVTIMEO: a blocking read of `fd` gives up (EAGAIN) after `seconds`.
+    public static func setReceiveTimeout(_ fd: Int32, seconds: Double) throws(Errno) {
+        var value = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
+        _ = try retryingSyscall { setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size)) }
+    }
+
     public static func setNonBlocking(_ fd: Int32, _ on: Bool) throws(Errno) {
         _ = try retryingSyscall { storekit_set_nonblocking(fd, on ? 1 : 0) }
     }

@@ -1,5 +1,5 @@
-import CPosix
 import CSQLite
+import StoreKitPosix
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -29,6 +29,10 @@ import Glibc
 /// Recovery reads both segments, keeps the valid records in LSN order and returns those after the
 /// database's own LSN, which the store applies before it serves. Not thread-safe except for
 /// `durable`, which the checkpoint thread advances.
+///
+/// The log owns both segments' descriptors; they close when it is released. A `syncer` is lent
+/// their numbers (`FileDescriptor.Lent`) with each request: the daemon stops it, after
+/// `waitForSync`, before it releases the store and with it the log.
 public final class CommitLog {
     /// The highest LSN whose changes are durable in the database file (set by the checkpointer).
     public final class DurableMark: Sendable {
@@ -81,9 +85,10 @@ public final class CommitLog {
         public var problems: [String] = []
     }
 
-    struct Segment {
+    /// One segment file: its descriptor and where appends go in it.
+    struct Segment: ~Copyable {
         let path: String
-        var fd: Int32 = -1
+        let file: FileDescriptor
         var salt: UInt64 = 0
         var firstLSN: UInt64 = 0
         /// LSN of the last record written since this segment was started; 0: none.
@@ -107,7 +112,7 @@ public final class CommitLog {
     public let database: UInt64
     public let durable = DurableMark()
     let switchSize: Int
-    private(set) var segments: [Segment]
+    private var segments: InlineArray<2, Segment>
     private(set) var active = 0
     /// The LSN the next append must carry.
     public private(set) var nextLSN: UInt64 = 1
@@ -134,24 +139,28 @@ public final class CommitLog {
         self.databasePath = databasePath
         self.database = database
         self.switchSize = max(switchSize, 4096)
-        segments = [Segment(path: Self.segmentPath(databasePath, 0)), Segment(path: Self.segmentPath(databasePath, 1))]
         var created = false
-        for index in segments.indices {
-            let path = segments[index].path
-            let existed = access(path, F_OK) == 0
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-            guard fd >= 0 else { throw Self.error(path, "cannot open the commit log") }
-            segments[index].fd = fd
+        func openSegment(_ index: Int) throws(StoreError) -> Segment {
+            let path = Self.segmentPath(databasePath, index)
+            let existed = FileSystem.exists(path)
+            let file: FileDescriptor
+            do throws(Errno) {
+                file = try FileDescriptor.open(path, .readWrite, options: [.create, .closeOnExec, .noFollow], permissions: 0o600)
+            } catch {
+                throw Self.error(path, "cannot open the commit log", error)
+            }
             created = created || !existed
-            var info = stat()
-            fstat(fd, &info)
-            segments[index].allocated = Int(info.st_size)
+            let size = (try? file.status())?.st_size ?? 0
+            return Segment(path: path, file: file, allocated: Int(size))
         }
-        if !Self.lock(segments[0].fd) {
-            let reason = errno == EWOULDBLOCK ? "another process (storekitd?) has this database open" : String(cString: strerror(errno))
-            closeFiles()
-            throw StoreError(.busy, path: segments[0].path, message: "cannot lock the commit log: \(reason)")
+        // Both opened before the lock is tried: a refusal closes them as it leaves this scope.
+        let first = try openSegment(0)
+        let second = try openSegment(1)
+        if let refusal = Self.lock(first.file) {
+            let reason = refusal == .wouldBlock ? "another process (storekitd?) has this database open" : refusal.description
+            throw StoreError(.busy, path: first.path, message: "cannot lock the commit log: \(reason)")
         }
+        segments = [first, second]
         if created { try TransactionStore.syncDirectory(of: segments[0].path) }
     }
 
@@ -161,22 +170,17 @@ public final class CommitLog {
     /// Takes the exclusive lock, waiting up to `lockWait` ms for it. The lock belongs to the open
     /// file description, which a child forked by any thread of the process holding it shares until
     /// its exec closes it: a database closed and opened again at once can find it held for a moment.
-    private static func lock(_ fd: Int32) -> Bool {
+    /// Nil once locked; else why not (`.wouldBlock`: still held by another at the deadline).
+    private static func lock(_ file: borrowing FileDescriptor) -> Errno? {
         let deadline = DiskSpaceGuard.monotonicMilliseconds() + lockWait
-        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            if errno == EINTR { continue }
-            guard errno == EWOULDBLOCK, DiskSpaceGuard.monotonicMilliseconds() < deadline else { return false }
+        while true {
+            do throws(Errno) {
+                if try file.tryLockExclusive() { return nil }
+            } catch {
+                return error
+            }
+            guard DiskSpaceGuard.monotonicMilliseconds() < deadline else { return .wouldBlock }
             usleep(2_000)
-        }
-        return true
-    }
-
-    deinit { closeFiles() }
-
-    private func closeFiles() {
-        for index in segments.indices where segments[index].fd >= 0 {
-            close(segments[index].fd)
-            segments[index].fd = -1
         }
     }
 
@@ -186,15 +190,15 @@ public final class CommitLog {
     public func recover(after appliedLSN: UInt64) -> Recovery {
         var recovery = Recovery()
         var byLSN: [UInt64: [UInt8]] = [:]
-        for segment in segments {
-            guard let header = Self.parseHeader(Self.read(segment.fd, from: 0, count: Self.headerSize)) else { continue }
+        for index in segments.indices {
+            guard let header = Self.parseHeader(Self.read(segments[index].file, from: 0, count: Self.headerSize)) else { continue }
             guard header.database == database else {
                 if header.firstLSN != 0 {
-                    recovery.problems.append("\(segment.path) belongs to another database; its records were not applied")
+                    recovery.problems.append("\(segments[index].path) belongs to another database; its records were not applied")
                 }
                 continue
             }
-            for record in Self.readRecords(segment.fd, salt: header.salt, firstLSN: header.firstLSN) where record.lsn > appliedLSN {
+            for record in Self.readRecords(segments[index].file, salt: header.salt, firstLSN: header.firstLSN) where record.lsn > appliedLSN {
                 byLSN[record.lsn] = record.payload
             }
         }
@@ -211,19 +215,18 @@ public final class CommitLog {
     }
 
     /// Copies both segment files to `<segment>.kept-<suffix>`, for records recovery could not
-    /// apply, before `start` writes over them. Best effort: returns the paths written.
+    /// apply, before `start` writes over them. Best effort: returns the paths written (a segment
+    /// that cannot be read whole is not copied).
     public func keepCopies(suffix: String) -> [String] {
         var kept: [String] = []
-        for segment in segments {
-            var info = stat()
-            guard fstat(segment.fd, &info) == 0 else { continue }
-            let bytes = Self.read(segment.fd, from: 0, count: Int(info.st_size))
-            let path = segment.path + ".kept-" + suffix
-            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-            guard fd >= 0 else { continue }
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if written == bytes.count && fsync(fd) == 0 { kept.append(path) }
-            close(fd)
+        for index in segments.indices {
+            guard let size = (try? segments[index].file.status())?.st_size,
+                  let bytes = try? segments[index].file.read(atAbsoluteOffset: 0, count: Int(size)) else { continue }
+            let path = segments[index].path + ".kept-" + suffix
+            guard let copy = try? FileDescriptor.open(path, .writeOnly, options: [.create, .exclusive, .closeOnExec, .noFollow],
+                                                      permissions: 0o600) else { continue }
+            if (try? copy.write(bytes, toAbsoluteOffset: 0)) != nil, (try? copy.synchronize()) != nil { kept.append(path) }
+            try? copy.close()
         }
         return kept
     }
@@ -233,7 +236,7 @@ public final class CommitLog {
     public func start(nextLSN: UInt64) throws(StoreError) {
         for index in segments.indices {
             // A segment that grew while checkpoints lagged goes back to its usual size.
-            if segments[index].allocated > 2 * switchSize, ftruncate(segments[index].fd, off_t(switchSize)) == 0 {
+            if segments[index].allocated > 2 * switchSize, (try? segments[index].file.resize(to: switchSize)) != nil {
                 segments[index].allocated = switchSize
             }
             try preallocate(index, to: switchSize + Self.headerSize)
@@ -277,8 +280,10 @@ public final class CommitLog {
             } catch {
                 // The bytes may have reached the disk although the write (or its sync) failed:
                 // spoil the record's magic so that no recovery takes an unacknowledged record.
-                var spoiled: UInt32 = 0
-                _ = pwrite(segments[active].fd, &spoiled, 4, off_t(segments[active].end + 4))
+                let spoiled: UInt32 = 0
+                withUnsafeBytes(of: spoiled) { raw in
+                    _ = try? segments[active].file.write(raw, toAbsoluteOffset: segments[active].end + 4)
+                }
                 throw error
             }
             makeDurable(active, through: lsn)
@@ -371,13 +376,13 @@ public final class CommitLog {
 
     /// The valid records from the start of the segment: each must check out and carry the next
     /// LSN. Reads only as far as the records go, not the zero-filled rest of the file.
-    static func readRecords(_ fd: Int32, salt: UInt64, firstLSN: UInt64) -> [Record] {
+    static func readRecords(_ file: borrowing FileDescriptor, salt: UInt64, firstLSN: UInt64) -> [Record] {
         guard firstLSN != 0 else { return [] }
         var records: [Record] = []
         var offset = headerSize
         var expected = firstLSN
         while true {
-            let header = read(fd, from: offset, count: recordHeaderSize)
+            let header = read(file, from: offset, count: recordHeaderSize)
             guard header.count == recordHeaderSize else { break }
             let (length, magic, lsn, stored) = header.withUnsafeBytes { raw in
                 (Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt32.self))),
@@ -387,7 +392,7 @@ public final class CommitLog {
             }
             guard magic == recordMagic, lsn == expected, length <= maximumPayload else { break }
             let padded = length + (8 - length % 8) % 8
-            let body = read(fd, from: offset + recordHeaderSize, count: padded)
+            let body = read(file, from: offset + recordHeaderSize, count: padded)
             guard body.count == padded else { break }
             let valid = header.withUnsafeBytes { head in
                 body.withUnsafeBytes { payload in
@@ -421,29 +426,23 @@ public final class CommitLog {
             try preallocate(index, to: max(offset + buffer.count, segments[index].allocated + switchSize),
                             writeBackFrom: offset + buffer.count)
         }
-        let fd = segments[index].fd
-        var flags = durably && perWriteSync ? Self.writeDurably : 0
-        let failed = buffer.withUnsafeBytes { raw -> Bool in
-            var written = 0
-            while written < raw.count {
-                let count = storekit_pwrite_flags(fd, raw.baseAddress! + written, raw.count - written,
-                                                  off_t(offset + written), flags)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    if flags != 0 && [EOPNOTSUPP, EINVAL, ENOSYS].contains(errno) {
-                        // A kernel or file system without RWF_DSYNC: write, then fdatasync.
-                        perWriteSync = false
-                        flags = 0
-                        continue
-                    }
-                    return true
-                }
-                written += count
+        var flags: FileDescriptor.WriteFlags = durably && perWriteSync ? .dataSync : []
+        while let failure = buffer.withUnsafeBytes({ raw -> Errno? in
+            do throws(Errno) {
+                try segments[index].file.write(raw, toAbsoluteOffset: offset, flags: flags)
+                return nil
+            } catch {
+                return error
             }
-            return false
+        }) {
+            guard !flags.isEmpty, failure == .notSupported || failure == .invalidArgument || failure == .notImplemented else {
+                throw Self.error(segments[index].path, "cannot write the commit log", failure)
+            }
+            // A kernel or file system without RWF_DSYNC: write (the same bytes again), then fdatasync.
+            perWriteSync = false
+            flags = []
         }
-        if failed { throw Self.error(segments[index].path, "cannot write the commit log") }
-        if durably && flags == 0 { try sync(index) }
+        if durably && flags.isEmpty { try sync(index) }
     }
 
     /// False once the kernel refused `RWF_DSYNC`.
@@ -458,22 +457,25 @@ public final class CommitLog {
     /// `writeBackFrom`, where the record about to be written ends: that record's own write
     /// allocates the pages it covers, without first waiting for zeros written there.
     private func preallocate(_ index: Int, to size: Int, writeBackFrom: Int = 0) throws(StoreError) {
-        let fd = segments[index].fd
-        let zeros = [UInt8](repeating: 0, count: 64 * 1024)
         let from = segments[index].allocated
         guard from < size else { return }
+        let zeros = [UInt8](repeating: 0, count: 64 * 1024)
         var offset = from
         while offset < size {
             let count = min(zeros.count, size - offset)
-            let written = zeros.withUnsafeBytes { pwrite(fd, $0.baseAddress!, count, off_t(offset)) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw Self.error(segments[index].path, "cannot grow the commit log")
+            let failure = zeros.withUnsafeBytes { raw -> Errno? in
+                do throws(Errno) {
+                    try segments[index].file.write(UnsafeRawBufferPointer(rebasing: raw[0..<count]), toAbsoluteOffset: offset)
+                    return nil
+                } catch {
+                    return error
+                }
             }
-            offset += written
+            if let failure { throw Self.error(segments[index].path, "cannot grow the commit log", failure) }
+            offset += count
         }
         let writeBack = max(from, (writeBackFrom + 4095) / 4096 * 4096)
-        if writeBack < size { _ = storekit_start_writeback(fd, __off64_t(writeBack), __off64_t(size - writeBack)) }
+        if writeBack < size { _ = try? segments[index].file.startWriteback(from: writeBack, count: size - writeBack) }
         segments[index].allocated = size
     }
 
@@ -483,31 +485,23 @@ public final class CommitLog {
     /// `RWF_DSYNC` or synced), or asks the syncer to sync it.
     private func makeDurable(_ index: Int, through lsn: UInt64) {
         if let syncer, deferSync {
-            syncer.request(lsn, fd: segments[index].fd)
+            syncer.request(lsn, file: segments[index].file.lent)
         } else {
             syncedHere = lsn
         }
     }
 
     private func sync(_ index: Int) throws(StoreError) {
-        while fdatasync(segments[index].fd) != 0 {
-            if errno == EINTR { continue }
-            throw Self.error(segments[index].path, "cannot fsync the commit log")
+        do throws(Errno) {
+            try segments[index].file.synchronizeData()
+        } catch {
+            throw Self.error(segments[index].path, "cannot fsync the commit log", error)
         }
     }
 
-    static func read(_ fd: Int32, from offset: Int, count: Int) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        bytes.withUnsafeMutableBytes { raw in
-            while done < count {
-                let read = pread(fd, raw.baseAddress! + done, count - done, off_t(offset + done))
-                if read < 0 && errno == EINTR { continue }
-                if read <= 0 { break }
-                done += read
-            }
-        }
-        return done == count ? bytes : Array(bytes[0..<done])
+    /// Up to `count` bytes from `offset`; fewer at the end of the file, none when it cannot be read.
+    static func read(_ file: borrowing FileDescriptor, from offset: Int, count: Int) -> [UInt8] {
+        (try? file.read(atAbsoluteOffset: offset, count: count)) ?? []
     }
 
     static func randomSalt() -> UInt64 {
@@ -516,11 +510,8 @@ public final class CommitLog {
         return salt
     }
 
-    /// `RWF_DSYNC` (Linux 4.7).
-    static let writeDurably: Int32 = 0x2
-
-    static func error(_ path: String, _ what: String) -> StoreError {
-        let code: StoreError.Code = errno == ENOSPC || errno == EDQUOT ? .full : .io
-        return StoreError(code, path: path, message: "\(what): \(String(cString: strerror(errno)))")
+    static func error(_ path: String, _ what: String, _ errno: Errno) -> StoreError {
+        let code: StoreError.Code = errno == .noSpace || errno == .diskQuotaExceeded ? .full : .io
+        return StoreError(code, path: path, message: "\(what): \(errno)")
     }
 }

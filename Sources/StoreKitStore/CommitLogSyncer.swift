@@ -1,8 +1,6 @@
 import Foundation
+import StoreKitPosix
 import Synchronization
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Runs the commit log's `fdatasync` on a thread of its own: pipelined group commit.
 ///
@@ -14,11 +12,14 @@ import Glibc
 ///
 /// A failed fdatasync cannot be retried safely (the kernel may have dropped the dirty pages), so it
 /// is reported through `failure` and no LSN after it is ever declared synced.
+///
+/// It owns no descriptor: the commit log lends its segments' numbers with each request and keeps
+/// them open until it is released, which the daemon does only after `stop()`.
 public final class CommitLogSyncer: @unchecked Sendable {
     private let condition = NSCondition()
     /// Guarded by `condition`.
     private var requested: UInt64 = 0
-    private var files: Set<Int32> = []
+    private var files: Set<FileDescriptor.Lent> = []
     private var running = true
     private var failureMessage: String?
 
@@ -52,11 +53,11 @@ public final class CommitLogSyncer: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Asks for everything written to `fd` up to `lsn` to be made durable.
-    func request(_ lsn: UInt64, fd: Int32) {
+    /// Asks for everything written to `file` up to `lsn` to be made durable.
+    func request(_ lsn: UInt64, file: FileDescriptor.Lent) {
         condition.lock()
         requested = max(requested, lsn)
-        files.insert(fd)
+        files.insert(file)
         condition.signal()
         condition.unlock()
     }
@@ -75,11 +76,11 @@ public final class CommitLogSyncer: @unchecked Sendable {
             condition.unlock()
 
             var failed: String?
-            for fd in dirty {
-                while fdatasync(fd) != 0 {
-                    if errno == EINTR { continue }
-                    failed = "fdatasync of the commit log failed: \(String(cString: strerror(errno)))"
-                    break
+            for file in dirty {
+                do throws(Errno) {
+                    try file.synchronizeData()
+                } catch {
+                    failed = "fdatasync of the commit log failed: \(error)"
                 }
             }
             if let failed {

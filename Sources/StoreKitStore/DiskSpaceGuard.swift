@@ -1,4 +1,4 @@
-import CPosix
+import StoreKitPosix
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,8 +44,8 @@ public final class DiskSpaceGuard {
     private let databasePath: String
     private let directory: String
     /// The directory, open for `fstatvfs`: measuring before every unit of work then costs no
-    /// path lookup (which was most of a `statvfs`). -1 if it could not be opened.
-    private let directoryFD: Int32
+    /// path lookup (which was most of a `statvfs`). Nil if it could not be opened.
+    private let directoryFile: FileDescriptor?
     private var lastRecoveryAttempt: Int64 = 0
     private var checkpointWanted = false
 
@@ -60,26 +60,24 @@ public final class DiskSpaceGuard {
         } else {
             directory = "."
         }
-        directoryFD = storekit_open_directory_path(directory)
-    }
-
-    deinit {
-        if directoryFD >= 0 { close(directoryFD) }
+        directoryFile = try? FileDescriptor.open(directory, .readOnly, options: [.pathOnly, .directory, .closeOnExec])
     }
 
     // MARK: Measuring
 
     /// Bytes an unprivileged writer may still allocate in the database's file system.
     public func freeBytes() -> Int? {
-        var info = statvfs()
-        let status = directoryFD >= 0 ? fstatvfs(directoryFD, &info) : statvfs(directory, &info)
-        guard status == 0 else { return nil }
-        return Int(info.f_bavail) * Int(info.f_frsize)
+        let statistics: statvfs?
+        switch directoryFile {
+        case .some(let file): statistics = try? file.fileSystemStatistics()
+        case .none: statistics = try? FileSystem.statistics(ofFileSystemAt: directory)
+        }
+        guard let statistics else { return nil }
+        return Int(statistics.f_bavail) * Int(statistics.f_frsize)
     }
 
     static func fileSize(_ path: String) -> Int {
-        var info = stat()
-        return stat(path, &info) == 0 ? Int(info.st_size) : 0
+        (try? FileSystem.status(of: path)).map { Int($0.st_size) } ?? 0
     }
 
     static func monotonicMilliseconds() -> Int64 {
@@ -90,22 +88,21 @@ public final class DiskSpaceGuard {
 
     // MARK: The reserve file
 
-    private var hasReserve: Bool { access(reservePath, F_OK) == 0 }
+    private var hasReserve: Bool { FileSystem.exists(reservePath) }
 
     private func releaseReserve() {
-        unlink(reservePath)
+        try? FileSystem.remove(reservePath)
     }
 
     /// Allocates the reserve; false (and no file left) when the space is not there.
     private func createReserve() -> Bool {
         guard reserveSize > 0 else { return true }
         if Self.fileSize(reservePath) >= reserveSize { return true }
-        let fd = open(reservePath, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { return false }
-        let status = posix_fallocate(fd, 0, off_t(reserveSize))
-        let synced = status == 0 && fsync(fd) == 0
-        close(fd)
-        if !synced { unlink(reservePath) }
+        guard let reserve = try? FileDescriptor.open(reservePath, .writeOnly, options: [.create, .closeOnExec, .noFollow],
+                                                     permissions: 0o600) else { return false }
+        let synced = (try? reserve.allocate(count: reserveSize)) != nil && (try? reserve.synchronize()) != nil
+        try? reserve.close()
+        if !synced { try? FileSystem.remove(reservePath) }
         return synced
     }
 

@@ -1,4 +1,5 @@
 import CSQLite
+import StoreKitPosix
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,26 +34,28 @@ extension TransactionStore {
         guard destination.hasPrefix("/") else {
             throw StoreError(.other(SQLITE_MISUSE), path: destination, message: "the backup file must be an absolute path")
         }
-        for suffix in ["-journal", "-wal", "-shm"] where access(destination + suffix, F_OK) == 0 {
+        for suffix in ["-journal", "-wal", "-shm"] where FileSystem.exists(destination + suffix) {
             throw StoreError(.other(SQLITE_CANTOPEN), path: destination,
                              message: "\(destination + suffix) exists; choose another name (a backup never overwrites)")
         }
         // Claim the name first: O_EXCL makes "never overwrite" atomic.
-        let fd = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            let reason = errno == EEXIST ? "it already exists (a backup never overwrites)" : String(cString: strerror(errno))
-            let code: StoreError.Code = errno == ENOSPC ? .full : .other(SQLITE_CANTOPEN)
+        do throws(Errno) {
+            let claimed = try FileDescriptor.open(destination, .writeOnly, options: [.create, .exclusive, .closeOnExec],
+                                                  permissions: 0o600)
+            try? claimed.close()
+        } catch {
+            let reason = error == .fileExists ? "it already exists (a backup never overwrites)" : error.description
+            let code: StoreError.Code = error == .noSpace ? .full : .other(SQLITE_CANTOPEN)
             throw StoreError(code, path: destination, message: "cannot create the backup file: \(reason)")
         }
-        close(fd)
         do {
             try copy(into: destination)
             let report = try verify(destination, started: started)
             try Self.syncDirectory(of: destination)
             return report
         } catch {
-            unlink(destination)
-            unlink(destination + "-journal")
+            try? FileSystem.remove(destination)
+            try? FileSystem.remove(destination + "-journal")
             throw error
         }
     }
@@ -105,21 +108,23 @@ extension TransactionStore {
     }
 
     /// Makes the new file and its directory entry durable.
+    /// (Either is skipped when it cannot be opened.)
     static func syncDirectory(of file: String) throws(StoreError) {
-        let fileFD = open(file, O_RDONLY | O_CLOEXEC)
-        if fileFD >= 0 {
-            defer { close(fileFD) }
-            guard fsync(fileFD) == 0 else {
-                throw StoreError(.io, path: file, message: "cannot sync the backup: \(String(cString: strerror(errno)))")
+        if let opened = try? FileDescriptor.open(file, .readOnly, options: [.closeOnExec]) {
+            let synced = Result { () throws(Errno) in try opened.synchronize() }
+            try? opened.close()
+            if case .failure(let error) = synced {
+                throw StoreError(.io, path: file, message: "cannot sync the backup: \(error)")
             }
         }
         guard let slash = file.lastIndex(of: "/") else { return }
         let directory = slash == file.startIndex ? "/" : String(file[..<slash])
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        if fsync(fd) != 0 && errno != EINVAL {
-            throw StoreError(.io, path: file, message: "cannot sync the backup's directory: \(String(cString: strerror(errno)))")
+        guard let opened = try? FileDescriptor.open(directory, .readOnly, options: [.directory, .closeOnExec]) else { return }
+        let synced = Result { () throws(Errno) in try opened.synchronize() }
+        try? opened.close()
+        // A file system that cannot sync a directory says EINVAL: nothing more can be done there.
+        if case .failure(let error) = synced, error != .invalidArgument {
+            throw StoreError(.io, path: file, message: "cannot sync the backup's directory: \(error)")
         }
     }
 }

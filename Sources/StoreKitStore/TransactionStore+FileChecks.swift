@@ -1,4 +1,5 @@
 import CSQLite
+import StoreKitPosix
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,8 +20,7 @@ extension TransactionStore {
     /// (the store creates them so, and SQLite gives `-wal` and `-shm` the database's mode).
     static func refuseLinks(databasePath path: String) throws(StoreError) {
         for file in files(databasePath: path) {
-            var status = stat()
-            guard lstat(file, &status) == 0 else { continue }
+            guard let status = try? FileSystem.status(of: file, followingSymlinks: false) else { continue }
             guard status.st_mode & S_IFMT == S_IFREG else {
                 throw StoreError(.io, path: file, message: status.st_mode & S_IFMT == S_IFLNK
                     ? "\(file) is a symbolic link; the state directory must hold the store's own files only"
@@ -29,8 +29,12 @@ extension TransactionStore {
             guard status.st_nlink == 1 else {
                 throw StoreError(.io, path: file, message: "\(file) has \(status.st_nlink) hard links; the state directory must hold the store's own files only")
             }
-            if status.st_mode & 0o077 != 0, chmod(file, 0o600) != 0 {
-                throw StoreError(.io, path: file, message: "cannot make \(file) private (0600): \(String(cString: strerror(errno)))")
+            if status.st_mode & 0o077 != 0 {
+                do throws(Errno) {
+                    try FileSystem.setPermissions(of: file, to: 0o600)
+                } catch {
+                    throw StoreError(.io, path: file, message: "cannot make \(file) private (0600): \(error)")
+                }
             }
         }
     }
@@ -42,19 +46,22 @@ extension TransactionStore {
     /// leave the main file short, and the WAL holds the pages that complete it.
     static func checkSize(path: String) throws(StoreError) {
         if DiskSpaceGuard.fileSize(path + "-wal") > 0 { return }
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else {
-            throw StoreError(.io, path: path, message: "cannot open: \(String(cString: strerror(errno)))")
+        let file: FileDescriptor
+        do throws(Errno) {
+            file = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .noFollow])
+        } catch {
+            throw StoreError(.io, path: path, message: "cannot open: \(error)")
         }
-        defer { close(fd) }
-        var header = [UInt8](repeating: 0, count: 100)
-        let count = read(fd, &header, 100)
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            throw StoreError(.io, path: path, message: "cannot stat: \(String(cString: strerror(errno)))")
+        // Unreadable counts as too short: the file is refused as truncated below.
+        let header = (try? file.read(atAbsoluteOffset: 0, count: 100)) ?? []
+        let fileSize: Int
+        do throws(Errno) {
+            fileSize = Int(try file.status().st_size)
+        } catch {
+            throw StoreError(.io, path: path, message: "cannot stat: \(error)")
         }
-        let fileSize = Int(info.st_size)
-        guard count == 100 else {
+        try? file.close()
+        guard header.count == 100 else {
             throw StoreError(.corrupt, path: path,
                              message: "the database is truncated: the file has \(fileSize) bytes, less than an SQLite header; refusing to touch it")
         }

@@ -1,4 +1,5 @@
 import CSQLite
+import StoreKitPosix
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
@@ -97,8 +98,10 @@ public final class TransactionStore {
     public init(path: String, spaceReserve: Int) throws(StoreError) {
         try Self.refuseLinks(databasePath: path)
         // Created here, 0600 whatever the umask (SQLite would make it 0644): `-wal` and `-shm` follow its mode.
-        let created = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        if created >= 0 { close(created) }
+        if let created = try? FileDescriptor.open(path, .writeOnly, options: [.create, .exclusive, .closeOnExec, .noFollow],
+                                                  permissions: 0o600) {
+            try? created.close()
+        }
         space = DiskSpaceGuard(databasePath: path, reserveSize: spaceReserve)
         space.prepareForOpen()
         let existed = try Self.checkHeader(path: path)
@@ -172,17 +175,18 @@ public final class TransactionStore {
 
     /// Reads the first 16 bytes: an existing non-empty file must be an SQLite 3 database.
     private static func checkHeader(path: String) throws(StoreError) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd < 0 {
-            if errno == ENOENT { return false }
-            throw StoreError(.io, path: path, message: "cannot open: \(String(cString: strerror(errno)))")
+        let file: FileDescriptor
+        do throws(Errno) {
+            file = try FileDescriptor.open(path, .readOnly, options: [.closeOnExec, .noFollow])
+        } catch {
+            if error == .notFound { return false }
+            throw StoreError(.io, path: path, message: "cannot open: \(error)")
         }
-        defer { close(fd) }
-        var header = [UInt8](repeating: 0, count: 16)
-        let count = read(fd, &header, 16)
-        if count == 0 { return false }
+        let header = try? file.read(atAbsoluteOffset: 0, count: 16)   // nil (unreadable): not a database
+        try? file.close()
+        if header?.isEmpty == true { return false }
         let magic = Array("SQLite format 3\0".utf8)
-        guard count == 16, header == magic else {
+        guard header == magic else {
             throw StoreError(.notADatabase, path: path, message: "file is not an SQLite database (bad header); refusing to touch it")
         }
         return true
