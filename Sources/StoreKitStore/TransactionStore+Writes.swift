@@ -1,0 +1,227 @@
+import CSQLite
+import StoreKitPosix
+import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Writes of transactions: ids and sequence numbers, inserts (held in memory when known new),
+// guarded transitions, finishing and refunds.
+
+extension TransactionStore {
+    // MARK: Allocation
+
+    /// A new transaction id: above every id this database gave, and at least the clock's id, so
+    /// that a database created later (a reinstall, another `--state-dir`, a restore into a fresh
+    /// directory) never gives an id an earlier one gave: apps key what they granted by it.
+    public func allocateTransactionID() -> UInt64 {
+        precondition(inTransaction, "id allocated outside a unit of work")
+        let id = max(nextID, Self.clockTransactionID())
+        nextID = id + 1
+        return id
+    }
+
+    /// Microseconds since 2026-01-01T00:00:00Z, above `firstTransactionID`: 16 decimal digits,
+    /// like the App Store's, for the next 250 years. No daemon gives ids faster than one per
+    /// microsecond, so ids from the clock stay ahead of every id given earlier on this machine
+    /// unless the wall clock is set back.
+    static func clockTransactionID() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let microseconds = Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000 - clockEpochMicroseconds
+        return firstTransactionID + UInt64(max(microseconds, 0))
+    }
+
+    static let clockEpochMicroseconds: Int64 = 1_767_225_600 * 1_000_000
+
+    /// The next per-(uid, app) sequence number (stored at the next `save()`; after a crash,
+    /// recomputed from the rows that carry it).
+    public func nextSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
+        precondition(inTransaction, "sequence allocated outside a unit of work")
+        let key = QueueKey(uid: uid, app: app)
+        let last: UInt64
+        if let cached = sequences[key] {
+            last = cached
+        } else {
+            let select = try database.statement("SELECT last FROM sequences WHERE uid = ? AND app = ?")
+            select.bind(1, Int64(uid))
+            select.bind(2, app)
+            last = try select.firstRow { UInt64($0.int64(0)) } ?? 0
+        }
+        let next = last + 1
+        sequences[key] = next
+        movedSequences.insert(key)
+        return next
+    }
+
+    /// Stores the counters that moved since the last save (numbers handed out by a request that
+    /// was undone stay used: gaps are harmless).
+    func storeMovedSequences() throws(StoreError) {
+        guard !movedSequences.isEmpty else { return }
+        let upsert = try database.statement("""
+            INSERT INTO sequences(uid, app, last) VALUES(?, ?, ?)
+            ON CONFLICT(uid, app) DO UPDATE SET last = excluded.last
+            """)
+        for key in movedSequences {
+            guard let last = sequences[key] else { continue }
+            upsert.reset()
+            upsert.bind(1, Int64(key.uid))
+            upsert.bind(2, key.app)
+            upsert.bind(3, Int64(last))
+            try upsert.run()
+        }
+        movedSequences.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: Writes
+
+    /// Adds a new transaction; a second row with its id, or with its payment key in its queue, is
+    /// refused. In a unit of work, a row whose id and key are known to be new (an id from
+    /// `allocateTransactionID()`, a key that `transaction(uid:app:paymentKey:)` just found in no
+    /// row) is held (`HeldRows`) and its INSERT recorded for the commit log: it reaches SQLite
+    /// at the next save or at a query that needs it. Any other row is inserted at once.
+    public func insert(_ record: TransactionRecord, paymentKey: String? = nil) throws(StoreError) {
+        // On a full disk the space left goes to finishing what exists, not to new transactions.
+        if let refusal = space.newTransactionRefusal { throw StoreError(.full, path: path, message: refusal) }
+        let key = paymentKey.map { StoredPaymentKey(uid: record.uid, app: record.app, key: $0) }
+        if held.row(id: record.id) != nil || key.flatMap({ held.row(key: $0) }) != nil {
+            throw StoreError(.other(SQLITE_CONSTRAINT | (8 << 8)), path: path,   // SQLITE_CONSTRAINT_UNIQUE
+                             message: "transaction \(record.id) or its payment key is taken already")
+        }
+        let keyKnownNew = key.map { $0 == absentPaymentKey } ?? true
+        let knownNew = keyKnownNew && record.id >= unusedIDsFrom && record.id > highestInsertedID
+        let values = Self.insertValues(record, paymentKey: paymentKey)
+        if inTransaction && knownNew {
+            try database.recordWithoutRunning(Self.insertSQL, values)
+            held.add(HeldRows.Row(record: record.storedForm, key: key, heldSince: DiskSpaceGuard.monotonicMilliseconds()))
+        } else {
+            let insert = try database.statement(Self.insertSQL)
+            insert.bind(values)
+            try insert.run()
+        }
+        highestInsertedID = max(highestInsertedID, record.id)
+        if !record.finished { unfinishedCounts[QueueKey(uid: record.uid, app: record.app)]? += 1 }
+        if let key {
+            absentPaymentKey = nil
+            noteKeyInserted(key)
+        }
+    }
+
+    func writeHeldRows() throws(StoreError) {
+        guard !held.isEmpty else { return }
+        try write(held.allIDs)
+    }
+
+    /// Writes the rows held `age` ms or longer into the SQLite transaction, between units of
+    /// work: spread over the loop's turns, not all at the next save (which would stall the
+    /// requests that arrive meanwhile). A purchase is mostly finished by then, and written once.
+    public func writeRows(heldLongerThan age: Int64, now: Int64) throws(StoreError) {
+        precondition(!inTransaction, "rows written inside a unit of work")
+        noticeLostTransaction()
+        guard !held.isEmpty else { return }
+        let ids = held.takeIDs(heldSince: now - age)
+        if !ids.isEmpty { try write(ids) }
+    }
+
+    /// Not recorded: these changes are in the units of work that made them.
+    func write(_ ids: [UInt64]) throws(StoreError) {
+        try database.requireTransaction()
+        try database.unrecorded { () throws(StoreError) in
+            let insert = try database.statement(Self.insertSQL)
+            for id in ids {
+                guard let row = held.row(id: id) else { continue }
+                insert.reset()   // every parameter is bound again
+                insert.bind(Self.insertValues(row.record, paymentKey: row.key?.text))
+                try insert.run()
+                held.noteWritten(id: id)
+            }
+        }
+    }
+
+    static let insertSQL = """
+        INSERT INTO transactions(id, original_id, uid, app, product, quantity, state, sequence, date, finished,
+            error_code, error_message, revocation_date, revocation_reason, app_username, expires_date, payment_key)
+        VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// The parameters of `insertSQL` for `record`.
+    static func insertValues(_ record: TransactionRecord, paymentKey: String?) -> [SQLiteDatabase.BoundValue] {
+        [.integer(Int64(record.id)), .init(record.originalID.map { Int64($0) }), .integer(Int64(record.uid)),
+         .text(record.app), .text(record.productID), .integer(Int64(record.quantity)),
+         .integer(Int64(record.state.rawValue)), .integer(Int64(record.sequence)), .integer(record.date),
+         .integer(record.finished ? 1 : 0), .init(record.errorCode.map { Int64($0) }), .init(record.errorMessage),
+         .init(record.revocationDate), .init(record.revocationReason.map { Int64($0) }),
+         .init(record.applicationUsername), .init(record.expiresDate), .init(paymentKey)]
+    }
+
+    /// Moves `id` from `from` to `to` if it is still in `from` and unfinished; false when it was not.
+    /// `expiresDate` and `originalID`, when given, are set too (an approved subscription purchase).
+    public func transition(
+        id: UInt64, from: TransactionState, to: TransactionState, sequence: UInt64, date: Int64,
+        errorCode: Int32? = nil, errorMessage: String? = nil, expiresDate: Int64? = nil, originalID: UInt64? = nil
+    ) throws(StoreError) -> Bool {
+        precondition(from.canMove(to: to), "illegal transition \(from) → \(to)")
+        try writeHeldRows()
+        let update = try database.statement("""
+            UPDATE transactions SET state = ?1, sequence = ?2, date = ?3, error_code = ?4, error_message = ?5,
+                expires_date = coalesce(?8, expires_date), original_id = coalesce(?9, original_id)
+            WHERE id = ?6 AND state = ?7 AND finished = 0
+            """)
+        update.bind(1, Int64(to.rawValue))
+        update.bind(2, Int64(sequence))
+        update.bind(3, date)
+        update.bind(4, errorCode.map { Int64($0) })
+        update.bind(5, errorMessage)
+        update.bind(6, Int64(id))
+        update.bind(7, Int64(from.rawValue))
+        update.bind(8, expiresDate)
+        update.bind(9, originalID.map { Int64($0) })
+        try update.run()
+        return database.changes == 1
+    }
+
+    /// Marks a finishable transaction finished; false when it is not in a finishable, unfinished state.
+    /// `queue`: the transaction's queue, to keep its unfinished count (nil: counts are dropped).
+    public func markFinished(id: UInt64, sequence: UInt64, of queue: QueueKey? = nil) throws(StoreError) -> Bool {
+        let finished = try markFinishedRow(id: id, sequence: sequence)
+        if finished {
+            if let queue { unfinishedCounts[queue]? -= 1 } else { unfinishedCounts.removeAll() }
+        }
+        return finished
+    }
+
+    func markFinishedRow(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool {
+        let sql = """
+            UPDATE transactions SET finished = 1, sequence = ?
+            WHERE id = ? AND finished = 0 AND state IN (1, 2, 3)
+            """
+        let values: [SQLiteDatabase.BoundValue] = [.integer(Int64(sequence)), .integer(Int64(id))]
+        if let row = held.row(id: id) {
+            guard !row.record.finished, row.record.state.isFinishable else { return false }
+            try database.recordWithoutRunning(sql, values)
+            held.update(id: id) { record in
+                record.finished = true
+                record.sequence = sequence
+            }
+            return true
+        }
+        let update = try database.statement(sql)
+        update.bind(values)
+        try update.run()
+        return database.changes == 1
+    }
+
+    public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(StoreError) -> Bool {
+        try writeHeldRows()
+        let update = try database.statement("""
+            UPDATE transactions SET revocation_date = ?, revocation_reason = ?, sequence = ?
+            WHERE id = ? AND revocation_date IS NULL
+            """)
+        update.bind(1, date)
+        update.bind(2, Int64(reason))
+        update.bind(3, Int64(sequence))
+        update.bind(4, Int64(id))
+        try update.run()
+        return database.changes == 1
+    }
+}
