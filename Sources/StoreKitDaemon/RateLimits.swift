@@ -1,3 +1,6 @@
+// Per-uid rate limits of the serving loop: how often a uid's refusals are written, and how many
+// requests per second a uid may send.
+
 /// Repeated warnings about one uid, limited: at most `burst` in a `window` (ms), then one line
 /// saying how many were left out. The journal has a rate limit of its own; the console and a
 /// file do not, and a hostile client can cause a refusal per frame.
