@@ -225,7 +225,7 @@ final class Bench {
     func noisyNeighbour() throws -> (Double, Double, Double, Double, Double) {
         let victims = quick ? 500 : 2_500
         settleDisk()
-        let (alone50, alone99) = try storekitLatency(app: BenchDaemon.appID(104), count: victims, interval: 2_000_000, keyPrefix: "alone")
+        let (alone50, alone99) = try victimLatency(app: BenchDaemon.appID(104), count: victims, keyPrefix: "alone")
         settleDisk()
         // The flood starts 1.5 s after it is spawned and outlasts the victim's run.
         let seconds = Double(victims) / 500 + 2
@@ -241,7 +241,7 @@ final class Bench {
             workers.append((pid, output))
         }
         Worker.waitUntil(startAt + 500_000_000)
-        let (flooded50, flooded99) = try storekitLatency(app: BenchDaemon.appID(105), count: victims, interval: 2_000_000, keyPrefix: "flooded")
+        let (flooded50, flooded99) = try victimLatency(app: BenchDaemon.appID(105), count: victims, keyPrefix: "flooded")
         var total = 0
         for (pid, output) in workers {
             var status: Int32 = 0
@@ -253,6 +253,52 @@ final class Bench {
             total += count
         }
         return (alone50, alone99, flooded50, flooded99, Double(total) / seconds)
+    }
+
+    /// The victim of the noisy-neighbour figure: payments at 500/s on one connection, each timed
+    /// from its send to the arrival of its `purchased` push. Unlike the latency figure's reader,
+    /// which finishes what it received before it reads on, the victim finishes on another thread
+    /// and connection, so the wait for a finish never delays the timing of the next push.
+    func victimLatency(app: String, count: Int, keyPrefix: String) throws -> (Double, Double) {
+        let connection = try WireConnection(path: daemon.clientSocket)
+        _ = try connection.hello(app: app)
+        try connection.send(.subscribe(requestID: 1))
+        _ = try connection.awaitResult(1)
+        let finisher = try WireConnection(path: daemon.clientSocket)
+        _ = try finisher.hello(app: app)
+        let toFinish = FinishQueue()
+        let finishing = SendableConnection(finisher)
+        Thread.detachNewThread {
+            var requestID: UInt32 = 0
+            while let id = toFinish.take() {
+                requestID += 1
+                guard (try? finishing.connection.send(.finish(requestID: requestID, transactionID: id))) != nil,
+                      (try? finishing.connection.awaitResult(requestID)) != nil else { break }
+            }
+        }
+        defer { toFinish.close() }
+        let sendTimes = SendTimes(count: count)
+        let sender = SendableConnection(connection)
+        let start = monotonicNanoseconds() + 50_000_000
+        Thread.detachNewThread {
+            for index in 0..<count {
+                Worker.waitUntil(start + UInt64(index) * 2_000_000)
+                sendTimes.set(index, monotonicNanoseconds())
+                try? sender.connection.send(.addPayment(.init(requestID: UInt32(index + 2), key: "\(keyPrefix)-\(index)",
+                                                                productID: "bench.coins", quantity: 1)))
+            }
+        }
+        var samples: [Double] = []
+        samples.reserveCapacity(count)
+        while samples.count < count {
+            guard case .updated(let records) = try connection.receive() else { continue }
+            let now = monotonicNanoseconds()
+            for record in records where record.state == .purchased {
+                samples.append(Double(now - sendTimes.get(samples.count)) / 1e6)
+                toFinish.put(record.id)
+            }
+        }
+        return Self.percentiles(samples)
     }
 
     /// Whether bytes wait on `fd` (poll without waiting).
@@ -463,6 +509,35 @@ final class SendTimes: @unchecked Sendable {
     init(count: Int) { times = Array(repeating: 0, count: count) }
     func set(_ index: Int, _ value: UInt64) { lock.lock(); times[index] = value; lock.unlock() }
     func get(_ index: Int) -> UInt64 { lock.lock(); defer { lock.unlock() }; return times[index] }
+}
+
+/// Transaction ids handed from the victim's reader to its finisher thread.
+final class FinishQueue: @unchecked Sendable {
+    private var ids: [UInt64] = []
+    private var closed = false
+    private let condition = NSCondition()
+
+    func put(_ id: UInt64) {
+        condition.lock()
+        ids.append(id)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// The next id, waiting for one; nil once closed.
+    func take() -> UInt64? {
+        condition.lock()
+        defer { condition.unlock() }
+        while ids.isEmpty && !closed { condition.wait() }
+        return ids.isEmpty ? nil : ids.removeFirst()
+    }
+
+    func close() {
+        condition.lock()
+        closed = true
+        condition.broadcast()
+        condition.unlock()
+    }
 }
 
 /// A connection written by one thread while another reads (send touches only the fd).
