@@ -42,7 +42,7 @@ let package = Package(
         .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore"]),
         // Requests through the engine and the store, checked after each: libFuzzer's target with
         // `make fuzz`, a seeded random driver in `make test` (Entry.swift).
-        .executableTarget(name: "storekitd-fuzz", dependencies: ["StoreKitEngine", "StoreKitStore", "StoreKitWire"]),
+        .executableTarget(name: "storekitd-fuzz", dependencies: ["StoreKitEngine", "StoreKitStore", "StoreKitWire", "StoreKitTestSupport"]),
 
         // Tests.
         .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),

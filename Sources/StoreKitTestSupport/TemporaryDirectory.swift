@@ -44,5 +44,4 @@ public enum Paths {
 
     public static var sampleConfig: String { repository + "/config" }
 
-    public static var fixtures: String { repository + "/../shared/fixtures/storekit" }
 }

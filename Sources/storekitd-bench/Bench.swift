@@ -138,7 +138,7 @@ final class Bench {
     func cycles(kind: String, socket: String, clients: Int, processes: Int, firstApp: Int) throws -> Double {
         let perProcess = clients / processes
         let startAt = monotonicNanoseconds() + 1_500_000_000
-        var workers: [(pid_t, String)] = []
+        var workers: [(pid: pid_t, output: String)] = []
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         for process in 0..<processes {
             let output = directory + "/worker-\(kind)-\(clients)-\(process).out"
@@ -148,6 +148,11 @@ final class Bench {
                                              "--start-at", String(startAt)], stdoutPath: output)
             workers.append((pid, output))
         }
+        return Double(try cyclesOf(workers, kind: kind)) / cycleSeconds
+    }
+
+    /// Waits for worker processes and adds up the purchase cycles each printed.
+    func cyclesOf(_ workers: [(pid: pid_t, output: String)], kind: String) throws -> Int {
         var total = 0
         for (pid, output) in workers {
             var status: Int32 = 0
@@ -158,7 +163,24 @@ final class Bench {
             }
             total += count
         }
-        return Double(total) / cycleSeconds
+        return total
+    }
+
+    /// Sends `count` payments on `connection` from a thread of their own, one every `interval`
+    /// ns, starting 50 ms from now; returns when each was sent.
+    func sendPacedPayments(on connection: WireConnection, count: Int, interval: UInt64, keyPrefix: String) -> SendTimes {
+        let sendTimes = SendTimes(count: count)
+        let sender = SendableConnection(connection)
+        let start = monotonicNanoseconds() + 50_000_000
+        Thread.detachNewThread {
+            for index in 0..<count {
+                Worker.waitUntil(start + UInt64(index) * interval)
+                sendTimes.set(index, monotonicNanoseconds())
+                try? sender.connection.send(.addPayment(.init(requestID: UInt32(index + 2), key: "\(keyPrefix)-\(index)",
+                                                                productID: "bench.coins", quantity: 1)))
+            }
+        }
+        return sendTimes
     }
 
     // MARK: 2. Latency at a steady rate
@@ -177,17 +199,7 @@ final class Bench {
         try connection.send(.subscribe(requestID: 1))
         _ = try connection.awaitResult(1)
         let count = requested ?? (quick ? 1_000 : 5_000)
-        let sendTimes = SendTimes(count: count)
-        let sender = SendableConnection(connection)
-        let start = monotonicNanoseconds() + 50_000_000
-        Thread.detachNewThread {
-            for index in 0..<count {
-                Worker.waitUntil(start + UInt64(index) * interval)
-                sendTimes.set(index, monotonicNanoseconds())
-                try? sender.connection.send(.addPayment(.init(requestID: UInt32(index + 2), key: "\(keyPrefix)-\(index)",
-                                                                productID: "bench.coins", quantity: 1)))
-            }
-        }
+        let sendTimes = sendPacedPayments(on: connection, count: count, interval: interval, keyPrefix: keyPrefix)
         // One connection keeps order: the n-th purchased push answers the n-th payment. Like the
         // peer's consumer (one XREADGROUP for all that is pending, one timestamp, one XACK), the
         // observer takes what has arrived, times it at once, then finishes those transactions
@@ -231,7 +243,7 @@ final class Bench {
         let seconds = Double(victims) / 500 + 2
         let startAt = monotonicNanoseconds() + 1_500_000_000
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        var workers: [(pid_t, String)] = []
+        var workers: [(pid: pid_t, output: String)] = []
         for process in 0..<4 {
             let output = directory + "/worker-flood-\(process).out"
             let pid = try spawn("/usr/bin/setpriv", ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", executable,
@@ -242,17 +254,7 @@ final class Bench {
         }
         Worker.waitUntil(startAt + 500_000_000)
         let (flooded50, flooded99) = try victimLatency(app: BenchDaemon.appID(105), count: victims, keyPrefix: "flooded")
-        var total = 0
-        for (pid, output) in workers {
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-            let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
-            guard status == 0, let count = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-                throw BenchError("flood worker failed (status \(status), output '\(text)')")
-            }
-            total += count
-        }
-        return (alone50, alone99, flooded50, flooded99, Double(total) / seconds)
+        return (alone50, alone99, flooded50, flooded99, Double(try cyclesOf(workers, kind: "flood")) / seconds)
     }
 
     /// The victim of the noisy-neighbour figure: payments at 500/s on one connection, each timed
@@ -277,17 +279,7 @@ final class Bench {
             }
         }
         defer { toFinish.close() }
-        let sendTimes = SendTimes(count: count)
-        let sender = SendableConnection(connection)
-        let start = monotonicNanoseconds() + 50_000_000
-        Thread.detachNewThread {
-            for index in 0..<count {
-                Worker.waitUntil(start + UInt64(index) * 2_000_000)
-                sendTimes.set(index, monotonicNanoseconds())
-                try? sender.connection.send(.addPayment(.init(requestID: UInt32(index + 2), key: "\(keyPrefix)-\(index)",
-                                                                productID: "bench.coins", quantity: 1)))
-            }
-        }
+        let sendTimes = sendPacedPayments(on: connection, count: count, interval: 2_000_000, keyPrefix: keyPrefix)
         var samples: [Double] = []
         samples.reserveCapacity(count)
         while samples.count < count {

@@ -1,4 +1,7 @@
 import Foundation
+#if !STOREKIT_LIBFUZZER
+import StoreKitTestSupport
+#endif
 
 // Two ways to run the `requests` target (RequestHarness.swift):
 // - `make fuzz` builds it with libFuzzer (`--sanitize=fuzzer -DSTOREKIT_LIBFUZZER`):
@@ -54,7 +57,7 @@ struct FuzzDriver {
             return
         }
         print("storekitd-fuzz: seed \(seed) (replay with --seed \(seed))")
-        var generator = SplitMix64(seed: seed)
+        var generator = SeededRandomNumberGenerator(seed: seed)
         let deadline = Date().addingTimeInterval(seconds)
         var inputs = 0
         while Date() < deadline {
@@ -66,16 +69,4 @@ struct FuzzDriver {
     }
 }
 
-/// A small seeded generator, so that a failing run can be replayed from its seed.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 #endif

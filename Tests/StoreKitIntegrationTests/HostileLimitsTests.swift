@@ -17,6 +17,21 @@ struct HostileLimitsTests {
         return daemon
     }
 
+    /// `count` unfinished purchases of the level pack by this uid, each with an applicationUsername
+    /// of `bytes` bytes: what makes every `unfinished` answer large.
+    static func holdLargePurchases(_ daemon: DaemonProcess, count: Int, bytes: Int) throws {
+        let buyer = try Client(daemon)
+        defer { buyer.close() }
+        _ = try buyer.subscribe()
+        for _ in 0..<count {
+            let reply = try buyer.request { id in
+                .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.levelPack, quantity: 1,
+                                  applicationUsername: String(repeating: "u", count: bytes)))
+            }
+            #expect(reply.code == .ok, "\(reply.code.name) \(reply.message)")
+        }
+    }
+
     /// The daemon's resident set in bytes.
     static func rss(_ daemon: DaemonProcess) -> Int {
         guard let pid = daemon.process?.processIdentifier,
@@ -52,17 +67,7 @@ struct HostileLimitsTests {
     func amplificationBounded() throws {
         let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=1M\nOutputHighWaterMark=1M\nSendTimeoutSec=3s")
         defer { daemon.remove() }
-        let buyer = try Client(daemon)
-        _ = try buyer.subscribe()
-        let username = String(repeating: "u", count: 256 << 10)
-        for _ in 0..<8 {
-            let reply = try buyer.request { id in
-                .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.levelPack, quantity: 1,
-                                  applicationUsername: username))
-            }
-            #expect(reply.code == .ok, "\(reply.code.name) \(reply.message)")
-        }
-        buyer.close()
+        try Self.holdLargePurchases(daemon, count: 8, bytes: 256 << 10)
         let before = Self.rss(daemon)
         // Each answer is 2 MB; 128 of them would be 256 MB.
         let attacker = try daemon.connect()
@@ -98,16 +103,7 @@ struct HostileLimitsTests {
     func outputBudget() throws {
         let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=1M\nOutputHighWaterMark=4M\nOutputBudget=3M")
         defer { daemon.remove() }
-        let buyer = try Client(daemon)
-        _ = try buyer.subscribe()
-        for _ in 0..<4 {
-            let reply = try buyer.request { id in
-                .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.levelPack, quantity: 1,
-                                  applicationUsername: String(repeating: "b", count: 256 << 10)))
-            }
-            #expect(reply.code == .ok)
-        }
-        buyer.close()
+        try Self.holdLargePurchases(daemon, count: 4, bytes: 256 << 10)
         // Four connections, each asking for 1 MB it never reads: 4 MB in all, over the budget.
         let readers = try (0..<4).map { _ in try daemon.connect() }
         for reader in readers { try Self.pipeline(reader, { .unfinished(requestID: $0) }, count: 1) }
@@ -120,15 +116,7 @@ struct HostileLimitsTests {
     func sendTimeout() throws {
         let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=1M\nSendTimeoutSec=1s")
         defer { daemon.remove() }
-        let buyer = try Client(daemon)
-        _ = try buyer.subscribe()
-        for _ in 0..<2 {
-            _ = try buyer.request { id in
-                .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.levelPack, quantity: 1,
-                                  applicationUsername: String(repeating: "s", count: 512 << 10)))
-            }
-        }
-        buyer.close()
+        try Self.holdLargePurchases(daemon, count: 2, bytes: 512 << 10)
         let stalled = try daemon.connect()
         try Self.pipeline(stalled, { .unfinished(requestID: $0) }, count: 2)
         let started = Date()
