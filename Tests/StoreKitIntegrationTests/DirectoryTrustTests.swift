@@ -127,6 +127,30 @@ struct DirectoryTrustTests {
         #expect(SocketLocation.runtimeDirectory(environment: ["XDG_RUNTIME_DIR": runtime.path]) == "/run/storekitd")
     }
 
+    @Test("as a user, a client uses its own socket directory only while nobody else may write into it",
+          .enabled(if: getuid() == 0, "needs root to run the client as uid 65534"))
+    func clientLookupAsUser() throws {
+        let runtime = TemporaryDirectory("skxdguser")
+        defer { runtime.remove() }
+        let own = runtime.file("storekitd")
+        #expect(mkdir(own, 0o700) == 0)
+        #expect(chown(runtime.path, 65534, 65534) == 0 && chown(own, 65534, 65534) == 0)
+        // A socket file with nothing listening: the client says which path it tried.
+        let fd = try UnixSocket.listen(path: own + "/storekitd.sock", mode: 0o666)
+        UnixSocket.close(fd)
+        func tried() throws -> String {
+            try ProcessRunner.run(Paths.binary("storekit-example-app"), ["--ledger", "/dev/null", "list"],
+                                  environment: ["XDG_RUNTIME_DIR": runtime.path, "STOREKIT_CONNECT_TIMEOUT": "1", "HOME": "/"],
+                                  uid: 65534, timeout: 30).stderr
+        }
+        let trusted = try tried()
+        #expect(trusted.contains(own + "/storekitd.sock"), "\(trusted)")
+        #expect(chmod(own, 0o777) == 0)
+        let untrusted = try tried()
+        #expect(!untrusted.contains(own), "a directory anybody may write was used: \(untrusted)")
+        #expect(untrusted.contains("/run/storekitd/storekitd.sock"), "\(untrusted)")
+    }
+
     @Test("PrivateDirectory: owner, mode and kind are each checked")
     func privateDirectoryChecks() throws {
         let base = TemporaryDirectory("skpriv")
