@@ -284,7 +284,8 @@ final class StoreConnection: Sendable {
             handlers.revoked(productIDs)
         case .promotedPurchase(let product):
             handlers.promoted(product)
-        case .result(let id, _, _, _, _), .products(let id, _, _), .transactions(let id, _), .controlResult(let id, _, _, _):
+        case .result(let id, _, _, _, _), .products(let id, _, _), .transactions(let id, _), .controlResult(let id, _, _, _),
+             .subscriptionStatus(let id, _), .signed(let id, _), .receipt(let id, _):
             complete(id, with: message)
         case .welcome:
             break

@@ -96,6 +96,10 @@ extension Server {
             output.reply(session, .products(requestID: id, products: products, invalidIdentifiers: invalid))
         case .unfinished(let id):
             output.reply(session, .transactions(requestID: id, transactions: try engine.unfinished(uid: uid, app: app)))
+        case .history(let id):
+            output.reply(session, .transactions(requestID: id, transactions: try engine.history(uid: uid, app: app)))
+        case .subscriptionStatus(let id, _), .appTransaction(let id), .receipt(let id):
+            output.reply(session, .result(id, .internalError, "signed data is not available yet"))
         case .control(let id, "debug-stall", let arguments) where testHooks:
             let milliseconds = arguments.first.flatMap { UInt32($0) } ?? 1000
             usleep(milliseconds * 1000)

@@ -17,6 +17,17 @@ public enum ClientMessage: Sendable, Equatable {
     /// Withdraws a deferred payment the app chose not to continue after a storefront change
     /// (`paymentQueue(_:shouldContinue:in:)` answered false, or did not answer in time).
     case cancelPayment(requestID: UInt32, transactionID: UInt64)
+    /// Every transaction of the connection's (uid, app), finished ones too, oldest first, each with
+    /// its JWS (StoreKit 2's `Transaction.all`); replied with `transactions`.
+    case history(requestID: UInt32)
+    /// The buyer's subscriptions in a group (`Product.SubscriptionInfo.status(for:)`); an empty
+    /// group asks for every group. Replied with `subscriptionStatus`.
+    case subscriptionStatus(requestID: UInt32, groupID: String)
+    /// The signed `AppTransaction` of the connection's (uid, app); replied with `signed`.
+    case appTransaction(requestID: UInt32)
+    /// The app receipt of the connection's (uid, app), made now (`SKReceiptRefreshRequest`);
+    /// replied with `receipt`.
+    case receipt(requestID: UInt32)
 
     public struct AddPayment: Sendable, Equatable {
         public var requestID: UInt32
@@ -42,14 +53,16 @@ public enum ClientMessage: Sendable, Equatable {
     }
 
     enum Tag: UInt8 {
-        case hello = 1, subscribe, unsubscribe, addPayment, finish, restore, products, unfinished, control, ping, cancelPayment
+        case hello = 1, subscribe, unsubscribe, addPayment, finish, restore, products, unfinished, control, ping, cancelPayment,
+             history, subscriptionStatus, appTransaction, receipt
     }
 
     public var requestID: UInt32? {
         switch self {
         case .hello: nil
         case .subscribe(let id), .unsubscribe(let id), .finish(let id, _), .restore(let id, _),
-             .products(let id, _), .unfinished(let id), .control(let id, _, _), .ping(let id), .cancelPayment(let id, _):
+             .products(let id, _), .unfinished(let id), .control(let id, _, _), .ping(let id), .cancelPayment(let id, _),
+             .history(let id), .subscriptionStatus(let id, _), .appTransaction(let id), .receipt(let id):
             id
         case .addPayment(let payment): payment.requestID
         }
@@ -88,6 +101,14 @@ public enum ClientMessage: Sendable, Equatable {
             writer.u8(Tag.ping.rawValue); writer.u32(id)
         case .cancelPayment(let id, let transactionID):
             writer.u8(Tag.cancelPayment.rawValue); writer.u32(id); writer.u64(transactionID)
+        case .history(let id):
+            writer.u8(Tag.history.rawValue); writer.u32(id)
+        case .subscriptionStatus(let id, let groupID):
+            writer.u8(Tag.subscriptionStatus.rawValue); writer.u32(id); writer.string(groupID)
+        case .appTransaction(let id):
+            writer.u8(Tag.appTransaction.rawValue); writer.u32(id)
+        case .receipt(let id):
+            writer.u8(Tag.receipt.rawValue); writer.u32(id)
         }
         return writer.bytes
     }
@@ -124,6 +145,14 @@ public enum ClientMessage: Sendable, Equatable {
             message = .ping(requestID: try reader.u32())
         case .cancelPayment:
             message = .cancelPayment(requestID: try reader.u32(), transactionID: try reader.u64())
+        case .history:
+            message = .history(requestID: try reader.u32())
+        case .subscriptionStatus:
+            message = .subscriptionStatus(requestID: try reader.u32(), groupID: try reader.string())
+        case .appTransaction:
+            message = .appTransaction(requestID: try reader.u32())
+        case .receipt:
+            message = .receipt(requestID: try reader.u32())
         }
         try reader.expectEnd()
         return message
@@ -132,5 +161,5 @@ public enum ClientMessage: Sendable, Equatable {
 
 /// The protocol version spoken by this build; the hello carries it and the daemon refuses others.
 public enum ProtocolVersion {
-    public static let current: UInt16 = 1
+    public static let current: UInt16 = 2
 }

@@ -17,10 +17,16 @@ public enum ServerMessage: Sendable, Equatable {
     case entitlementsRevoked(productIDs: [String])
     /// A promoted purchase offered to the app (`paymentQueue(_:shouldAddStorePayment:for:)`).
     case promotedPurchase(ProductRecord)
+    /// Reply to `subscriptionStatus`.
+    case subscriptionStatus(requestID: UInt32, statuses: [SubscriptionStatusRecord])
+    /// Reply to `appTransaction`: a compact JWS.
+    case signed(requestID: UInt32, jws: String)
+    /// Reply to `receipt`: the app receipt's bytes (PKCS#7, DER), as Apple's receipt file.
+    case receipt(requestID: UInt32, data: [UInt8])
 
     enum Tag: UInt8 {
         case welcome = 128, result, updated, removed, products, transactions, controlResult,
-             storefrontChanged, entitlementsRevoked, promotedPurchase
+             storefrontChanged, entitlementsRevoked, promotedPurchase, subscriptionStatus, signed, receipt
     }
 
     public static func result(_ requestID: UInt32, _ code: ResultCode, detail: Int32 = 0, value: UInt64 = 0, _ message: String = "") -> ServerMessage {
@@ -60,6 +66,13 @@ public enum ServerMessage: Sendable, Equatable {
             writer.u8(Tag.entitlementsRevoked.rawValue); writer.stringList(productIDs)
         case .promotedPurchase(let product):
             writer.u8(Tag.promotedPurchase.rawValue); product.encode(into: &writer)
+        case .subscriptionStatus(let id, let statuses):
+            writer.u8(Tag.subscriptionStatus.rawValue); writer.u32(id); writer.u32(UInt32(statuses.count))
+            for status in statuses { status.encode(into: &writer) }
+        case .signed(let id, let jws):
+            writer.u8(Tag.signed.rawValue); writer.u32(id); writer.string(jws)
+        case .receipt(let id, let data):
+            writer.u8(Tag.receipt.rawValue); writer.u32(id); writer.blob(data)
         }
     }
 
@@ -116,6 +129,17 @@ public enum ServerMessage: Sendable, Equatable {
             message = .entitlementsRevoked(productIDs: try reader.stringList())
         case .promotedPurchase:
             message = .promotedPurchase(try ProductRecord.decode(from: &reader))
+        case .subscriptionStatus:
+            let id = try reader.u32()
+            let count = try reader.count(minimumElementSize: SubscriptionStatusRecord.minimumEncodedSize)
+            var statuses: [SubscriptionStatusRecord] = []
+            statuses.reserveCapacity(count)
+            for _ in 0..<count { statuses.append(try SubscriptionStatusRecord.decode(from: &reader)) }
+            message = .subscriptionStatus(requestID: id, statuses: statuses)
+        case .signed:
+            message = .signed(requestID: try reader.u32(), jws: try reader.string())
+        case .receipt:
+            message = .receipt(requestID: try reader.u32(), data: try reader.blob())
         }
         try reader.expectEnd()
         return message

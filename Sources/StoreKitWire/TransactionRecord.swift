@@ -19,12 +19,16 @@ public struct TransactionRecord: Sendable, Equatable {
     public var revocationReason: Int32?
     public var applicationUsername: String?
     public var expiresDate: Int64?
+    /// The compact JWS (ES256, `x5c` chain to storekitd's root) of this transaction as Apple's
+    /// `JWSTransaction`; set by the daemon on `purchased` and `restored` transactions it sends.
+    public var jwsRepresentation: String?
 
     public init(
         id: UInt64, originalID: UInt64? = nil, uid: UInt32, app: String, productID: String,
         quantity: Int32, state: TransactionState, sequence: UInt64, date: Int64, finished: Bool = false,
         errorCode: Int32? = nil, errorMessage: String? = nil, revocationDate: Int64? = nil,
-        revocationReason: Int32? = nil, applicationUsername: String? = nil, expiresDate: Int64? = nil
+        revocationReason: Int32? = nil, applicationUsername: String? = nil, expiresDate: Int64? = nil,
+        jwsRepresentation: String? = nil
     ) {
         self.id = id
         self.originalID = originalID
@@ -42,6 +46,7 @@ public struct TransactionRecord: Sendable, Equatable {
         self.revocationReason = revocationReason
         self.applicationUsername = applicationUsername
         self.expiresDate = expiresDate
+        self.jwsRepresentation = jwsRepresentation
     }
 }
 
@@ -63,10 +68,11 @@ extension TransactionRecord {
         writer.optionalI32(revocationReason)
         writer.optionalString(applicationUsername)
         writer.optionalI64(expiresDate)
+        writer.optionalString(jwsRepresentation)
     }
 
     /// Smallest possible encoding, used to bound list counts before allocating.
-    static let minimumEncodedSize = 8 + 1 + 4 + 4 + 4 + 4 + 1 + 8 + 8 + 1 + 6
+    static let minimumEncodedSize = 8 + 1 + 4 + 4 + 4 + 4 + 1 + 8 + 8 + 1 + 7
 
     public static func decode(from reader: inout WireReader) throws(WireError) -> TransactionRecord {
         let id = try reader.u64()
@@ -84,6 +90,7 @@ extension TransactionRecord {
             state: state, sequence: try reader.u64(), date: try reader.i64(), finished: try reader.bool(),
             errorCode: try reader.optionalI32(), errorMessage: try reader.optionalString(),
             revocationDate: try reader.optionalI64(), revocationReason: try reader.optionalI32(),
-            applicationUsername: try reader.optionalString(), expiresDate: try reader.optionalI64())
+            applicationUsername: try reader.optionalString(), expiresDate: try reader.optionalI64(),
+            jwsRepresentation: try reader.optionalString())
     }
 }

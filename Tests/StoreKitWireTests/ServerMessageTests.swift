@@ -3,10 +3,10 @@ import Testing
 
 @Suite("ServerMessage encoding")
 struct ServerMessageTests {
-    @Test("the samples cover every server message type (128…137) and every result code")
+    @Test("the samples cover every server message type (128…140) and every result code")
     func samplesCoverEveryType() {
         let types = Set(WireSamples.serverMessages.map { $0.encode()[0] })
-        #expect(types == Set(128...137))
+        #expect(types == Set(128...140))
         var codes = Set<UInt16>()
         for case .result(_, let code, _, _, _) in WireSamples.serverMessages { codes.insert(code.rawValue) }
         #expect(codes == Set(ResultCode.allCases.map(\.rawValue)))
@@ -53,7 +53,7 @@ struct ServerMessageTests {
     }
 
     @Test("unknown type bytes, including every client type, are rejected",
-          arguments: [0, 1, 10, 127, 138, 139, 200, 255] as [UInt8])
+          arguments: [0, 1, 10, 15, 127, 141, 142, 200, 255] as [UInt8])
     func unknownType(type: UInt8) {
         #expect(throws: WireError(.unknownMessageType(type))) { try ServerMessage.decode([type]) }
     }
@@ -92,13 +92,13 @@ struct ServerMessageTests {
         var badOriginal = body
         badOriginal[1 + 4 + 8] = 2
         #expect(throws: WireError(.invalidValue("optional marker 2"))) { try ServerMessage.decode(badOriginal) }
-        // finished sits after state(1) sequence(8) date(8); then six absent optionals end the record.
+        // finished sits after state(1) sequence(8) date(8); then seven absent optionals end the record.
         var badFinished = body
-        badFinished[body.count - 7] = 3
+        badFinished[body.count - 8] = 3
         #expect(throws: WireError(.invalidValue("boolean byte 3"))) { try ServerMessage.decode(badFinished) }
-        var badExpires = body
-        badExpires[body.count - 1] = 0xFF
-        #expect(throws: WireError(.invalidValue("optional marker 255"))) { try ServerMessage.decode(badExpires) }
+        var badJWS = body
+        badJWS[body.count - 1] = 0xFF
+        #expect(throws: WireError(.invalidValue("optional marker 255"))) { try ServerMessage.decode(badJWS) }
     }
 
     @Test("an absurd list count throws .truncated instead of allocating",
@@ -110,6 +110,8 @@ struct ServerMessageTests {
               [133, 1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 1, 2, 3, 4, 5, 6, 7, 8],
               [136, 0xFF, 0xFF, 0xFF, 0xFF],
               [136, 0xFF, 0xFF, 0xFF, 0x7F, 0, 0, 0, 0],
+              [138, 1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF],
+              [140, 1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0x7F],
           ] as [[UInt8]])
     func absurdListCount(body: [UInt8]) {
         #expect(throws: WireError(.truncated)) { try ServerMessage.decode(body) }
@@ -117,9 +119,9 @@ struct ServerMessageTests {
 
     @Test("a count that would fit only with elements smaller than possible is rejected")
     func listCountAboveMinimumSize() {
-        // One minimal transaction is 49 bytes: claiming two with 49 bytes left must fail before decoding.
+        // One minimal transaction is 50 bytes: claiming two with 50 bytes left must fail before decoding.
         var body = ServerMessage.updated([WireSamples.minimalTransaction]).encode()
-        #expect(body.count == 1 + 4 + 49)
+        #expect(body.count == 1 + 4 + 50)
         body[1] = 2
         #expect(throws: WireError(.truncated)) { try ServerMessage.decode(body) }
     }

@@ -13,7 +13,7 @@ enum WireSamples {
         id: .max, originalID: 2_000_000_000_000_001, uid: .max, app: "com.example.game", productID: unicode,
         quantity: .max, state: .failed, sequence: .max, date: -1, finished: true, errorCode: 2,
         errorMessage: unicode, revocationDate: .min, revocationReason: -1, applicationUsername: unicode,
-        expiresDate: .max)
+        expiresDate: .max, jwsRepresentation: "eyJhbGciOiJFUzI1NiJ9.e30.c2ln")
 
     static let transactionsInEveryState: [TransactionRecord] = TransactionState.allCases.enumerated().map { index, state in
         TransactionRecord(
@@ -65,6 +65,11 @@ enum WireSamples {
         .control(requestID: 7, command: unicode, arguments: ["-o", "json", unicode, ""]),
         .ping(requestID: 8),
         .cancelPayment(requestID: 9, transactionID: 2_000_000_000_000_042),
+        .history(requestID: 10),
+        .subscriptionStatus(requestID: 11, groupID: ""),
+        .subscriptionStatus(requestID: 11, groupID: unicode),
+        .appTransaction(requestID: 12),
+        .receipt(requestID: .max),
     ]
 
     static let serverMessages: [ServerMessage] = [
@@ -89,6 +94,14 @@ enum WireSamples {
         .entitlementsRevoked(productIDs: ["com.example.game.level_pack", unicode]),
         .promotedPurchase(minimalProduct),
         .promotedPurchase(fullProduct),
+        .subscriptionStatus(requestID: 5, statuses: []),
+        .subscriptionStatus(requestID: 5, statuses: SubscriptionStatusRecord.State.allCases.map { state in
+            SubscriptionStatusRecord(groupID: unicode, state: state, transaction: fullTransaction, signedRenewalInfo: "a.b.c")
+        }),
+        .signed(requestID: 6, jws: ""),
+        .signed(requestID: 6, jws: "eyJhbGciOiJFUzI1NiJ9.e30.c2ln"),
+        .receipt(requestID: 7, data: []),
+        .receipt(requestID: 7, data: [0x30, 0x80, 0x00, 0xff]),
     ] + ResultCode.allCases.map { code in
         .result(requestID: .max, code: code, detail: -1, value: .max, message: unicode)
     }
