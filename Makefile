@@ -8,9 +8,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # lists; `make test` also installs the real components the tests run (journald, socket activation,
 # dbus-daemon with python3-dbusmock, redis for the benchmark peer); `make deb` and
 # `make test-system` add the packaging tools and a container to boot a real systemd in.
-BUILD_PACKAGES := libsqlite3-dev libsystemd-dev pkgconf
+BUILD_PACKAGES := libsqlite3-dev libsystemd-dev libssl-dev pkgconf
 RUNTIME_PACKAGES := procps
-TEST_PACKAGES := sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux
+TEST_PACKAGES := sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography
 DEB_PACKAGES := debhelper dpkg-dev lintian
 SYSTEM_TEST_PACKAGES := debootstrap systemd-container
 APT_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES)

@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
 // The architecture, bottom up: C libraries → Posix/Wire (import nothing of ours) → Store →
-// Engine (no sockets) → Daemon → storekitd. The client library sees only Wire and Posix.
+// Engine (no sockets) → Daemon → storekitd. The client library sees only Wire, Posix and Signing.
 import PackageDescription
 
 let package = Package(
@@ -18,12 +18,16 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CPosix"),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // Foundations: no dependency on anything else of ours.
         .target(name: "StoreKitPosix", dependencies: ["CPosix"]),
         .target(name: "StoreKitWire"),
         // A blocking framed connection: the one socket client of the CLI, the library, bench and tests.
         .target(name: "StoreKitConnection", dependencies: ["StoreKitWire", "StoreKitPosix"]),
+        // Proof of purchase: keys, the certificate chain, JWS and PKCS#7 receipts, made and checked
+        // with OpenSSL's libcrypto. Used by the daemon to sign and by the library to verify.
+        .target(name: "StoreKitSigning", dependencies: ["CCrypto", "StoreKitPosix"]),
 
         // Durable state and the logic over it.
         .target(name: "StoreKitStore", dependencies: ["CSQLite", "CPosix", "StoreKitPosix", "StoreKitWire"]),
@@ -36,7 +40,7 @@ let package = Package(
         .executableTarget(name: "storekitd", dependencies: ["StoreKitDaemon"]),
 
         // What apps and admins run.
-        .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection"]),
+        .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitSigning"]),
         .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore"]),
@@ -48,6 +52,7 @@ let package = Package(
         .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),
         .testTarget(name: "StoreKitPosixTests", dependencies: ["StoreKitPosix", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitWireTests", dependencies: ["StoreKitWire"]),
+        .testTarget(name: "StoreKitSigningTests", dependencies: ["StoreKitSigning", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitStoreTests", dependencies: ["StoreKitStore", "StoreKitTestSupport"]),
         // Fixtures/ holds the project's own .storekit files, read by path from the tests.
         .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitTestSupport"], exclude: ["Fixtures"]),

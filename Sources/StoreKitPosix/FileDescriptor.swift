@@ -175,6 +175,11 @@ extension FileDescriptor {
         _ = try retryingSyscall { fdatasync(fd) }
     }
 
+    /// `fchmod(2)`: sets the mode whatever the umask was when the file was made.
+    public func setPermissions(_ mode: mode_t) throws(Errno) {
+        _ = try retryingSyscall { fchmod(rawValue, mode) }
+    }
+
     /// `fstat(2)`.
     public func status() throws(Errno) -> stat {
         var info = stat()

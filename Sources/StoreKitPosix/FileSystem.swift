@@ -27,6 +27,41 @@ public enum FileSystem {
         _ = try retryingSyscall { chmod(path, mode) }
     }
 
+    /// `rename(2)`: atomically replaces `destination` with `source`.
+    public static func rename(_ source: String, to destination: String) throws(Errno) {
+        _ = try retryingSyscall { Glibc.rename(source, destination) }
+    }
+
+    /// Replaces the file at `path` with `bytes`, whole or not at all: written to a new file beside
+    /// it (never following a link, mode `permissions` whatever the umask), synced, renamed over.
+    public static func writeAtomically(_ bytes: [UInt8], to path: String, permissions: mode_t) throws(Errno) {
+        let temporary = path + ".tmp"
+        if let info = try? status(of: temporary, followingSymlinks: false), info.st_mode & S_IFMT != S_IFDIR {
+            try remove(temporary)
+        }
+        let file = try FileDescriptor.open(
+            temporary, .writeOnly, options: [.create, .exclusive, .noFollow, .closeOnExec], permissions: permissions)
+        do {
+            try file.setPermissions(permissions)
+            try file.write(bytes, toAbsoluteOffset: 0)
+            try file.synchronize()
+            try file.close()
+        } catch {
+            try? remove(temporary)
+            throw error
+        }
+        try rename(temporary, to: path)
+    }
+
+    /// The whole file at `path`, refusing a symbolic link in its last component.
+    public static func readContents(of path: String) throws(Errno) -> [UInt8] {
+        let file = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec])
+        let size = Int(try file.status().st_size)
+        let bytes = try file.read(atAbsoluteOffset: 0, count: size)
+        try file.close()
+        return bytes
+    }
+
     /// `statvfs(3)`: the file system holding `path`.
     public static func statistics(ofFileSystemAt path: String) throws(Errno) -> statvfs {
         var info = statvfs()

@@ -1,0 +1,116 @@
+import CCrypto
+import Foundation
+
+/// Why signed data was not trusted.
+public struct SignedDataVerificationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The kinds StoreKit 2's `VerificationResult.VerificationError` distinguishes.
+    public enum Kind: Sendable, Equatable {
+        case invalidEncoding, invalidCertificateChain, invalidSignature, missingRequiredProperties
+    }
+
+    public var kind: Kind
+    public var reason: String
+
+    public init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+
+    public var description: String { reason }
+}
+
+/// Checks compact JWS made by storekitd (or by anything signing as Apple does: ES256, an `x5c`
+/// chain of leaf, intermediate and root), offline, against trusted root certificates.
+///
+/// A JWS is trusted when: it has three canonical base64url parts; its header says `ES256` and
+/// carries at least leaf and intermediate in `x5c`; the leaf chains through the intermediate to a
+/// trusted root under OpenSSL's strict X.509 rules at the payload's `signedDate` (as Apple's
+/// verifiers do offline, so an old signature stays verifiable after the leaf is replaced); leaf
+/// and intermediate carry Apple's marker extensions; and the signature over `header.payload`
+/// verifies with the leaf's key. Anything else is an error with its reason.
+public struct SignedDataVerifier: Sendable {
+    let roots: [Certificate]
+
+    /// `rootCertificatesDER`: the trust anchors, DER-encoded.
+    public init(rootCertificatesDER: [[UInt8]]) {
+        roots = rootCertificatesDER.compactMap { try? Certificate(der: $0) }
+    }
+
+    public init(roots: [Certificate]) {
+        self.roots = roots
+    }
+
+    /// The payload's bytes (JSON) when `compactJWS` is trusted. `date`: when the chain must be
+    /// valid; nil means the payload's `signedDate`, or now when it has none.
+    public func verify(_ compactJWS: String, at date: Date? = nil) -> Result<[UInt8], SignedDataVerificationError> {
+        let parts = compactJWS.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return .failure(.init(.invalidEncoding, "a compact JWS has three parts, this has \(parts.count)")) }
+        guard let headerBytes = Base64URL.decode(parts[0]), let payload = Base64URL.decode(parts[1]),
+              let signature = Base64URL.decode(parts[2]) else {
+            return .failure(.init(.invalidEncoding, "a part is not base64url"))
+        }
+        guard let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any] else {
+            return .failure(.init(.invalidEncoding, "the header is not a JSON object"))
+        }
+        guard header["alg"] as? String == "ES256" else {
+            return .failure(.init(.invalidEncoding, "the header's alg is not ES256"))
+        }
+        guard let x5c = header["x5c"] as? [String], x5c.count >= 2 else {
+            return .failure(.init(.invalidCertificateChain, "the header has no x5c chain of leaf and intermediate"))
+        }
+        var chain: [Certificate] = []
+        for encoded in x5c.prefix(2) {
+            guard let der = Data(base64Encoded: encoded), let certificate = try? Certificate(der: [UInt8](der)) else {
+                return .failure(.init(.invalidCertificateChain, "a certificate of x5c cannot be read"))
+            }
+            chain.append(certificate)
+        }
+        guard let body = (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any] else {
+            return .failure(.init(.invalidEncoding, "the payload is not a JSON object"))
+        }
+        let signedDate = (body["signedDate"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue / 1000) }
+        if let problem = verifyChain(leaf: chain[0], intermediate: chain[1], at: date ?? signedDate ?? Date()) {
+            return .failure(.init(.invalidCertificateChain, problem))
+        }
+        guard let publicKey = X509_get0_pubkey(chain[0].pointer) else {
+            return .failure(.init(.invalidCertificateChain, "the leaf has no public key"))
+        }
+        let signingInput = Array(parts[0].utf8) + [UInt8(ascii: ".")] + Array(parts[1].utf8)
+        guard verifiesES256(signature, over: signingInput, publicKey: publicKey) else {
+            return .failure(.init(.invalidSignature, "the signature does not verify with the leaf's key"))
+        }
+        return .success(payload)
+    }
+
+    /// nil when `leaf` chains through `intermediate` to a trusted root at `date`, else the reason.
+    func verifyChain(leaf: Certificate, intermediate: Certificate, at date: Date) -> String? {
+        guard !roots.isEmpty else { return "no trusted root certificate" }
+        guard leaf.hasExtension(Certificate.Marker.leaf) else { return "the leaf lacks the signing marker extension" }
+        guard intermediate.hasExtension(Certificate.Marker.intermediate) else {
+            return "the intermediate lacks its marker extension"
+        }
+        return Self.verify(leaf, untrusted: [intermediate], roots: roots, at: date)
+    }
+
+    /// OpenSSL's strict path validation of `certificate` at `date`; nil when it passes.
+    static func verify(_ certificate: Certificate, untrusted: [Certificate], roots: [Certificate], at date: Date) -> String? {
+        guard let store = X509_STORE_new() else { return "cannot allocate a certificate store" }
+        defer { X509_STORE_free(store) }
+        for root in roots where X509_STORE_add_cert(store, root.pointer) != 1 {
+            ERR_clear_error()
+        }
+        guard let stack = storekit_sk_X509_new() else { return "cannot allocate a certificate stack" }
+        defer { storekit_sk_X509_free(stack) }
+        for other in untrusted { _ = storekit_sk_X509_push(stack, other.pointer) }
+        guard let context = X509_STORE_CTX_new() else { return "cannot allocate a verification context" }
+        defer { X509_STORE_CTX_free(context) }
+        guard X509_STORE_CTX_init(context, store, certificate.pointer, stack) == 1 else { return "cannot start verification" }
+        X509_STORE_CTX_set_flags(context, UInt(X509_V_FLAG_X509_STRICT))
+        X509_STORE_CTX_set_time(context, 0, time_t(date.timeIntervalSince1970))
+        let verified = X509_verify_cert(context) == 1
+        ERR_clear_error()
+        if verified { return nil }
+        let code = X509_STORE_CTX_get_error(context)
+        return String(cString: X509_verify_cert_error_string(Int(code)))
+    }
+}
