@@ -49,9 +49,10 @@ struct SignedDataTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let (identity, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
-        let jws = try identity.signJWS(payload: Self.payload())
+        let payload = Self.payload()
+        let jws = try identity.signJWS(payload: payload)
         let verifier = SignedDataVerifier(roots: [identity.root])
-        #expect(try verifier.verify(jws).get() == Self.payload())
+        #expect(try verifier.verify(jws).get() == payload)
 
         // Every position of every part, one character changed: never trusted.
         let characters = Array(jws)
