@@ -34,19 +34,26 @@ struct AppReceiptTests {
         let signed = try identity.signReceipt(receipt)
         let verifier = ReceiptVerifier(roots: [identity.root])
         #expect(try verifier.verify(signed).get() == receipt)
-        // The receipt carries a copy of the root, as Apple's do; the verifier anchors on its own
-        // root, so that copy's bytes do not matter. Every other byte does.
-        let rootDER = identity.root.der
-        let rootCopy: Int? = (0...(signed.count - rootDER.count)).first { Array(signed[$0..<($0 + rootDER.count)]) == rootDER }
-        let start = try #require(rootCopy)
-        let copyRange = start..<(start + rootDER.count)
-        var changedAnywhere = 0
-        for index in stride(from: 0, to: signed.count, by: 37) where !copyRange.contains(index) {
-            var tampered = signed
-            tampered[index] ^= 0x01
-            if case .success = verifier.verify(tampered) { Issue.record("a change at byte \(index) of \(signed.count) verified") } else { changedAnywhere += 1 }
+        // What the signature covers: the payload, the signer's certificate (and the intermediate
+        // it chains through), and the signature itself. (PKCS#7 leaves its version fields and
+        // algorithm identifiers outside the signature, and the receipt's copy of the root is not
+        // what a verifier anchors on: changing those does not forge anything.)
+        func range(of part: [UInt8]) throws -> Range<Int> {
+            let start: Int? = (0...(signed.count - part.count)).first { Array(signed[$0..<($0 + part.count)]) == part }
+            let found = try #require(start)
+            return found..<(found + part.count)
         }
-        #expect(changedAnywhere > 10)
+        let covered = [try range(of: receipt.encoded()), try range(of: identity.leaf.der),
+                       try range(of: identity.intermediate.der), (signed.count - 64)..<signed.count]
+        var refused = 0
+        for part in covered {
+            for index in part {
+                var tampered = signed
+                tampered[index] ^= 0x01
+                if case .success = verifier.verify(tampered) { Issue.record("a change at byte \(index) verified") } else { refused += 1 }
+            }
+        }
+        #expect(refused > 1000)
         let other = TemporaryDirectory()
         defer { other.remove() }
         let (stranger, _) = try SigningIdentity.openOrCreate(directory: other.file("signing"))
