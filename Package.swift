@@ -35,12 +35,12 @@ let package = Package(
 
         // The daemon as a library, and its tiny main.
         .target(name: "StoreKitDaemon", dependencies: [
-            "StoreKitEngine", "StoreKitStore", "StoreKitWire", "StoreKitPosix", "CSystemd",
+            "StoreKitEngine", "StoreKitStore", "StoreKitWire", "StoreKitPosix", "StoreKitSigning", "CSystemd",
         ]),
         .executableTarget(name: "storekitd", dependencies: ["StoreKitDaemon"]),
 
         // What apps and admins run.
-        .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitSigning"]),
+        .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitSigning"]),
         .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore"]),

@@ -4,12 +4,23 @@ import StoreKitWire
 extension SKPaymentQueue {
     /// This app's unfinished transactions as the store holds them now, without becoming an observer.
     public func unfinishedTransactions() async throws -> [SKPaymentTransaction] {
+        var records: [TransactionRecord] = []
+        while true {
+            let page = try await Self.unfinishedPage(after: records.last?.id ?? 0)
+            if page.isEmpty { break }
+            records += page
+        }
+        return records.map { SKPaymentTransaction(record: $0, payment: nil) }
+    }
+
+    /// One page of the daemon's `unfinished` reply (docs/protocol.md §5).
+    static func unfinishedPage(after id: UInt64) async throws -> [TransactionRecord] {
         let connection = StoreConnection.shared
         return try await withCheckedThrowingContinuation { continuation in
-            connection.request({ .unfinished(requestID: $0) }) { result in
+            connection.request({ .unfinished(requestID: $0, afterID: id) }) { result in
                 switch result {
                 case .success(.transactions(_, let records)):
-                    continuation.resume(returning: records.map { SKPaymentTransaction(record: $0, payment: nil) })
+                    continuation.resume(returning: records)
                 case .success:
                     continuation.resume(throwing: SKError(.unknown))
                 case .failure(let error):

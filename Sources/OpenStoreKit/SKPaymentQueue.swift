@@ -32,6 +32,14 @@ open class SKPaymentQueue: NSObject {
         }
     }
 
+    /// Where the app receipt is on Linux, in place of `Bundle.main.appStoreReceiptURL` (nil here):
+    /// `$XDG_DATA_HOME/storekit/APP/receipt` (default `~/.local/share/storekit/APP/receipt`), readable
+    /// only by this user. The library writes it before it tells observers of a change the receipt
+    /// reflects; `SKReceiptRefreshRequest` writes it on demand. `SKAppReceipt` validates it.
+    public static var appStoreReceiptURL: URL {
+        ReceiptFile.url(app: StoreConnection.shared.resolvedAppIdentifier)
+    }
+
     /// The client socket path (default: `$STOREKITD_SOCKET`, else the runtime directory's storekitd.sock).
     public static var socketPath: String? {
         get { configurationStorage.withLock { $0.socket } }
@@ -230,8 +238,19 @@ open class SKPaymentQueue: NSObject {
     private func wire() {
         var handlers = StoreConnection.Handlers()
         let reference = QueueReference(self)
-        handlers.updated = { records in reference.queue?.received(updated: records) }
-        handlers.removed = { records in reference.queue?.received(removed: records) }
+        // The receipt is fetched before a batch that changes it reaches the observers (ReceiptFile).
+        let connection = self.connection
+        handlers.updated = { records in
+            let signable = records.contains { $0.state == .purchased || $0.state == .restored }
+            ReceiptFile.shared.sequence(refreshFirst: signable, connection: connection, app: connection.resolvedAppIdentifier) {
+                reference.queue?.received(updated: records)
+            }
+        }
+        handlers.removed = { records in
+            ReceiptFile.shared.sequence(refreshFirst: true, connection: connection, app: connection.resolvedAppIdentifier) {
+                reference.queue?.received(removed: records)
+            }
+        }
         handlers.connected = { country, identifier in
             reference.queue?.withState { $0.storefront = SKStorefront(countryCode: country, identifier: identifier) }
         }

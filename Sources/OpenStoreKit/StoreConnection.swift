@@ -75,6 +75,16 @@ final class StoreConnection: Sendable {
         state.withLock { $0.handlers = handlers }
     }
 
+    /// The app identifier this connection says hello with.
+    var resolvedAppIdentifier: String {
+        state.withLock { $0.appIdentifier } ?? Self.defaultAppIdentifier()
+    }
+
+    /// The socket this connection connects to.
+    var resolvedSocketPath: String {
+        state.withLock { $0.socketPath } ?? SocketLocation.clientSocket(environment: ProcessInfo.processInfo.environment)
+    }
+
     func configure(appIdentifier: String?, socketPath: String?) {
         state.withLock {
             $0.appIdentifier = appIdentifier

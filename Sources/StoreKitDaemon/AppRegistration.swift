@@ -9,6 +9,10 @@ public struct AppRegistration: Sendable, Equatable {
     public var executable: String?
     /// `ObserverUnit=`: a `.service` unit started when an update finds no connected observer.
     public var observerUnit: String?
+    /// `Environment=`: the `environment` written into everything signed for the app.
+    public var environment: SigningEnvironment
+    /// `Version=`: the app version its receipt states (`CFBundleVersion` on Apple platforms).
+    public var version: String
     /// The file and line of `ID=`, for messages about the app.
     public var file: String
     public var line: Int
@@ -16,11 +20,14 @@ public struct AppRegistration: Sendable, Equatable {
     public var catalogLine: Int
 
     public init(id: String, catalogPath: String, executable: String? = nil, observerUnit: String? = nil,
+                environment: SigningEnvironment = .xcode, version: String = "1.0",
                 file: String, line: Int, catalogLine: Int? = nil) {
         self.id = id
         self.catalogPath = catalogPath
         self.executable = executable
         self.observerUnit = observerUnit
+        self.environment = environment
+        self.version = version
         self.file = file
         self.line = line
         self.catalogLine = catalogLine ?? line
@@ -58,6 +65,21 @@ public struct AppRegistration: Sendable, Equatable {
             return true
         default:
             return false
+        }
+    }
+}
+
+/// The environment signed data names, so that a server can tell storekitd's data from the App
+/// Store's: `Xcode`, as Xcode's local store labels its data (the default), or `Sandbox`.
+public enum SigningEnvironment: String, Sendable, CaseIterable {
+    case xcode = "Xcode"
+    case sandbox = "Sandbox"
+
+    /// The receipt's type attribute for this environment, as Apple writes it.
+    public var receiptType: String {
+        switch self {
+        case .xcode: "Xcode"
+        case .sandbox: "ProductionSandbox"
         }
     }
 }

@@ -207,6 +207,9 @@ extension ControlCommands {
             members.append(("billingRetryExpiresDate", .string(RFC3339.string(milliseconds: retry))))
         }
         if let due = subscription.due { members.append(("nextEventDate", .string(RFC3339.string(milliseconds: due)))) }
+        if let signed = try? server.proof.signedRenewalInfo(subscription, engine: engine, configuration: configuration) {
+            members.append(("signedRenewalInfo", .string(signed)))
+        }
         return .object(members)
     }
 
@@ -325,7 +328,7 @@ extension ControlCommands {
     private func entitlements(_ arguments: Arguments) throws(StoreError) -> Result {
         guard case .value(let app?) = app(arguments, required: true) else { return failureOf(app(arguments, required: true)) }
         guard case .value(let uid) = uid(arguments) else { return .failure(.invalidArgument, "uid is not a number") }
-        return Result(json: .array(try engine.entitlements(uid: uid ?? 0, app: app).map(\.json)))
+        return Result(json: .array(try signed(try engine.entitlements(uid: uid ?? 0, app: app)).map(\.json)))
     }
 
     private func history(_ arguments: Arguments) throws(StoreError) -> Result {
@@ -334,7 +337,7 @@ extension ControlCommands {
         if let product = arguments["product"], let app, engine.product(app: app, id: product) == nil {
             return .failure(.invalidArgument, "product \(product) is not in the catalogue of \(app)")
         }
-        return Result(json: .array(try engine.history(uid: uid, app: app, productID: arguments["product"]).map(\.json)))
+        return Result(json: .array(try signed(try engine.history(uid: uid, app: app, productID: arguments["product"])).map(\.json)))
     }
 
     private func clear(_ arguments: Arguments) throws(StoreError) -> Result {

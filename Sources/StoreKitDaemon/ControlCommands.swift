@@ -1,3 +1,4 @@
+import Foundation
 import StoreKitEngine
 import StoreKitStore
 import StoreKitWire
@@ -36,6 +37,7 @@ struct ControlCommands {
     /// Commands that only read: they run even while writes are stopped.
     static let readOnlyCommands: Set<String> = [
         "status", "apps", "products", "transactions", "history", "entitlements", "subscriptions", "switches",
+        "certificate", "receipt",
     ]
 
     static func mutates(_ command: String, _ arguments: Arguments) -> Bool {
@@ -62,6 +64,12 @@ struct ControlCommands {
             return try buy(arguments)
         case "backup":
             return backup(arguments)
+        case "certificate":
+            return certificate()
+        case "rotate-key":
+            return rotateKey()
+        case "receipt":
+            return try receipt(arguments)
         default:
             if let result = try storeCommand(command, arguments) { return result }
             return .failure(.invalidArgument, "unknown command '\(command)'")
@@ -113,7 +121,61 @@ struct ControlCommands {
             return .failure(.unknownApp, "app \(app) is not registered")
         }
         let records = try engine.store.list(uid: uid, app: arguments["app"], unfinishedOnly: arguments["unfinished"] == "1")
-        return Result(json: .array(records.map(\.json)))
+        return Result(json: .array(try signed(records).map(\.json)))
+    }
+
+    /// `records` with their JWS (`jwsRepresentation` in `-o json`).
+    func signed(_ records: [TransactionRecord]) throws(StoreError) -> [TransactionRecord] {
+        do {
+            return try server.proof.signed(records, engine: engine, configuration: configuration)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            server.logger.error("Failed to sign for storekitctl: \(error)", id: .signingKey)
+            return records
+        }
+    }
+
+    /// The root certificate apps and servers verify against: PEM, and DER in base64.
+    private func certificate() -> Result {
+        let root = server.proof.identity.root
+        return Result(json: .object([
+            ("pem", .string(String(decoding: root.pem, as: UTF8.self))),
+            ("der", .string(Data(root.der).base64EncodedString())),
+            ("published", .array(server.proof.rootPaths.map { .string($0) })),
+        ]))
+    }
+
+    /// A new signing certificate and key under the same root.
+    private func rotateKey() -> Result {
+        do {
+            try server.proof.rotateKey()
+        } catch {
+            return .failure(.internalError, "cannot make a new signing key: \(error)")
+        }
+        let leaf = server.proof.identity.leaf
+        let expires = Int64(leaf.notAfter.timeIntervalSince1970 * 1000)
+        server.logger.notice("Replaced the signing certificate (storekitctl rotate-key)", id: .signingKey,
+                             fields: [("STOREKIT_SIGNING_LEAF_EXPIRES", RFC3339.string(milliseconds: expires))])
+        return Result(json: .object([
+            ("certificate", .string(String(decoding: leaf.pem, as: UTF8.self))),
+            ("expires", .string(RFC3339.string(milliseconds: expires))),
+        ]))
+    }
+
+    /// A queue's app receipt, base64, as a server receives it.
+    private func receipt(_ arguments: Arguments) throws(StoreError) -> Result {
+        guard let app = arguments["app"] else { return .failure(.invalidArgument, "receipt needs an APP") }
+        guard engine.isRegistered(app: app) else { return .failure(.unknownApp, "app \(app) is not registered") }
+        guard let uid = UInt32(arguments["uid"] ?? "0") else { return .failure(.invalidArgument, "uid is not a number") }
+        do {
+            let receipt = try server.proof.receipt(uid: uid, app: app, engine: engine, configuration: configuration)
+            return Result(json: .object([("receipt", .string(Data(receipt).base64EncodedString()))]))
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            return .failure(.internalError, "cannot make the receipt: \(error)")
+        }
     }
 
     private func buy(_ arguments: Arguments) throws(StoreError) -> Result {
@@ -137,6 +199,7 @@ struct ControlCommands {
                           json: .object([("error", .string(outcome.message)), ("code", .int(Int64(outcome.detail)))]))
         }
         let record = try engine.store.transaction(id: outcome.value)
-        return Result(json: record?.json ?? .null, effects: outcome.effects)
+        return Result(json: try record.map { (record) throws(StoreError) in try signed([record])[0].json } ?? .null,
+                      effects: outcome.effects)
     }
 }

@@ -124,6 +124,16 @@ public enum Daemon {
             engine.clock.offsetMilliseconds = offset
         }
 
+        let ownsRuntimeDirectory = activation.listeners[.client] == nil || activation.listeners[.control] == nil
+        let proof: ProofOfPurchase
+        do {
+            proof = try ProofOfPurchase.open(stateDirectory: stateDirectory,
+                                             runtimeDirectory: ownsRuntimeDirectory ? runtimeDirectory : nil, logger: logger)
+        } catch {
+            logger.error("Refusing to start: \(error)", id: .signingKey)
+            return 1
+        }
+
         var bound: [String] = []
         defer { for path in bound { unlink(path) } }
         let listeners: [Server.Listener]
@@ -145,7 +155,7 @@ public enum Daemon {
             }
         }
         do {
-            let server = try Server(engine: engine, configuration: configuration, listeners: listeners,
+            let server = try Server(engine: engine, proof: proof, configuration: configuration, listeners: listeners,
                                     resumedSessions: activation.sessions, logger: logger,
                                     notifier: ServiceNotifier(environment: environment), reloader: reloader,
                                     testHooks: options.testHooks)

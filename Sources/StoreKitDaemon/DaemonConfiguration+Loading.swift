@@ -174,6 +174,8 @@ extension AppRegistration {
         var catalog: (value: String, line: Int)?
         var executable: String?
         var observerUnit: String?
+        var environment = SigningEnvironment.xcode
+        var version = "1.0"
         for entry in header.entries {
             let value = ValueParser(file: file.path, entry: entry)
             switch entry.key {
@@ -193,6 +195,17 @@ extension AppRegistration {
                     throw value.invalid("expected a template unit name ending in @.service (its instance is the buyer's uid)")
                 }
                 observerUnit = value.isEmpty ? nil : entry.value
+            case "Environment":
+                guard let chosen = SigningEnvironment(rawValue: entry.value) else {
+                    throw value.invalid("expected Xcode or Sandbox")
+                }
+                environment = chosen
+            case "Version":
+                guard !entry.value.isEmpty, entry.value.utf8.count <= 64,
+                      entry.value.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 }) else {
+                    throw value.invalid("expected a version string such as 1.0 (at most 64 printable characters)")
+                }
+                version = entry.value
             default:
                 throw ConfigError(file: file.path, line: entry.line, message: "unknown key '\(entry.key)' in section [App]")
             }
@@ -204,7 +217,7 @@ extension AppRegistration {
             throw ConfigError(file: file.path, line: header.line, message: "missing required key Catalog= in section [App]")
         }
         self.init(id: id.value, catalogPath: catalog.value, executable: executable, observerUnit: observerUnit,
-                  file: file.path, line: id.line, catalogLine: catalog.line)
+                  environment: environment, version: version, file: file.path, line: id.line, catalogLine: catalog.line)
     }
 }
 

@@ -161,4 +161,5 @@ public enum MessageID: String, Sendable, CaseIterable {
     case protocolError = "6c3b1d2e9f0a4b7c8d5e1f2a3b4c5d6a"
     case storageFailure = "6c3b1d2e9f0a4b7c8d5e1f2a3b4c5d6b"
     case observerActivation = "6c3b1d2e9f0a4b7c8d5e1f2a3b4c5d6c"
+    case signingKey = "6c3b1d2e9f0a4b7c8d5e1f2a3b4c5d6d"
 }

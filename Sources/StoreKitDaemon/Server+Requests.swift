@@ -51,13 +51,13 @@ extension Server {
                                 fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(uid))])
                 }
             }
-            // Every registration gets every unfinished transaction, in frames of bounded size.
+            // Every registration gets every unfinished transaction, signed, in frames of bounded size.
             let unfinished = try engine.unfinished(uid: uid, app: app)
             var start = 0
             while start < unfinished.count {
-                let end = min(start + 2000, unfinished.count)
-                output.reply(session, .updated(Array(unfinished[start..<end])))
-                start = end
+                let page = signedPage(unfinished[start...])
+                output.reply(session, .updated(page))
+                start += page.count
             }
             // Promotions offered while nobody observed are offered now, once.
             for product in try engine.takePromotions(queue) { output.reply(session, .promotedPurchase(product)) }
@@ -94,12 +94,40 @@ extension Server {
         case .products(let id, let identifiers):
             let (products, invalid) = engine.products(app: app, identifiers: identifiers)
             output.reply(session, .products(requestID: id, products: products, invalidIdentifiers: invalid))
-        case .unfinished(let id):
-            output.reply(session, .transactions(requestID: id, transactions: try engine.unfinished(uid: uid, app: app)))
-        case .history(let id):
-            output.reply(session, .transactions(requestID: id, transactions: try engine.history(uid: uid, app: app)))
-        case .subscriptionStatus(let id, _), .appTransaction(let id), .receipt(let id):
-            output.reply(session, .result(id, .internalError, "signed data is not available yet"))
+        case .unfinished(let id, let afterID):
+            let records = try engine.unfinished(uid: uid, app: app).filter { $0.id > afterID }
+            output.reply(session, .transactions(requestID: id, transactions: signedPage(records[...])))
+        case .history(let id, let afterID):
+            let records = try engine.history(uid: uid, app: app).filter { $0.id > afterID }
+            output.reply(session, .transactions(requestID: id, transactions: signedPage(records[...])))
+        case .subscriptionStatus(let id, let groupID):
+            do {
+                let statuses = try proof.subscriptionStatuses(uid: uid, app: app, groupID: groupID, engine: engine,
+                                                             configuration: configuration)
+                output.reply(session, .subscriptionStatus(requestID: id, statuses: statuses))
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                output.reply(session, signingFailure(id, error))
+            }
+        case .appTransaction(let id):
+            do {
+                output.reply(session, .signed(requestID: id, jws: try proof.appTransaction(uid: uid, app: app, engine: engine,
+                                                                                         configuration: configuration)))
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                output.reply(session, signingFailure(id, error))
+            }
+        case .receipt(let id):
+            do {
+                output.reply(session, .receipt(requestID: id, data: try proof.receipt(uid: uid, app: app, engine: engine,
+                                                                                    configuration: configuration)))
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                output.reply(session, signingFailure(id, error))
+            }
         case .control(let id, "debug-stall", let arguments) where testHooks:
             let milliseconds = arguments.first.flatMap { UInt32($0) } ?? 1000
             usleep(milliseconds * 1000)
@@ -119,6 +147,36 @@ extension Server {
             output.reply(session, .controlResult(requestID: id, code: result.code, message: result.message,
                                                  json: result.json.serialized()))
         }
+    }
+
+    /// The first records of `records`, signed, that fit one frame's page budget (at least one).
+    func signedPage(_ records: ArraySlice<TransactionRecord>) -> [TransactionRecord] {
+        var page: [TransactionRecord] = []
+        var bytes = 0
+        for record in records {
+            let signed = signedForSending([record])[0]
+            bytes += signed.encodedSize
+            if !page.isEmpty, bytes > ServerMessage.pageBudget { break }
+            page.append(signed)
+        }
+        return page
+    }
+
+    /// `records` with their JWS; a record that cannot be signed goes without one (the app then
+    /// sees it unverified), and the journal says why.
+    func signedForSending(_ records: [TransactionRecord]) -> [TransactionRecord] {
+        do {
+            return try proof.signed(records, engine: engine, configuration: configuration)
+        } catch {
+            logger.error("Failed to sign transactions \(records.map { String($0.id) }.joined(separator: ", ")): \(error)",
+                         id: .signingKey)
+            return records
+        }
+    }
+
+    func signingFailure(_ id: UInt32, _ error: any Error) -> ServerMessage {
+        logger.error("Failed to sign: \(error)", id: .signingKey)
+        return .result(id, .internalError, "cannot sign: \(error)")
     }
 
     func apply(_ outcome: Outcome, requestID: UInt32, session: Session, into output: inout UnitOutput) {

@@ -66,7 +66,12 @@ extension Server {
             output.unobserved.append(queue)
             return
         }
-        let frame = Frame.encode(body: message.encode())
+        let signedMessage: ServerMessage = switch message {
+        case .updated(let records): .updated(signedForSending(records))
+        case .removed(let records): .removed(signedForSending(records))
+        default: message
+        }
+        let frame = Frame.encode(body: signedMessage.encode())
         for token in tokens { output.append(token, frame) }
     }
 

@@ -61,6 +61,8 @@ public final class Server {
 
     let engine: PaymentQueueEngine
     let ledger: Ledger
+    /// Signs what leaves the daemon (JWS, receipts).
+    let proof: ProofOfPurchase
     var configuration: DaemonConfiguration
     let logger: Logger
     let notifier: ServiceNotifier
@@ -112,13 +114,14 @@ public final class Server {
     let storeRun = String(UInt64(ServiceNotifier.monotonicMilliseconds()), radix: 36)
 
     public init(
-        engine: PaymentQueueEngine, configuration: DaemonConfiguration, listeners: [Listener],
+        engine: PaymentQueueEngine, proof: ProofOfPurchase, configuration: DaemonConfiguration, listeners: [Listener],
         resumedSessions: [(fd: Int32, name: String)] = [],
         logger: Logger, notifier: ServiceNotifier, reloader: Reloader? = nil, testHooks: Bool = false
     ) throws(Errno) {
         self.testHooks = testHooks
         self.activator = ObserverActivator(logger: logger)
         self.engine = engine
+        self.proof = proof
         self.ledger = Ledger(store: engine.store, logger: logger)
         engine.limits = Self.engineLimits(configuration)
         self.configuration = configuration

@@ -10,16 +10,18 @@ public enum ClientMessage: Sendable, Equatable {
     case finish(requestID: UInt32, transactionID: UInt64)
     case restore(requestID: UInt32, applicationUsername: String?)
     case products(requestID: UInt32, identifiers: [String])
-    case unfinished(requestID: UInt32)
+    /// The unfinished transactions of the connection's (uid, app) with ids above `afterID`, oldest
+    /// first, as many as fit `ServerMessage.pageBudget`; an empty page means there are no more.
+    case unfinished(requestID: UInt32, afterID: UInt64 = 0)
     /// A storekitctl command (control socket only): a name and its arguments.
     case control(requestID: UInt32, command: String, arguments: [String])
     case ping(requestID: UInt32)
     /// Withdraws a deferred payment the app chose not to continue after a storefront change
     /// (`paymentQueue(_:shouldContinue:in:)` answered false, or did not answer in time).
     case cancelPayment(requestID: UInt32, transactionID: UInt64)
-    /// Every transaction of the connection's (uid, app), finished ones too, oldest first, each with
-    /// its JWS (StoreKit 2's `Transaction.all`); replied with `transactions`.
-    case history(requestID: UInt32)
+    /// Every transaction of the connection's (uid, app), finished ones too, with ids above
+    /// `afterID`, oldest first, each with its JWS (StoreKit 2's `Transaction.all`), paged as `unfinished`.
+    case history(requestID: UInt32, afterID: UInt64 = 0)
     /// The buyer's subscriptions in a group (`Product.SubscriptionInfo.status(for:)`); an empty
     /// group asks for every group. Replied with `subscriptionStatus`.
     case subscriptionStatus(requestID: UInt32, groupID: String)
@@ -61,8 +63,8 @@ public enum ClientMessage: Sendable, Equatable {
         switch self {
         case .hello: nil
         case .subscribe(let id), .unsubscribe(let id), .finish(let id, _), .restore(let id, _),
-             .products(let id, _), .unfinished(let id), .control(let id, _, _), .ping(let id), .cancelPayment(let id, _),
-             .history(let id), .subscriptionStatus(let id, _), .appTransaction(let id), .receipt(let id):
+             .products(let id, _), .unfinished(let id, _), .control(let id, _, _), .ping(let id), .cancelPayment(let id, _),
+             .history(let id, _), .subscriptionStatus(let id, _), .appTransaction(let id), .receipt(let id):
             id
         case .addPayment(let payment): payment.requestID
         }
@@ -93,16 +95,16 @@ public enum ClientMessage: Sendable, Equatable {
             writer.u8(Tag.restore.rawValue); writer.u32(id); writer.optionalString(username)
         case .products(let id, let identifiers):
             writer.u8(Tag.products.rawValue); writer.u32(id); writer.stringList(identifiers)
-        case .unfinished(let id):
-            writer.u8(Tag.unfinished.rawValue); writer.u32(id)
+        case .unfinished(let id, let afterID):
+            writer.u8(Tag.unfinished.rawValue); writer.u32(id); writer.u64(afterID)
         case .control(let id, let command, let arguments):
             writer.u8(Tag.control.rawValue); writer.u32(id); writer.string(command); writer.stringList(arguments)
         case .ping(let id):
             writer.u8(Tag.ping.rawValue); writer.u32(id)
         case .cancelPayment(let id, let transactionID):
             writer.u8(Tag.cancelPayment.rawValue); writer.u32(id); writer.u64(transactionID)
-        case .history(let id):
-            writer.u8(Tag.history.rawValue); writer.u32(id)
+        case .history(let id, let afterID):
+            writer.u8(Tag.history.rawValue); writer.u32(id); writer.u64(afterID)
         case .subscriptionStatus(let id, let groupID):
             writer.u8(Tag.subscriptionStatus.rawValue); writer.u32(id); writer.string(groupID)
         case .appTransaction(let id):
@@ -138,7 +140,7 @@ public enum ClientMessage: Sendable, Equatable {
         case .products:
             message = .products(requestID: try reader.u32(), identifiers: try reader.stringList())
         case .unfinished:
-            message = .unfinished(requestID: try reader.u32())
+            message = .unfinished(requestID: try reader.u32(), afterID: try reader.u64())
         case .control:
             message = .control(requestID: try reader.u32(), command: try reader.string(), arguments: try reader.stringList())
         case .ping:
@@ -146,7 +148,7 @@ public enum ClientMessage: Sendable, Equatable {
         case .cancelPayment:
             message = .cancelPayment(requestID: try reader.u32(), transactionID: try reader.u64())
         case .history:
-            message = .history(requestID: try reader.u32())
+            message = .history(requestID: try reader.u32(), afterID: try reader.u64())
         case .subscriptionStatus:
             message = .subscriptionStatus(requestID: try reader.u32(), groupID: try reader.string())
         case .appTransaction:

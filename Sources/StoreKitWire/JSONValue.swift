@@ -118,6 +118,7 @@ extension TransactionRecord {
         }
         if let expiresDate { members.append(("expiresDate", .string(RFC3339.string(milliseconds: expiresDate)))) }
         if let applicationUsername { members.append(("applicationUsername", .string(applicationUsername))) }
+        if let jwsRepresentation { members.append(("jwsRepresentation", .string(jwsRepresentation))) }
         return .object(members)
     }
 }

@@ -29,6 +29,10 @@ public enum ServerMessage: Sendable, Equatable {
              storefrontChanged, entitlementsRevoked, promotedPurchase, subscriptionStatus, signed, receipt
     }
 
+    /// The most transaction bytes the daemon puts in one `updated` or `transactions` frame (a
+    /// signed transaction is about 3 KB): well inside `Frame.defaultMaximumBodySize`.
+    public static let pageBudget = 256 * 1024
+
     public static func result(_ requestID: UInt32, _ code: ResultCode, detail: Int32 = 0, value: UInt64 = 0, _ message: String = "") -> ServerMessage {
         .result(requestID: requestID, code: code, detail: detail, value: value, message: message)
     }

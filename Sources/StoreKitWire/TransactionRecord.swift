@@ -71,6 +71,15 @@ extension TransactionRecord {
         writer.optionalString(jwsRepresentation)
     }
 
+    /// The bytes `encode(into:)` writes.
+    public var encodedSize: Int {
+        func optional(_ text: String?) -> Int { text.map { 4 + $0.utf8.count } ?? 0 }
+        return Self.minimumEncodedSize + app.utf8.count + productID.utf8.count
+            + (originalID == nil ? 0 : 8) + (errorCode == nil ? 0 : 4) + optional(errorMessage)
+            + (revocationDate == nil ? 0 : 8) + (revocationReason == nil ? 0 : 4) + optional(applicationUsername)
+            + (expiresDate == nil ? 0 : 8) + optional(jwsRepresentation)
+    }
+
     /// Smallest possible encoding, used to bound list counts before allocating.
     static let minimumEncodedSize = 8 + 1 + 4 + 4 + 4 + 4 + 1 + 8 + 8 + 1 + 7
 

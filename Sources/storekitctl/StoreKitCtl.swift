@@ -17,6 +17,12 @@ protocol Subcommand: Sendable {
     init(_ arguments: inout ArgumentList) throws(UsageError)
     var request: (command: String, arguments: [String]) { get }
     func renderTable(_ json: Any) -> String
+    /// Binary output instead of text (`certificate --der`); nil for text.
+    func renderBytes(_ json: Any) -> [UInt8]?
+}
+
+extension Subcommand {
+    func renderBytes(_ json: Any) -> [UInt8]? { nil }
 }
 
 enum OutputFormat: String {
@@ -32,6 +38,7 @@ enum StoreKitCtl {
         InterruptedCommand.self, AskToBuyCommand.self, StorefrontCommand.self, PromoteCommand.self,
         ClockCommand.self, EntitlementsCommand.self, HistoryCommand.self, SubscriptionsCommand.self,
         SwitchesCommand.self, ClearCommand.self, ResetCommand.self, BackupCommand.self,
+        CertificateCommand.self, RotateKeyCommand.self, ReceiptCommand.self,
     ]
 
     static var globalUsage: String {
@@ -110,7 +117,11 @@ enum StoreKitCtl {
                     case .json: print(json)
                     case .table:
                         let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed])) ?? NSNull()
-                        print(command.renderTable(object), terminator: "")
+                        if let bytes = command.renderBytes(object) {
+                            FileHandle.standardOutput.write(Data(bytes))
+                        } else {
+                            print(command.renderTable(object), terminator: "")
+                        }
                     }
                     return 0
                 case .result(_, let code, _, _, let message) where code != .ok:

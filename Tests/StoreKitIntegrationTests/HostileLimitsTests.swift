@@ -104,9 +104,10 @@ struct HostileLimitsTests {
         let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=1M\nOutputHighWaterMark=4M\nOutputBudget=3M")
         defer { daemon.remove() }
         try Self.holdLargePurchases(daemon, count: 4, bytes: 256 << 10)
-        // Four connections, each asking for 1 MB it never reads: 4 MB in all, over the budget.
+        // Four connections, each asking four times for a page of 256 KB it never reads: 4 MB in
+        // all, over the budget.
         let readers = try (0..<4).map { _ in try daemon.connect() }
-        for reader in readers { try Self.pipeline(reader, { .unfinished(requestID: $0) }, count: 1) }
+        for reader in readers { try Self.pipeline(reader, { .unfinished(requestID: $0) }, count: 4) }
         #expect(eventually { daemon.log().contains("is over OutputBudget=") })
         #expect(readers.contains { HostileClientTests.closedByDaemon($0.fd, within: 2) })
         #expect(try Self.pingTime(daemon) < 1.0)

@@ -1,0 +1,83 @@
+import Foundation
+import StoreKitPosix
+import StoreKitWire
+
+/// The app receipt on disk, kept current by the library.
+///
+/// Apple's receipt lives in the app bundle; on Linux the library writes it per user and app at
+/// `SKPaymentQueue.appStoreReceiptURL` (a 0600 file in a 0700 directory of the user's data home,
+/// so that only the user's own processes read it). It asks storekitd for a new receipt before it
+/// delivers a batch of transaction updates to the observers, so an app that validates the
+/// receipt in `paymentQueue(_:updatedTransactions:)` finds the transactions in it; batches keep
+/// their order while a receipt is fetched.
+final class ReceiptFile: @unchecked Sendable {
+    static let shared = ReceiptFile()
+
+    private let lock = NSLock()
+    /// Deliveries in arrival order; one waits while its receipt is being fetched.
+    private var pending: [(ready: Bool, deliver: () -> Void)] = []
+
+    /// `$XDG_DATA_HOME/storekit/APP/receipt` (default `~/.local/share/storekit/APP/receipt`).
+    static func url(app: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
+        let dataHome: String
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+            dataHome = xdg
+        } else {
+            dataHome = (environment["HOME"] ?? NSHomeDirectory()) + "/.local/share"
+        }
+        return URL(fileURLWithPath: dataHome + "/storekit/" + app + "/receipt")
+    }
+
+    /// Asks storekitd for the receipt and writes it; `completion` gets the bytes or the error.
+    static func refresh(connection: StoreConnection, app: String, completion: @escaping @Sendable (Result<[UInt8], SKError>) -> Void) {
+        connection.request({ .receipt(requestID: $0) }) { result in
+            switch result {
+            case .success(.receipt(_, let data)):
+                do {
+                    try write(data, app: app)
+                    completion(.success(data))
+                } catch {
+                    completion(.failure(SKError(.unknown, userInfo: [NSLocalizedDescriptionKey: "Cannot write the receipt: \(error)"])))
+                }
+            case .success:
+                completion(.failure(SKError(.unknown)))
+            case .failure(let error):
+                completion(.failure(error))
+            }
+        }
+    }
+
+    static func write(_ data: [UInt8], app: String) throws {
+        let url = url(app: app)
+        let directory = url.deletingLastPathComponent().path
+        try PrivateDirectory.prepare(directory, mode: 0o700)
+        try FileSystem.writeAtomically(data, to: url.path, permissions: 0o600)
+    }
+
+    /// Runs `deliver` in arrival order; when `refreshFirst`, only after a new receipt was
+    /// fetched (or could not be: the delivery never waits on a failure).
+    func sequence(refreshFirst: Bool, connection: StoreConnection, app: String, _ deliver: @escaping () -> Void) {
+        lock.withLock { pending.append((!refreshFirst, deliver)) }
+        guard refreshFirst else {
+            drain()
+            return
+        }
+        Self.refresh(connection: connection, app: app) { [self] _ in
+            lock.withLock {
+                if let waiting = pending.firstIndex(where: { !$0.ready }) { pending[waiting].ready = true }
+            }
+            drain()
+        }
+    }
+
+    /// Delivers the ready entries at the head, in order. (Under the lock: a delivery only hands
+    /// its callbacks to the callback queue, and two threads draining must not reorder them.)
+    private func drain() {
+        lock.withLock {
+            while let head = pending.first, head.ready {
+                pending.removeFirst()
+                head.deliver()
+            }
+        }
+    }
+}

@@ -1,0 +1,165 @@
+import Foundation
+import StoreKitEngine
+import StoreKitSigning
+import StoreKitStore
+import StoreKitWire
+
+/// What the daemon signs for apps and their servers: every `purchased` or `restored`
+/// transaction it sends as a JWS (Apple's `JWSTransaction`), renewal info, the app transaction,
+/// and app receipts (docs/receipts.md). Owns the signing identity, which `storekitctl rotate-key`
+/// replaces while the daemon runs.
+///
+/// Signing happens on the serving thread when a record leaves it (about 40 µs for a transaction);
+/// a record signed once keeps its JWS in a small cache until it changes (its sequence moves), so
+/// re-sending unfinished transactions at every launch does not sign them again.
+public final class ProofOfPurchase {
+    private(set) var identity: SigningIdentity
+    let keyDirectory: String
+    /// Where the root certificate is published for apps (0644).
+    let rootPaths: [String]
+    private var cache: [UInt64: (sequence: UInt64, finished: Bool, jws: String)] = [:]
+    private var cacheOrder: [UInt64] = []
+    static let cacheLimit = 4096
+
+    init(identity: SigningIdentity, keyDirectory: String, rootPaths: [String]) {
+        self.identity = identity
+        self.keyDirectory = keyDirectory
+        self.rootPaths = rootPaths
+    }
+
+    /// Loads (or makes, at first start) the identity in `STATE/signing` and publishes the root.
+    static func open(stateDirectory: String, runtimeDirectory: String?, logger: Logger) throws(SigningError) -> ProofOfPurchase {
+        let directory = stateDirectory + "/signing"
+        let (identity, origin) = try SigningIdentity.openOrCreate(directory: directory)
+        var rootPaths = [stateDirectory + "/" + RootCertificateLocation.fileName]
+        if let runtimeDirectory { rootPaths.append(runtimeDirectory + "/" + RootCertificateLocation.fileName) }
+        for path in rootPaths { try identity.publishRoot(to: path) }
+        let fields = [("STOREKIT_SIGNING_LEAF_EXPIRES", RFC3339.string(milliseconds: Int64(identity.leaf.notAfter.timeIntervalSince1970 * 1000)))]
+        switch origin {
+        case .created:
+            logger.notice("Made a signing key and certificate chain in \(directory); root certificate at \(rootPaths[0])",
+                          id: .signingKey, fields: fields)
+        case .leafRenewed:
+            logger.notice("Replaced the signing certificate in \(directory): the previous one was about to expire",
+                          id: .signingKey, fields: fields)
+        case .loaded:
+            logger.info("Loaded the signing key from \(directory)", id: .signingKey, fields: fields)
+        }
+        return ProofOfPurchase(identity: identity, keyDirectory: directory, rootPaths: rootPaths)
+    }
+
+    /// `storekitctl rotate-key`: a new leaf from now on; what the old one signed stays verifiable.
+    func rotateKey() throws(SigningError) {
+        identity = try identity.rotatingLeaf(in: keyDirectory)
+        cache.removeAll()
+        cacheOrder.removeAll()
+    }
+
+    static var now: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    /// `records` with the JWS of each signable one filled in.
+    func signed(_ records: [TransactionRecord], engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> [TransactionRecord] {
+        var result = records
+        for index in result.indices where PaymentQueueEngine.isSignable(result[index]) {
+            result[index].jwsRepresentation = try jws(for: result[index], engine: engine, configuration: configuration)
+        }
+        return result
+    }
+
+    func jws(for record: TransactionRecord, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> String? {
+        if let cached = cache[record.id], cached.sequence == record.sequence, cached.finished == record.finished { return cached.jws }
+        let environment = configuration.app(record.app)?.environment ?? .xcode
+        guard let payload = try engine.transactionPayload(record, environment: environment.rawValue, signedDate: Self.now) else {
+            return nil
+        }
+        let jws = try identity.signJWS(payload: Array(payload.serialized().utf8))
+        if cache.updateValue((record.sequence, record.finished, jws), forKey: record.id) == nil {
+            cacheOrder.append(record.id)
+            if cacheOrder.count > Self.cacheLimit {
+                let evicted = cacheOrder.prefix(Self.cacheLimit / 4)
+                for id in evicted { cache.removeValue(forKey: id) }
+                cacheOrder.removeFirst(evicted.count)
+            }
+        }
+        return jws
+    }
+
+    /// `subscriptionStatus`: each subscription of the queue (in `groupID`, when not empty).
+    func subscriptionStatuses(uid: UInt32, app: String, groupID: String, engine: PaymentQueueEngine,
+                              configuration: DaemonConfiguration) throws -> [SubscriptionStatusRecord] {
+        let environment = (configuration.app(app)?.environment ?? .xcode).rawValue
+        return try engine.subscriptionStatuses(uid: uid, app: app, groupID: groupID.isEmpty ? nil : groupID).map { status in
+            let renewalInfo = engine.renewalInfoPayload(status.subscription, environment: environment, signedDate: Self.now)
+            return SubscriptionStatusRecord(
+                groupID: status.subscription.groupID, state: status.state,
+                transaction: try signed([status.latest], engine: engine, configuration: configuration)[0],
+                signedRenewalInfo: try identity.signJWS(payload: Array(renewalInfo.serialized().utf8)))
+        }
+    }
+
+    /// The signed renewal info of one subscription (for `storekitctl subscriptions -o json`).
+    func signedRenewalInfo(_ subscription: TransactionStore.Subscription, engine: PaymentQueueEngine,
+                           configuration: DaemonConfiguration) throws(SigningError) -> String {
+        let environment = (configuration.app(subscription.app)?.environment ?? .xcode).rawValue
+        let payload = engine.renewalInfoPayload(subscription, environment: environment, signedDate: Self.now)
+        return try identity.signJWS(payload: Array(payload.serialized().utf8))
+    }
+
+    /// When (uid, app) first asked for proof: the app's "original purchase" on Linux, kept in the store.
+    func firstSeen(uid: UInt32, app: String, engine: PaymentQueueEngine) throws(StoreError) -> Int64 {
+        let key = "firstSeen.\(uid).\(app)"
+        if let text = try engine.store.setting(key), let value = Int64(text) { return value }
+        let earliest = try engine.store.all(uid: uid, app: app).map(\.date).min()
+        let value = min(earliest ?? engine.clock.now(), engine.clock.now())
+        try engine.store.setSetting(key, String(value))
+        return value
+    }
+
+    /// Apple's `AppTransaction`, signed.
+    func appTransaction(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> String {
+        let registration = configuration.app(app)
+        let environment = registration?.environment ?? .xcode
+        let version = registration?.version ?? "1.0"
+        let nonce = UUID().uuidString.lowercased()
+        let device = try DeviceIdentifier.forApp(app)
+        let payload: JSONValue = .object([
+            ("receiptType", .string(environment.rawValue)),
+            ("bundleId", .string(app)),
+            ("applicationVersion", .string(version)),
+            ("originalApplicationVersion", .string(version)),
+            ("receiptCreationDate", .int(engine.clock.now())),
+            ("originalPurchaseDate", .int(try firstSeen(uid: uid, app: app, engine: engine))),
+            ("deviceVerificationNonce", .string(nonce)),
+            ("deviceVerification", .string(Data(Digest.deviceVerification(nonce: nonce, deviceIdentifier: device)).base64EncodedString())),
+            ("signedDate", .int(Self.now)),
+            ("environment", .string(environment.rawValue)),
+        ])
+        return try identity.signJWS(payload: Array(payload.serialized().utf8))
+    }
+
+    /// The app receipt of (uid, app), made now.
+    func receipt(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> [UInt8] {
+        let registration = configuration.app(app)
+        let version = registration?.version ?? "1.0"
+        var opaque = [UInt8](repeating: 0, count: 16)
+        for index in opaque.indices { opaque[index] = UInt8.random(in: 0...255) }
+        func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+        var purchases: [AppReceipt.InAppPurchase] = []
+        for record in try engine.receiptPurchases(uid: uid, app: app) {
+            let product = engine.product(app: app, id: record.productID)
+            purchases.append(AppReceipt.InAppPurchase(
+                quantity: Int64(record.quantity), productIdentifier: record.productID,
+                transactionIdentifier: String(record.id), originalTransactionIdentifier: String(record.originalID ?? record.id),
+                purchaseDate: date(record.date), originalPurchaseDate: date(try engine.originalPurchaseDate(of: record)),
+                subscriptionExpirationDate: record.expiresDate.map(date), cancellationDate: record.revocationDate.map(date),
+                webOrderLineItemID: product?.kind == .autoRenewable ? Int64(record.id) : nil))
+        }
+        let receipt = AppReceipt(
+            receiptType: (registration?.environment ?? .xcode).receiptType, bundleIdentifier: app, appVersion: version,
+            opaqueValue: opaque,
+            sha1Hash: AppReceipt.hash(deviceIdentifier: try DeviceIdentifier.forApp(app), opaqueValue: opaque, bundleIdentifier: app),
+            creationDate: date(engine.clock.now()), originalApplicationVersion: version,
+            originalPurchaseDate: date(try firstSeen(uid: uid, app: app, engine: engine)), inAppPurchases: purchases)
+        return try identity.signReceipt(receipt)
+    }
+}

@@ -1,0 +1,149 @@
+import StoreKitStore
+import StoreKitWire
+
+// What proof of purchase says, as Apple's documented payloads: `JWSTransaction`,
+// `JWSRenewalInfo`, `AppTransaction`, and the purchases an app receipt lists. Plain values here;
+// the daemon signs them (StoreKitSigning). `environment` is the app's `Environment=`, and
+// `signedDate` is the real time of signing (not the store's clock), so that certificates are
+// checked at a true date.
+
+extension PaymentQueueEngine {
+    /// Apple's `type` of a product.
+    static func typeName(_ kind: ProductRecord.Kind?) -> String {
+        switch kind {
+        case .consumable: "Consumable"
+        case .nonConsumable: "Non-Consumable"
+        case .autoRenewable: "Auto-Renewable Subscription"
+        case .nonRenewing, nil: "Non-Renewing Subscription"
+        }
+    }
+
+    /// Whether a transaction in this state is signed: the ones StoreKit 2 has a `Transaction` for.
+    public static func isSignable(_ record: TransactionRecord) -> Bool {
+        record.state == .purchased || record.state == .restored
+    }
+
+    /// The purchase date of the transaction's original (its own date when it is the original).
+    public func originalPurchaseDate(of record: TransactionRecord) throws(StoreError) -> Int64 {
+        guard let originalID = record.originalID, originalID != record.id,
+              let original = try store.transaction(id: originalID) else { return record.date }
+        return original.date
+    }
+
+    /// A renewal is a `purchased` transaction of an auto-renewable product that the store made
+    /// in an existing chain, not a client's payment.
+    public func isRenewal(_ record: TransactionRecord, kind: ProductRecord.Kind?) throws(StoreError) -> Bool {
+        guard kind == .autoRenewable, record.state == .purchased, let originalID = record.originalID, originalID != record.id else {
+            return false
+        }
+        return try !store.hasPaymentKey(transactionID: record.id)
+    }
+
+    /// Apple's `JWSTransaction` for a `purchased` or `restored` transaction; nil for other states.
+    public func transactionPayload(_ record: TransactionRecord, environment: String, signedDate: Int64) throws(StoreError) -> JSONValue? {
+        guard Self.isSignable(record) else { return nil }
+        let product = catalogs[record.app]?.product(record.productID)
+        var members: [(String, JSONValue)] = [
+            ("transactionId", .string(String(record.id))),
+            ("originalTransactionId", .string(String(record.originalID ?? record.id))),
+            ("bundleId", .string(record.app)),
+            ("productId", .string(record.productID)),
+            ("purchaseDate", .int(record.date)),
+            ("originalPurchaseDate", .int(try originalPurchaseDate(of: record))),
+            ("quantity", .int(Int64(record.quantity))),
+            ("type", .string(Self.typeName(product?.kind))),
+            ("inAppOwnershipType", .string("PURCHASED")),
+            ("signedDate", .int(signedDate)),
+            ("environment", .string(environment)),
+            ("transactionReason", .string(try isRenewal(record, kind: product?.kind) ? "RENEWAL" : "PURCHASE")),
+            ("storefront", .string(storefront)),
+            ("storefrontId", .string(Storefronts.identifier(for: storefront))),
+            ("currency", .string(currencyCode)),
+        ]
+        if let product { members.append(("price", .int(product.priceCents * 10))) }
+        if product?.kind == .autoRenewable {
+            members.append(("subscriptionGroupIdentifier", .string(product?.subscriptionGroupID ?? record.productID)))
+            members.append(("webOrderLineItemId", .string(String(record.id))))
+        }
+        if let expires = record.expiresDate { members.append(("expiresDate", .int(expires))) }
+        if let revoked = record.revocationDate {
+            members.append(("revocationDate", .int(revoked)))
+            members.append(("revocationReason", .int(Int64(record.revocationReason ?? 0))))
+        }
+        if let token = Self.appAccountToken(record.applicationUsername) { members.append(("appAccountToken", .string(token))) }
+        return .object(members)
+    }
+
+    /// StoreKit 2's `appAccountToken` is StoreKit 1's `applicationUsername` when that is a UUID.
+    static func appAccountToken(_ username: String?) -> String? {
+        guard let username else { return nil }
+        let bytes = Array(username.utf8)
+        guard bytes.count == 36 else { return nil }
+        for (index, byte) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(index) {
+                guard byte == UInt8(ascii: "-") else { return nil }
+            } else {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+                        || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte) else { return nil }
+            }
+        }
+        return username.lowercased()
+    }
+
+    /// One subscription's status as StoreKit 2 reports it.
+    public struct SubscriptionStatus: Sendable {
+        public var subscription: TransactionStore.Subscription
+        public var state: SubscriptionStatusRecord.State
+        public var latest: TransactionRecord
+    }
+
+    /// The buyer's subscriptions (in `groupID` only, when given), each with its latest transaction.
+    public func subscriptionStatuses(uid: UInt32, app: String, groupID: String?) throws(StoreError) -> [SubscriptionStatus] {
+        var result: [SubscriptionStatus] = []
+        for subscription in try store.subscriptions(uid: uid, app: app) where groupID == nil || subscription.groupID == groupID {
+            guard let latest = try store.transaction(id: subscription.lastTransactionID) else { continue }
+            let state: SubscriptionStatusRecord.State = switch subscription.status {
+            case .active: .subscribed
+            case .expired: .expired
+            case .billingRetry: .inBillingRetryPeriod
+            case .gracePeriod: .inGracePeriod
+            case .revoked: .revoked
+            }
+            result.append(SubscriptionStatus(subscription: subscription, state: state, latest: latest))
+        }
+        return result
+    }
+
+    /// Apple's `JWSRenewalInfo` for a subscription.
+    public func renewalInfoPayload(_ subscription: TransactionStore.Subscription, environment: String, signedDate: Int64) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("originalTransactionId", .string(String(subscription.originalID))),
+            ("productId", .string(subscription.productID)),
+            ("autoRenewProductId", .string(subscription.nextProductID ?? subscription.productID)),
+            ("autoRenewStatus", .int(subscription.autoRenew ? 1 : 0)),
+            ("isInBillingRetryPeriod", .bool(subscription.status == .billingRetry || subscription.status == .gracePeriod)),
+            ("recentSubscriptionStartDate", .int(subscription.periodStart)),
+            ("signedDate", .int(signedDate)),
+            ("environment", .string(environment)),
+        ]
+        if subscription.autoRenew, subscription.status.isLive { members.append(("renewalDate", .int(subscription.expiresDate))) }
+        if let grace = subscription.gracePeriodEnd, subscription.status == .gracePeriod {
+            members.append(("gracePeriodExpiresDate", .int(grace)))
+        }
+        // expirationIntent: 1 the customer cancelled (auto-renew off), 2 a billing error.
+        if subscription.status == .expired {
+            members.append(("expirationIntent", .int(subscription.autoRenew ? 2 : 1)))
+        }
+        return .object(members)
+    }
+
+    /// What an app receipt lists: every `purchased` or `restored` transaction of the queue except
+    /// finished consumables (Apple drops those once finished), oldest first.
+    public func receiptPurchases(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
+        let catalog = catalogs[app]
+        return try store.all(uid: uid, app: app).filter { record in
+            guard Self.isSignable(record) else { return false }
+            return !(record.finished && catalog?.product(record.productID)?.kind == .consumable)
+        }
+    }
+}

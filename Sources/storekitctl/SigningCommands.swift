@@ -1,0 +1,62 @@
+import Foundation
+
+/// `storekitctl certificate [--der]`: the root certificate apps and servers verify against.
+struct CertificateCommand: Subcommand {
+    static let name = "certificate"
+    static let summary = "print the root certificate signatures verify against [--der]"
+    static let usage = """
+        Usage: storekitctl certificate [--der] [-o json]
+
+        Prints the root certificate of storekitd's signing chain: PEM by default, DER (binary) with
+        --der. Apps and servers verify receipts and signed transactions against it, offline; the
+        daemon also publishes it as root-certificate.pem in its state directory (docs/receipts.md).
+        """
+    let der: Bool
+    init(_ arguments: inout ArgumentList) throws(UsageError) { der = arguments.flag("--der") }
+    var request: (command: String, arguments: [String]) { ("certificate", []) }
+    func renderTable(_ json: Any) -> String {
+        (json as? [String: Any])?["pem"] as? String ?? ""
+    }
+    func renderBytes(_ json: Any) -> [UInt8]? {
+        guard der, let base64 = (json as? [String: Any])?["der"] as? String, let data = Data(base64Encoded: base64) else { return nil }
+        return [UInt8](data)
+    }
+}
+
+/// `storekitctl rotate-key`: a new signing certificate and key under the same root.
+struct RotateKeyCommand: Subcommand {
+    static let name = "rotate-key"
+    static let summary = "replace the signing key and certificate (the root stays)"
+    static let usage = """
+        Usage: storekitctl rotate-key [-o json]
+
+        Makes a new signing key and certificate under the same root and intermediate and signs with
+        them from now on. Everything signed before stays verifiable: each JWS carries its chain,
+        and verifiers check it at the time it was signed.
+        """
+    init(_ arguments: inout ArgumentList) throws(UsageError) {}
+    var request: (command: String, arguments: [String]) { ("rotate-key", []) }
+    func renderTable(_ json: Any) -> String {
+        "New signing certificate, valid until \((json as? [String: Any])?["expires"] as? String ?? "?")\n"
+    }
+}
+
+/// `storekitctl receipt APP --uid N`: a queue's app receipt, as a server receives it.
+struct ReceiptCommand: Subcommand {
+    static let name = "receipt"
+    static let summary = "print APP's receipt for a user, base64 [--uid N]"
+    static let usage = """
+        Usage: storekitctl receipt APP [--uid N] [-o json]
+
+        Makes and prints the app receipt of APP for uid N (default 0): the PKCS#7 file that
+        SKReceiptRefreshRequest writes for the app, base64-encoded as an app sends it to its server.
+        """
+    var arguments: [String] = []
+    init(_ list: inout ArgumentList) throws(UsageError) {
+        let uid = try list.number("--uid")
+        arguments = ["app=\(try list.positional("APP"))"]
+        if let uid { arguments.append("uid=\(uid)") }
+    }
+    var request: (command: String, arguments: [String]) { ("receipt", arguments) }
+    func renderTable(_ json: Any) -> String { ((json as? [String: Any])?["receipt"] as? String ?? "") + "\n" }
+}
