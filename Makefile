@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # `make test-system` add the packaging tools and a container to boot a real systemd in.
 BUILD_PACKAGES := libsqlite3-dev libsystemd-dev libssl-dev pkgconf
 RUNTIME_PACKAGES := procps
-TEST_PACKAGES := sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography
+TEST_PACKAGES := sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography python3-venv
 DEB_PACKAGES := debhelper dpkg-dev lintian
 SYSTEM_TEST_PACKAGES := debootstrap systemd-container
 APT_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES)
@@ -33,6 +33,7 @@ deps:
 
 test-deps:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(APT_PACKAGES) $(TEST_PACKAGES)"
+	@scripts/verifiers/setup.sh .build/verifiers
 
 deb-deps:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(APT_PACKAGES) $(DEB_PACKAGES)"

@@ -30,13 +30,10 @@ extension PaymentQueueEngine {
         return original.date
     }
 
-    /// A renewal is a `purchased` transaction of an auto-renewable product that the store made
-    /// in an existing chain, not a client's payment.
+    /// A renewal is a transaction the store made by renewing a subscription (recorded when made).
     public func isRenewal(_ record: TransactionRecord, kind: ProductRecord.Kind?) throws(StoreError) -> Bool {
-        guard kind == .autoRenewable, record.state == .purchased, let originalID = record.originalID, originalID != record.id else {
-            return false
-        }
-        return try !store.hasPaymentKey(transactionID: record.id)
+        guard kind == .autoRenewable, record.state == .purchased else { return false }
+        return try store.isRenewal(transactionID: record.id)
     }
 
     /// Apple's `JWSTransaction` for a `purchased` or `restored` transaction; nil for other states.

@@ -185,6 +185,7 @@ extension PaymentQueueEngine {
             sequence: try store.nextSequence(uid: subscription.uid, app: subscription.app), date: start,
             applicationUsername: subscription.applicationUsername, expiresDate: end)
         try store.insert(record)
+        try store.markRenewal(transactionID: record.id)
         subscription.productID = productID
         subscription.nextProductID = nil
         subscription.status = .active

@@ -46,16 +46,6 @@ extension TransactionStore {
         return try select.firstRow { record($0) }
     }
 
-    /// Whether the transaction was made by a client's payment (it has an idempotency key), as
-    /// opposed to the store itself (a renewal, a restore, a follow-up).
-    public func hasPaymentKey(transactionID id: UInt64) throws(StoreError) -> Bool {
-        if let row = held.row(id: id) { return row.key != nil }
-        guard let stored = Self.storedID(id) else { return false }
-        let select = try database.statement("SELECT payment_key IS NOT NULL FROM transactions WHERE id = ?")
-        select.bind(1, stored)
-        return try select.firstRow { $0.int64(0) != 0 } ?? false
-    }
-
     public func transaction(uid: UInt32, app: String, paymentKey: String) throws(StoreError) -> TransactionRecord? {
         let key = StoredPaymentKey(uid: uid, app: app, key: paymentKey)
         if let row = held.row(key: key) { return row.record }

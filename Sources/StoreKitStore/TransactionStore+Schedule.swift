@@ -180,6 +180,22 @@ extension TransactionStore {
         try upsert.run()
     }
 
+    /// Records that the store made transaction `id` by renewing a subscription.
+    public func markRenewal(transactionID id: UInt64) throws(StoreError) {
+        precondition(inTransaction, "renewal recorded outside a unit of work")
+        let insert = try database.statement("INSERT OR IGNORE INTO renewals(transaction_id) VALUES(?)")
+        insert.bind(1, Int64(id))
+        try insert.run()
+    }
+
+    /// Whether the store made transaction `id` by renewing a subscription.
+    public func isRenewal(transactionID id: UInt64) throws(StoreError) -> Bool {
+        guard let stored = Self.storedID(id) else { return false }
+        let select = try database.statement("SELECT 1 FROM renewals WHERE transaction_id = ?")
+        select.bind(1, stored)
+        return try select.firstRow { _ in true } ?? false
+    }
+
     public func subscription(originalID: UInt64) throws(StoreError) -> Subscription? {
         guard let stored = Self.storedID(originalID) else { return nil }
         let select = try database.statement("SELECT \(Self.subscriptionColumns) FROM subscriptions WHERE original_id = ?")
@@ -342,6 +358,13 @@ extension TransactionStore {
         let unfinished = try records(select)
         try setSetting("transactions.lastID", String(max(nextID, Self.firstTransactionID) - 1))
         var deleted = 0
+        let renewals = try database.statement("""
+            DELETE FROM renewals WHERE transaction_id IN
+                (SELECT id FROM transactions WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2))
+            """)
+        renewals.bind(1, uid.map { Int64($0) })
+        renewals.bind(2, app)
+        try renewals.run()
         for table in ["transactions", "subscriptions", "purchase_requests"] {
             let delete = try database.statement(
                 "DELETE FROM \(table) WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2)")

@@ -83,6 +83,11 @@ extension TransactionStore {
                     CREATE INDEX purchase_requests_due ON purchase_requests(expires) WHERE expires IS NOT NULL;
                     """)
             }
+            if version < 3 {
+                // v3: which transactions are renewals (a signed transaction's `transactionReason`),
+                // recorded by the store when it renews a subscription.
+                try database.execute("CREATE TABLE renewals (transaction_id INTEGER PRIMARY KEY)")
+            }
             try database.execute("PRAGMA application_id=\(Self.applicationID)")
             try database.execute("PRAGMA user_version=\(Self.schemaVersion)")
         }

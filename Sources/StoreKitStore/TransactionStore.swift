@@ -14,7 +14,7 @@ import Glibc
 /// them at once, without an fsync, at `save()`. Transitions are guarded in SQL
 /// (`WHERE state = ?`) and the changed-row count is checked.
 public final class TransactionStore {
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
     /// `PRAGMA application_id`: "SKQD". A database with another id is not ours and is never touched.
     public static let applicationID: Int32 = 0x534B_5144
 

@@ -36,10 +36,14 @@ public final class DaemonProcess: @unchecked Sendable {
         if let process, process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
     }
 
-    /// The environment that points clients (library, CLI, example app) at this daemon.
+    /// The environment that points clients (library, CLI, example app) at this daemon; app
+    /// receipts go to a data home of this test's own.
     public var clientEnvironment: [String: String] {
-        ["STOREKITD_SOCKET": clientSocket, "STOREKITD_CONTROL_SOCKET": controlSocket]
+        ["STOREKITD_SOCKET": clientSocket, "STOREKITD_CONTROL_SOCKET": controlSocket, "XDG_DATA_HOME": dataHome]
     }
+
+    /// Where OpenStoreKit clients started with `clientEnvironment` keep their app receipts.
+    public var dataHome: String { directory.file("data") }
 
     public var arguments: [String] {
         ["--config", configFile, "--runtime-dir", runtimeDirectory, "--state-dir", stateDirectory,

@@ -33,6 +33,8 @@ enum ExampleApp {
           buy PRODUCT        buy PRODUCT (--quantity N), wait until it is delivered and finished
           restore            restore completed purchases, wait until the restore ends
           list               print this user's unfinished transactions of the app
+          refresh-receipt    fetch a new app receipt (SKReceiptRefreshRequest) and validate it
+          validate-receipt [FILE]  validate the app receipt (default: SKPaymentQueue.appStoreReceiptURL)
 
         --promoted: the answer to a purchase promoted in the App Store (default accept; defer keeps
         the payment and adds it half a second later).
@@ -43,7 +45,10 @@ enum ExampleApp {
         Each update is printed as one JSON line (events: updated, removed, restoreFinished,
         restoreFailed, revoked, storefrontChanged, promoted, promotedAdded). Content is granted into the ledger file
         (default: $XDG_STATE_HOME/storekit-example-app/APP.ledger) before a transaction is finished,
-        so a redelivered transaction is never granted twice.
+        so a redelivered transaction is never granted twice; before that the app receipt is
+        validated (signed by storekitd's root, this app's, this device's, listing the transaction
+        unrevoked) and a transaction it does not vouch for is neither granted nor finished (event
+        refused, exit status 2 for buy).
 
         """
 
@@ -131,6 +136,12 @@ enum ExampleApp {
                     exit(1)
                 }
             }
+        case ("validate-receipt", 1), ("validate-receipt", 2):
+            let url = arguments.count == 2 ? URL(fileURLWithPath: arguments[1]) : SKPaymentQueue.appStoreReceiptURL
+            return ReceiptCheck.print(url: url)
+        case ("refresh-receipt", 1):
+            receiptRefresh = ReceiptRefresh()
+            receiptRefresh?.start()
         default:
             return usageError("unknown command or wrong arguments: \(arguments.joined(separator: " "))")
         }

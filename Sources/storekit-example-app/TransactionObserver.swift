@@ -47,7 +47,16 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
                     ownTransactions.insert(id)
                 }
             case .purchased, .restored:
-                // Unlock first, durably; finish only after. A redelivery finds the grant in the ledger.
+                // Validate the receipt first: it must be signed by the store, be this app's and this
+                // device's, and list this transaction unrevoked. A receipt that fails is not trusted:
+                // nothing is granted and the transaction stays in the queue (it comes back at the next
+                // launch, when a good receipt may be there).
+                if let refusal = Self.receiptRefusal(for: id) {
+                    Output.line(event: "refused", transaction, extra: ["reason": refusal])
+                    if case .purchase = goal, ownTransactions.contains(id) { exit(2) }
+                    continue
+                }
+                // Unlock next, durably; finish only after. A redelivery finds the grant in the ledger.
                 let granted = ledger.grant(transaction)
                 Output.line(event: "updated", transaction, extra: ["granted": granted])
                 queue.finishTransaction(transaction)
@@ -65,6 +74,20 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
             @unknown default:
                 Output.line(event: "updated", transaction)
             }
+        }
+    }
+
+    /// nil when the app receipt is valid and lists `transactionID` unrevoked; else why not.
+    static func receiptRefusal(for transactionID: String) -> String? {
+        do {
+            let receipt = try SKAppReceipt.validated()
+            guard let purchase = receipt.purchase(transactionIdentifier: transactionID) else {
+                return "the receipt does not list transaction \(transactionID)"
+            }
+            if purchase.cancellationDate != nil { return "the receipt says transaction \(transactionID) was refunded" }
+            return nil
+        } catch {
+            return error.description
         }
     }
 

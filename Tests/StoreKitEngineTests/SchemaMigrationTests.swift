@@ -4,7 +4,7 @@ import StoreKitTestSupport
 import StoreKitWire
 import Testing
 
-/// Schema v2 (the store's schedule) upgrades a v1 database in place.
+/// Schemas v2 (the store's schedule) and v3 (renewals) upgrade a v1 database in place.
 @Suite struct SchemaMigrationTests {
     /// The v1 schema exactly as the first release created it.
     static let version1 = """
@@ -40,8 +40,8 @@ import Testing
         let kept: TransactionRecord
         do {
             let store = try TransactionStore(path: path)
-            #expect(store.openReport == "migrated schema 1 → 2")
-            #expect(try store.database.scalarInt("PRAGMA user_version") == 2)
+            #expect(store.openReport == "migrated schema 1 → 3")
+            #expect(try store.database.scalarInt("PRAGMA user_version") == 3)
             kept = try #require(try store.transaction(id: 2_000_000_000_000_001))
             #expect(kept.productID == "com.example.game.premium.yearly" && kept.sequence == 2)
             #expect(try store.setting("clock.offset") == "5000")
@@ -54,12 +54,15 @@ import Testing
                 originalID: kept.id, uid: 1000, app: "com.example.game", groupID: "G", productID: kept.productID,
                 quantity: 1, periodStart: kept.date, expiresDate: kept.date + 1000, due: kept.date + 1000,
                 lastTransactionID: kept.id))
+            try store.markRenewal(transactionID: kept.id)
             try store.commit()
             #expect(try store.nextDueTime() == kept.date + 1000)
         }
         // The store was dropped before a flush: its unit of work comes back from the commit log.
         let reopened = try TransactionStore(path: path)
-        #expect(reopened.openReport == "schema 2; applied 1 unit of work from the commit log")
+        #expect(reopened.openReport == "schema 3; applied 1 unit of work from the commit log")
         #expect(try reopened.subscription(originalID: kept.id)?.groupID == "G")
+        #expect(try reopened.isRenewal(transactionID: kept.id))
+        #expect(try !reopened.isRenewal(transactionID: kept.id + 1))
     }
 }

@@ -1,0 +1,228 @@
+import Foundation
+import StoreKitTestSupport
+import Testing
+
+// Receipts and signed transactions through the real daemon, checked by verifiers this project
+// did not write: openssl, PyJWT with python3-cryptography, and Apple's App Store Server Library.
+
+@Suite("Proof of purchase: JWS and receipts from the real daemon")
+struct ProofOfPurchaseTests {
+    /// A daemon whose app signs as `environment`, with its root certificate saved as PEM and DER.
+    static func daemon(environment: String = "Xcode") throws -> DaemonProcess {
+        let daemon = try DaemonProcess()
+        let registration = daemon.directory.file("config/apps.d/com.example.game.conf")
+        var text = try String(contentsOfFile: registration, encoding: .utf8)
+        text += "\nEnvironment=\(environment)\n"
+        try text.write(toFile: registration, atomically: true, encoding: .utf8)
+        try daemon.start()
+        try daemon.ctl(["certificate"]).stdout.write(toFile: daemon.directory.file("root.pem"), atomically: true, encoding: .utf8)
+        let der = try daemon.ctl(["certificate", "--der"])
+        try Data(der.stdout.utf8).write(to: URL(fileURLWithPath: daemon.directory.file("root-text.der")))
+        _ = try ProcessRunner.run("/usr/bin/openssl", ["x509", "-in", daemon.directory.file("root.pem"), "-outform", "DER",
+                                                       "-out", daemon.directory.file("root.der")])
+        return daemon
+    }
+
+    static func payload(_ result: ProcessResult) throws -> JSONObject {
+        try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? JSONObject)
+    }
+
+    static func changedByte(_ jws: String, part: Int) -> String {
+        var parts = jws.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        var characters = Array(parts[part])
+        let index = characters.count / 2
+        characters[index] = characters[index] == "A" ? "B" : "A"
+        parts[part] = String(characters)
+        return parts.joined(separator: ".")
+    }
+
+    @Test("every product type, a renewal, a refund and an Ask to Buy approval are signed; openssl and PyJWT accept them with only the root and refuse any changed part")
+    func everyKindVerifies() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        for product in [Sample.coins, Sample.levelPack, Sample.monthly, Sample.seasonPass] {
+            try daemon.ctlOK(["buy", Sample.app, product, "--uid", "1000"])
+        }
+        let renewal = try daemon.ctlObject(["renew", Sample.app, Sample.monthly, "--uid", "1000"])
+        let refunded = try #require(try daemon.history(["--uid", "1000"]).first { $0[string: "productIdentifier"] == Sample.levelPack })
+        try daemon.ctlOK(["refund", try #require(refunded[string: "transactionIdentifier"])])
+        try daemon.ctlOK(["ask-to-buy", "on", "--uid", "1000"])
+        let request = try daemon.ctlObject(["buy", Sample.app, Sample.yearly, "--uid", "1000"])
+        #expect(request[string: "state"] == "deferred")
+        #expect(request["jwsRepresentation"] == nil, "a deferred transaction is not signed")
+        try daemon.ctlOK(["approve", try #require(request[string: "transactionIdentifier"])])
+
+        let history = try daemon.history([Sample.app, "--uid", "1000"])
+        var payloads: [String: JSONObject] = [:]
+        for transaction in history where transaction[string: "state"] == "purchased" {
+            let id = try #require(transaction[string: "transactionIdentifier"])
+            let jws = try #require(transaction[string: "jwsRepresentation"], "transaction \(id) has no JWS")
+            let verified = try IndependentVerifier.verifyJWS(jws, root: daemon.directory.file("root.pem"))
+            #expect(verified.status == 0, "\(id): \(verified.stderr)")
+            let payload = try Self.payload(verified)
+            #expect(payload[string: "transactionId"] == id)
+            #expect(payload[string: "bundleId"] == Sample.app)
+            #expect(payload[string: "environment"] == "Xcode")
+            payloads[id] = payload
+            for part in 0..<3 {
+                let refused = try IndependentVerifier.verifyJWS(Self.changedByte(jws, part: part), root: daemon.directory.file("root.pem"))
+                #expect(refused.status != 0, "\(id): a change in part \(part) was accepted")
+            }
+        }
+        let types = Set(payloads.values.compactMap { $0[string: "type"] })
+        #expect(types == ["Consumable", "Non-Consumable", "Auto-Renewable Subscription", "Non-Renewing Subscription"])
+        let renewalID = try #require(renewal[string: "transactionIdentifier"])
+        let renewalPayload = try #require(payloads[renewalID])
+        #expect(renewalPayload[string: "transactionReason"] == "RENEWAL")
+        #expect(renewalPayload["expiresDate"] as? Int != nil)
+        let refundedID = try #require(refunded[string: "transactionIdentifier"])
+        let refundPayload = try #require(payloads[refundedID])
+        #expect(refundPayload["revocationDate"] as? Int != nil)
+        let requestID = try #require(request[string: "transactionIdentifier"])
+        let approved = try #require(payloads[requestID])
+        #expect(approved[string: "productId"] == Sample.yearly)
+        #expect(approved[string: "transactionReason"] == "PURCHASE")
+
+        // Renewal info is signed too.
+        let subscription = try #require(try daemon.ctlArray(["subscriptions", Sample.app, "--uid", "1000"]).first)
+        let renewalInfo = try #require(subscription[string: "signedRenewalInfo"])
+        let info = try IndependentVerifier.verifyJWS(renewalInfo, root: daemon.directory.file("root.pem"))
+        #expect(info.status == 0, "\(info.stderr)")
+        #expect(try Self.payload(info)["autoRenewStatus"] as? Int == 1)
+    }
+
+    @Test("Apple's App Store Server Library, given storekitd's root in place of Apple's, verifies Sandbox transactions and renewal info and refuses changed ones",
+          .enabled(if: IndependentVerifier.appleLibraryPython != nil, "Apple's app-store-server-library could not be installed from PyPI (make test-deps)"))
+    func appleLibraryAccepts() throws {
+        let daemon = try Self.daemon(environment: "Sandbox")
+        defer { daemon.remove() }
+        let bought = try daemon.ctlObject(["buy", Sample.app, Sample.monthly, "--uid", "1000"])
+        let jws = try #require(bought[string: "jwsRepresentation"])
+        let root = daemon.directory.file("root.der")
+        let verified = try IndependentVerifier.verifyWithAppleLibrary(jws, rootDER: root, bundleID: Sample.app, kind: "transaction")
+        #expect(verified.status == 0, "\(verified.stderr)")
+        #expect(verified.stdout.contains("environment=<Environment.SANDBOX"))
+        #expect(verified.stdout.contains("type=<Type.AUTO_RENEWABLE_SUBSCRIPTION"))
+        for part in 0..<3 {
+            let refused = try IndependentVerifier.verifyWithAppleLibrary(Self.changedByte(jws, part: part), rootDER: root,
+                                                                         bundleID: Sample.app, kind: "transaction")
+            #expect(refused.status != 0, "a change in part \(part) was accepted")
+        }
+        let wrongApp = try IndependentVerifier.verifyWithAppleLibrary(jws, rootDER: root, bundleID: "com.example.other", kind: "transaction")
+        #expect(wrongApp.status != 0 && wrongApp.stderr.contains("INVALID_APP_IDENTIFIER"), "\(wrongApp.stderr)")
+        let subscription = try #require(try daemon.ctlArray(["subscriptions", Sample.app, "--uid", "1000"]).first)
+        let info = try IndependentVerifier.verifyWithAppleLibrary(try #require(subscription[string: "signedRenewalInfo"]),
+                                                                  rootDER: root, bundleID: Sample.app, kind: "renewal")
+        #expect(info.status == 0, "\(info.stderr)")
+    }
+
+    @Test("the receipt verifies with openssl cms against the root alone, lists the purchases in Apple's ASN.1 form, and a changed byte fails")
+    func receiptVerifiesWithOpenSSL() throws {
+        let daemon = try Self.daemon(environment: "Sandbox")
+        defer { daemon.remove() }
+        let consumable = try daemon.ctlObject(["buy", Sample.app, Sample.coins, "--uid", "1000"])
+        try daemon.ctlOK(["buy", Sample.app, Sample.levelPack, "--uid", "1000"])
+        let printed = try daemon.ctl(["receipt", Sample.app, "--uid", "1000"])
+        #expect(printed.status == 0, "\(printed.stderr)")
+        let receipt = try #require(Data(base64Encoded: printed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let file = daemon.directory.file("receipt")
+        try receipt.write(to: URL(fileURLWithPath: file))
+        let verified = try ProcessRunner.run("/usr/bin/openssl", [
+            "cms", "-verify", "-inform", "DER", "-in", file, "-CAfile", daemon.directory.file("root.pem"),
+            "-out", daemon.directory.file("payload")])
+        #expect(verified.status == 0, "\(verified.stderr)")
+        let parsed = try ProcessRunner.run("/usr/bin/openssl", ["asn1parse", "-inform", "DER", "-in", daemon.directory.file("payload")])
+        // The bundle id (type 2) as a DER UTF8String inside the OCTET STRING, both purchases, the receipt type.
+        let text = parsed.stdout
+        #expect(text.contains("0C10636F6D2E6578616D706C652E67616D65"), "bundle id")
+        #expect(text.contains("0C1150726F64756374696F6E53616E64626F78"), "receipt type ProductionSandbox")
+        let inApp = parsed.lines.filter { $0.contains("prim: INTEGER") && $0.hasSuffix(":11") }
+        #expect(inApp.count == 2, "one in-app purchase attribute (type 17) per purchase")
+        // The unfinished consumable is listed, by its transaction id (a UTF8String in the payload openssl extracted).
+        let id = try #require(consumable[string: "transactionIdentifier"])
+        let payload = try [UInt8](Data(contentsOf: URL(fileURLWithPath: daemon.directory.file("payload"))))
+        let needle = [0x0C, UInt8(id.utf8.count)] + Array(id.utf8)
+        #expect((0...(payload.count - needle.count)).contains { Array(payload[$0..<($0 + needle.count)]) == needle })
+
+        var tampered = [UInt8](receipt)
+        tampered[tampered.count / 3] ^= 0x20
+        try Data(tampered).write(to: URL(fileURLWithPath: file))
+        let refused = try ProcessRunner.run("/usr/bin/openssl", [
+            "cms", "-verify", "-inform", "DER", "-in", file, "-CAfile", daemon.directory.file("root.pem"), "-out", "/dev/null"])
+        #expect(refused.status != 0)
+    }
+
+    @Test("rotate-key: new signatures come from a new leaf under the same root; earlier ones still verify, also after a restart")
+    func rotation() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        let before = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.levelPack])[string: "jwsRepresentation"])
+        let rotated = try daemon.ctlObject(["rotate-key"])
+        #expect(rotated[string: "certificate"]?.contains("BEGIN CERTIFICATE") == true)
+        #expect(daemon.log().contains("Replaced the signing certificate"))
+        let after = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.seasonPass])[string: "jwsRepresentation"])
+        let root = daemon.directory.file("root.pem")
+        #expect(try IndependentVerifier.verifyJWS(before, root: root).status == 0)
+        #expect(try IndependentVerifier.verifyJWS(after, root: root).status == 0)
+        func leaf(_ jws: String) throws -> String {
+            let header = try #require(Data(base64Encoded: Self.base64(String(jws.split(separator: ".")[0]))))
+            let object = try #require(try JSONSerialization.jsonObject(with: header) as? JSONObject)
+            return try #require((object["x5c"] as? [String])?.first)
+        }
+        #expect(try leaf(before) != leaf(after))
+        try daemon.stop()
+        try daemon.start()
+        let rootText = try String(contentsOfFile: root, encoding: .utf8)
+        let printedRoot = try daemon.ctl(["certificate"]).stdout
+        #expect(printedRoot == rootText, "the root survives")
+        let afterRestart = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.coins])[string: "jwsRepresentation"])
+        #expect(try leaf(afterRestart) == leaf(after), "the rotated leaf is the one kept")
+        #expect(try IndependentVerifier.verifyJWS(before, root: root).status == 0)
+    }
+
+    static func base64(_ base64url: String) -> String {
+        var text = base64url.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while text.count % 4 != 0 { text += "=" }
+        return text
+    }
+
+    @Test("the example app validates the receipt before it grants and finishes; with a root that did not sign it, it grants nothing and leaves the transaction in the queue")
+    func exampleAppValidatesReceipt() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        let bought = try daemon.app(["buy", Sample.levelPack], timeout: appTimeout)
+        #expect(bought.status == 0, "\(bought.stdout) \(bought.stderr)")
+        #expect(bought.stdout.contains("\"granted\":true"), "\(bought.stdout)")
+        let receiptFile = daemon.dataHome + "/storekit/\(Sample.app)/receipt"
+        let info = try FileManager.default.attributesOfItem(atPath: receiptFile)
+        #expect((info[.posixPermissions] as? Int) == 0o600)
+
+        // Another daemon's root: the receipt the app is given is not signed by what it trusts.
+        let stranger = try Self.daemon()
+        defer { stranger.remove() }
+        let forgedTrust = ["STOREKIT_ROOT_CERTIFICATE": stranger.directory.file("root.pem")]
+        let refused = try ProcessRunner.run(Paths.binary("storekit-example-app"),
+                                            ["--ledger", daemon.directory.file("ledger-forged"), "buy", Sample.seasonPass],
+                                            environment: daemon.clientEnvironment.merging(forgedTrust) { $1 }, timeout: appTimeout)
+        #expect(refused.status == 2, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stdout.contains("\"event\":\"refused\""), "\(refused.stdout)")
+        #expect(refused.stdout.contains("does not verify"), "\(refused.stdout)")
+        #expect(!refused.stdout.contains("\"granted\":true"))
+        let unfinished = try daemon.ctlArray(["transactions", "--unfinished"])
+        #expect(unfinished.contains { $0[string: "productIdentifier"] == Sample.seasonPass }, "not finished: it comes back")
+
+        // A receipt file replaced by another daemon's (the app trusts the right root): refused too.
+        let foreign = try stranger.ctl(["receipt", Sample.app])
+        let foreignBytes = try #require(Data(base64Encoded: foreign.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        try foreignBytes.write(to: URL(fileURLWithPath: daemon.directory.file("foreign-receipt")))
+        let check = try ProcessRunner.run(Paths.binary("storekit-example-app"),
+                                          ["--ledger", daemon.directory.file("ledger-check"), "validate-receipt",
+                                           daemon.directory.file("foreign-receipt")],
+                                          environment: daemon.clientEnvironment, timeout: appTimeout)
+        #expect(check.status != 0 && check.stdout.contains("does not verify"), "\(check.stdout) \(check.stderr)")
+        let good = try ProcessRunner.run(Paths.binary("storekit-example-app"),
+                                         ["--ledger", daemon.directory.file("ledger-check"), "validate-receipt", receiptFile],
+                                         environment: daemon.clientEnvironment, timeout: appTimeout)
+        #expect(good.status == 0, "\(good.stdout) \(good.stderr)")
+    }
+}
