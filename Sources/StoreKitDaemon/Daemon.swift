@@ -88,7 +88,9 @@ public enum Daemon {
         // Sockets passed by systemd live in a directory the socket units own: it is not touched.
         let activation = SocketActivation.receive(logger: logger)
         do {
-            try PrivateDirectory.prepare(stateDirectory, mode: 0o700, uid: uid)
+            // Root's state directory is readable by all for root-certificate.pem (the database and
+            // keys in it are 0600 and 0700); a user's own daemon keeps its to itself.
+            try PrivateDirectory.prepare(stateDirectory, mode: uid == 0 ? 0o755 : 0o700, uid: uid)
             if activation.listeners[.client] == nil || activation.listeners[.control] == nil {
                 // Apps of every user reach a system daemon's client socket; a user's own daemon serves that user.
                 try PrivateDirectory.prepare(runtimeDirectory, mode: uid == 0 ? 0o755 : 0o700, uid: uid)

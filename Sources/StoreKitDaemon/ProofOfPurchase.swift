@@ -10,14 +10,16 @@ import StoreKitWire
 /// replaces while the daemon runs.
 ///
 /// Signing happens on the serving thread when a record leaves it (about 40 µs for a transaction);
-/// a record signed once keeps its JWS in a small cache until it changes (its sequence moves), so
-/// re-sending unfinished transactions at every launch does not sign them again.
+/// a record signed once keeps its JWS in a small cache until its payload changes, so the `removed`
+/// push after a finish and re-sending unfinished transactions at every launch do not sign again.
 public final class ProofOfPurchase {
     private(set) var identity: SigningIdentity
     let keyDirectory: String
     /// Where the root certificate is published for apps (0644).
     let rootPaths: [String]
-    private var cache: [UInt64: (sequence: UInt64, finished: Bool, jws: String)] = [:]
+    /// Signed transactions by id, with what their payload depends on: a finish (new sequence,
+    /// `finished`) does not change the payload, a refund or a renewal's new end does.
+    private var cache: [UInt64: (state: TransactionState, revocationDate: Int64?, expiresDate: Int64?, jws: String)] = [:]
     private var cacheOrder: [UInt64] = []
     static let cacheLimit = 4096
 
@@ -67,13 +69,16 @@ public final class ProofOfPurchase {
     }
 
     func jws(for record: TransactionRecord, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> String? {
-        if let cached = cache[record.id], cached.sequence == record.sequence, cached.finished == record.finished { return cached.jws }
+        if let cached = cache[record.id], cached.state == record.state, cached.revocationDate == record.revocationDate,
+           cached.expiresDate == record.expiresDate {
+            return cached.jws
+        }
         let environment = configuration.app(record.app)?.environment ?? .xcode
         guard let payload = try engine.transactionPayload(record, environment: environment.rawValue, signedDate: Self.now) else {
             return nil
         }
         let jws = try identity.signJWS(payload: Array(payload.serialized().utf8))
-        if cache.updateValue((record.sequence, record.finished, jws), forKey: record.id) == nil {
+        if cache.updateValue((record.state, record.revocationDate, record.expiresDate, jws), forKey: record.id) == nil {
             cacheOrder.append(record.id)
             if cacheOrder.count > Self.cacheLimit {
                 let evicted = cacheOrder.prefix(Self.cacheLimit / 4)

@@ -77,6 +77,15 @@ final class Bench {
                                   targetRatio: 2, targetAbsolute: nil, better: .lower))
         }
 
+        if wants("signing") {
+            log("signing: a transaction's JWS and an app receipt…")
+            let (jws, receipt) = try signingCost()
+            figures.append(Figure(name: "signing one transaction (ES256 JWS)", unit: "µs", value: jws, peer: nil,
+                                  targetRatio: nil, targetAbsolute: nil, better: .lower))
+            figures.append(Figure(name: "signing an app receipt of 20 purchases (PKCS#7)", unit: "µs", value: receipt, peer: nil,
+                                  targetRatio: nil, targetAbsolute: nil, better: .lower))
+        }
+
         if wants("noisy") {
             log("noisy neighbour: a victim's purchases while another uid floods…")
             let (alone50, alone99, flooded50, flooded99, floodRate) = try noisyNeighbour()

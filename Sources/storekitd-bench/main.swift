@@ -14,7 +14,7 @@ if arguments.contains("-h") || arguments.contains("--help") {
         measures purchase cycles, latency, replay, fan-out, start-up, RSS and the machine's limits.
         --quick shortens every phase (for a smoke test); --output sets the JSON file
         (default bench-results.json in the current directory). --only runs some phases, a comma-separated
-        list of cycles, latency, noisy, replay, fanout and startup (the limits and idle RSS always run).
+        list of cycles, latency, signing, noisy, replay, fanout and startup (the limits and idle RSS always run).
         """)
     exit(0)
 }

@@ -78,7 +78,7 @@ struct UnitFileTests {
             #expect(value("Service", key) != nil, "missing \(key)=")
         }
         #expect(value("Service", "StateDirectory") == "storekitd")
-        #expect(value("Service", "StateDirectoryMode") == "0700")
+        #expect(value("Service", "StateDirectoryMode") == "0755", "apps read the root certificate there")
         #expect(value("Service", "User") == "storekitd" && value("Service", "Group") == "storekitd")
         // DynamicUser= cannot use the system bus on Debian 12, and with RuntimeDirectory= it moves
         // /run/storekitd under /run/private (0700), locking apps out. The socket units own that dir.
@@ -122,6 +122,8 @@ struct UnitFileTests {
         #expect(value("Restart") == "always")
         #expect(value("StateDirectory") == "storekit-example-app/%i")
         #expect(Self.values(unit, "Service", "Environment").contains("XDG_STATE_HOME=/var/lib/storekit-example-app/%i"))
+        #expect(Self.values(unit, "Service", "Environment").contains("XDG_DATA_HOME=/var/lib/storekit-example-app/%i"),
+                "the app receipt needs a writable home (ProtectHome=yes)")
         #expect(Self.values(unit, "Unit", "After").contains("storekitd.socket"))
         #expect(Self.values(unit, "Unit", "Wants").contains("storekitd.socket"))
         #expect(!unit.contains { $0.section == "Install" })
