@@ -53,19 +53,24 @@ public struct SKAppReceipt: Sendable, Equatable {
         } catch {
             throw ValidationError(description: "no trusted root certificate: \(error)")
         }
-        let receipt: AppReceipt
-        switch ReceiptVerifier(roots: [root]).verify([UInt8](data)) {
-        case .success(let verified): receipt = verified
-        case .failure(let error): throw ValidationError(description: "the receipt does not verify: \(error.reason)")
-        }
-        guard receipt.bundleIdentifier == app else {
-            throw ValidationError(description: "the receipt is for \(receipt.bundleIdentifier), not \(app)")
-        }
         let device: [UInt8]
         do {
             device = try DeviceIdentifier.forApp(app)
         } catch {
             throw ValidationError(description: "cannot compute this device's identifier: \(error)")
+        }
+        return try validate([UInt8](data), app: app, root: root, deviceIdentifier: device)
+    }
+
+    /// The checks of `validated(contentsOf:bundleIdentifier:)` on receipt bytes.
+    static func validate(_ data: [UInt8], app: String, root: Certificate, deviceIdentifier device: [UInt8]) throws(ValidationError) -> SKAppReceipt {
+        let receipt: AppReceipt
+        switch ReceiptVerifier(roots: [root]).verify(data) {
+        case .success(let verified): receipt = verified
+        case .failure(let error): throw ValidationError(description: "the receipt does not verify: \(error.reason)")
+        }
+        guard receipt.bundleIdentifier == app else {
+            throw ValidationError(description: "the receipt is for \(receipt.bundleIdentifier), not \(app)")
         }
         guard AppReceipt.hash(deviceIdentifier: device, opaqueValue: receipt.opaqueValue, bundleIdentifier: app) == receipt.sha1Hash else {
             throw ValidationError(description: "the receipt was made for another device")

@@ -141,10 +141,14 @@ public final class DaemonProcess: @unchecked Sendable {
     }
 
     /// Runs `storekit-example-app` against this daemon with a ledger in the temp dir.
-    public func app(_ arguments: [String], uid: UInt32? = nil, ledger: String? = nil, timeout: Double = 20) throws -> ProcessResult {
+    /// `dataHome`: where it keeps its receipt (default: `dataHome`, which only root may write).
+    public func app(_ arguments: [String], uid: UInt32? = nil, ledger: String? = nil, dataHome: String? = nil,
+                    timeout: Double = 20) throws -> ProcessResult {
         let ledgerPath = ledger ?? directory.file("ledger-\(uid ?? 0)")
+        var environment = clientEnvironment
+        if let dataHome { environment["XDG_DATA_HOME"] = dataHome }
         return try ProcessRunner.run(Paths.binary("storekit-example-app"), ["--ledger", ledgerPath] + arguments,
-                                     environment: clientEnvironment, uid: uid, timeout: timeout)
+                                     environment: environment, uid: uid, timeout: timeout)
     }
 
     /// A raw protocol connection to the client socket, after hello.

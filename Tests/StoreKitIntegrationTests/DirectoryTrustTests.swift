@@ -73,7 +73,13 @@ struct DirectoryTrustTests {
         _ = try client.subscribe()
         _ = try client.buy(Sample.coins)
         client.close()
-        #expect(Self.mode(daemon.stateDirectory) == 0o700)
+        // Root's state directory is readable (apps read root-certificate.pem there); the keys are not.
+        #expect(Self.mode(daemon.stateDirectory) == (getuid() == 0 ? 0o755 : 0o700))
+        #expect(Self.mode(daemon.stateDirectory + "/root-certificate.pem") == 0o644)
+        #expect(Self.mode(daemon.stateDirectory + "/signing") == 0o700)
+        for file in ["root.pem", "intermediate.pem", "leaf.pem"] {
+            #expect(Self.mode(daemon.stateDirectory + "/signing/" + file) == 0o600, "\(file)")
+        }
         // Run as root, the daemon serves every user: the runtime directory is traversable, not writable.
         #expect(Self.mode(daemon.runtimeDirectory) == (getuid() == 0 ? 0o755 : 0o700))
         for file in ["storekitd.sqlite", "storekitd.sqlite-wal", "storekitd.sqlite-shm", "storekitd.sqlite-log.0", "storekitd.sqlite-log.1"] {

@@ -61,14 +61,16 @@ struct IsolationTests {
         defer { daemon.remove() }
         try daemon.start()
         daemon.openDirectoriesToOtherUsers()
-        let nobodyLedger = try Self.nobodyDirectory(daemon) + "/ledger"
+        let nobodyHome = try Self.nobodyDirectory(daemon)
+        let nobodyLedger = nobodyHome + "/ledger"
 
         let rootPurchase = try daemon.buyOutsideApp(Sample.coins)
         let observer = try Client(daemon)
         #expect(try observer.subscribe().map(\.id) == [UInt64(rootPurchase.id)])
 
         // uid 65534 buys through the real example app: its purchase is its own.
-        let bought = try daemon.app(["buy", Sample.levelPack], uid: Self.nobody, ledger: nobodyLedger, timeout: appTimeout)
+        let bought = try daemon.app(["buy", Sample.levelPack], uid: Self.nobody, ledger: nobodyLedger, dataHome: nobodyHome,
+                                    timeout: appTimeout)
         #expect(bought.status == 0, "stdout: \(bought.stdout)\nstderr: \(bought.stderr)")
         let nobodys = try daemon.transactions(["--uid", String(Self.nobody)])
         #expect(nobodys.count == 1)

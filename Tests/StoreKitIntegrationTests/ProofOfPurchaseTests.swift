@@ -170,7 +170,7 @@ struct ProofOfPurchaseTests {
             return try #require((object["x5c"] as? [String])?.first)
         }
         #expect(try leaf(before) != leaf(after))
-        try daemon.stop()
+        _ = daemon.stop()
         try daemon.start()
         let rootText = try String(contentsOfFile: root, encoding: .utf8)
         let printedRoot = try daemon.ctl(["certificate"]).stdout
