@@ -60,7 +60,7 @@ final class RequestHarness {
     private func step(_ input: inout FuzzInput) {
         let uid = input.pick(Self.uids) ?? 1000
         let app = input.pick([Self.app, Self.app, Self.otherApp, "no.such.app", input.string()]) ?? Self.app
-        switch input.byte() % 18 {
+        switch input.byte() % 19 {
         case 0, 1, 2:
             let message = ClientMessage.addPayment(.init(
                 requestID: input.u32(), key: paymentKey(&input), productID: product(&input), quantity: quantity(&input),
@@ -115,6 +115,26 @@ final class RequestHarness {
                     switches.interrupted = interrupted
                     switches.failure = failing
                 })
+            }
+        case 17:
+            // What proof of purchase states (history, subscriptionStatus, receipts): only the
+            // caller's own transactions, each payload naming itself and its app.
+            let history = answer { try engine.history(uid: uid, app: app) } ?? []
+            for record in history {
+                check(record.uid == uid && record.app == app, "history of \(uid)/\(app) returned \(record.uid)/\(record.app)")
+                guard let payload = answer({ try engine.transactionPayload(record, environment: "Xcode", signedDate: 0) }) ?? nil else {
+                    check(!PaymentQueueEngine.isSignable(record), "no payload for signable transaction \(record.id)")
+                    continue
+                }
+                let text = payload.serialized()
+                check(text.contains("\"transactionId\":\"\(record.id)\""), "payload of \(record.id) names another transaction")
+                check(text.contains("\"bundleId\":"), "payload of \(record.id) has no bundleId")
+            }
+            for status in answer({ try engine.subscriptionStatuses(uid: uid, app: app, groupID: nil) }) ?? [] {
+                check(status.latest.uid == uid && status.latest.app == app, "subscription status of \(uid)/\(app) crossed queues")
+            }
+            for record in answer({ try engine.receiptPurchases(uid: uid, app: app) }) ?? [] {
+                check(record.uid == uid && record.app == app, "receipt of \(uid)/\(app) lists \(record.uid)/\(record.app)")
             }
         default:
             unit { checkEffects(try engine.fireDueEvents()) }
