@@ -8,10 +8,6 @@ import StoreKitWire
 /// `SKProductsRequestDelegate` and it receives `productsRequest(_:didReceive:)`.
 open class SKProductsRequest: SKRequest {
     private let productIdentifiers: Set<String>
-    private let lock = NSLock()
-    /// Numbers the starts; `pendingStart` is the one whose answer may still be delivered.
-    private var startCount: UInt64 = 0
-    private var pendingStart: UInt64?
 
     /// Creates a request for the products with these identifiers.
     public init(productIdentifiers: Set<String>) {
@@ -24,13 +20,7 @@ open class SKProductsRequest: SKRequest {
     /// The answer is delivered on `SKPaymentQueue.callbackQueue`, the main queue by default, so the
     /// app needs a running main loop (`dispatchMain()`, `RunLoop.main.run()`) or another queue there.
     open override func start() {
-        let start: UInt64? = lock.withLock {
-            guard pendingStart == nil else { return nil }
-            startCount += 1
-            pendingStart = startCount
-            return startCount
-        }
-        guard let start else { return }
+        guard let start = beginStart() else { return }
         // The request stays alive until its answer arrives, as it does on Apple platforms; it is only
         // touched again on the callback queue.
         nonisolated(unsafe) let request = self
@@ -43,19 +33,14 @@ open class SKProductsRequest: SKRequest {
 
     /// Cancels the request; its delegate hears nothing more of it.
     open override func cancel() {
-        lock.withLock { pendingStart = nil }
+        super.cancel()
     }
 
     /// Hands the store's answer to the delegate unless the request was cancelled meanwhile.
     private func deliver(
         _ result: Result<(products: [ProductRecord], invalid: [String]), SKError>, forStart start: UInt64
     ) {
-        let current: Bool = lock.withLock {
-            guard pendingStart == start else { return false }
-            pendingStart = nil
-            return true
-        }
-        guard current else { return }
+        guard endStart(start) else { return }
         switch result {
         case .success(let answer):
             let response = SKProductsResponse(

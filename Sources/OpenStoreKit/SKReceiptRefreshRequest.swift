@@ -13,9 +13,6 @@ public let SKReceiptPropertyIsVolumePurchase = "vpp"
 open class SKReceiptRefreshRequest: SKRequest {
     /// The properties the request was made with.
     public let receiptProperties: [String: Any]?
-    private let lock = NSLock()
-    private var startCount: UInt64 = 0
-    private var pendingStart: UInt64?
 
     /// A request for the current receipt.
     public override convenience init() {
@@ -31,13 +28,7 @@ open class SKReceiptRefreshRequest: SKRequest {
     /// Fetches and writes the receipt; a second `start()` while one is pending does nothing.
     /// The delegate is called on `SKPaymentQueue.callbackQueue`.
     open override func start() {
-        let start: UInt64? = lock.withLock {
-            guard pendingStart == nil else { return nil }
-            startCount += 1
-            pendingStart = startCount
-            return startCount
-        }
-        guard let start else { return }
+        guard let start = beginStart() else { return }
         nonisolated(unsafe) let request = self
         let connection = StoreConnection.shared
         ReceiptFile.refresh(connection: connection, app: connection.resolvedAppIdentifier) { result in
@@ -47,16 +38,11 @@ open class SKReceiptRefreshRequest: SKRequest {
 
     /// Cancels the request; its delegate hears nothing more of it.
     open override func cancel() {
-        lock.withLock { pendingStart = nil }
+        super.cancel()
     }
 
     private func deliver(_ result: Result<[UInt8], SKError>, forStart start: UInt64) {
-        let current: Bool = lock.withLock {
-            guard pendingStart == start else { return false }
-            pendingStart = nil
-            return true
-        }
-        guard current else { return }
+        guard endStart(start) else { return }
         switch result {
         case .success: delegate?.requestDidFinish(self)
         case .failure(let error): delegate?.request(self, didFailWithError: error)

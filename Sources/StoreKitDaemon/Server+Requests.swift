@@ -101,33 +101,18 @@ extension Server {
             let records = try engine.history(uid: uid, app: app).filter { $0.id > afterID }
             output.reply(session, .transactions(requestID: id, transactions: signedPage(records[...])))
         case .subscriptionStatus(let id, let groupID):
-            do {
-                let statuses = try proof.subscriptionStatuses(uid: uid, app: app, groupID: groupID, engine: engine,
-                                                             configuration: configuration)
-                output.reply(session, .subscriptionStatus(requestID: id, statuses: statuses))
-            } catch let error as StoreError {
-                throw error
-            } catch {
-                output.reply(session, signingFailure(id, error))
-            }
+            output.reply(session, try signedReply(id) {
+                .subscriptionStatus(requestID: id, statuses: try proof.subscriptionStatuses(
+                    uid: uid, app: app, groupID: groupID, engine: engine, configuration: configuration))
+            })
         case .appTransaction(let id):
-            do {
-                output.reply(session, .signed(requestID: id, jws: try proof.appTransaction(uid: uid, app: app, engine: engine,
-                                                                                         configuration: configuration)))
-            } catch let error as StoreError {
-                throw error
-            } catch {
-                output.reply(session, signingFailure(id, error))
-            }
+            output.reply(session, try signedReply(id) {
+                .signed(requestID: id, jws: try proof.appTransaction(uid: uid, app: app, engine: engine, configuration: configuration))
+            })
         case .receipt(let id):
-            do {
-                output.reply(session, .receipt(requestID: id, data: try proof.receipt(uid: uid, app: app, engine: engine,
-                                                                                    configuration: configuration)))
-            } catch let error as StoreError {
-                throw error
-            } catch {
-                output.reply(session, signingFailure(id, error))
-            }
+            output.reply(session, try signedReply(id) {
+                .receipt(requestID: id, data: try proof.receipt(uid: uid, app: app, engine: engine, configuration: configuration))
+            })
         case .control(let id, "debug-stall", let arguments) where testHooks:
             let milliseconds = arguments.first.flatMap { UInt32($0) } ?? 1000
             usleep(milliseconds * 1000)
@@ -174,9 +159,17 @@ extension Server {
         }
     }
 
-    func signingFailure(_ id: UInt32, _ error: any Error) -> ServerMessage {
-        logger.error("Failed to sign: \(error)", id: .signingKey)
-        return .result(id, .internalError, "cannot sign: \(error)")
+    /// The reply `make` builds; a store failure is the unit of work's, any other (signing) is
+    /// answered `internalError` with the reason, and logged.
+    func signedReply(_ id: UInt32, _ make: () throws -> ServerMessage) throws(StoreError) -> ServerMessage {
+        do {
+            return try make()
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            logger.error("Failed to sign: \(error)", id: .signingKey)
+            return .result(id, .internalError, "cannot sign: \(error)")
+        }
     }
 
     func apply(_ outcome: Outcome, requestID: UInt32, session: Session, into output: inout UnitOutput) {
