@@ -130,10 +130,12 @@ struct SKErrorTests {
         #expect(cocoa.errorCode == CocoaError.Code.fileNoSuchFile.rawValue)
         #expect(cocoa.code == SKError.Code(rawValue: CocoaError.Code.fileNoSuchFile.rawValue) ?? .unknown)
 
-        // Any Error, wrapped the way apps do it.
+        // Any Error, wrapped the way apps do it: its bridged domain and code are kept.
         struct AppFailure: Error {}
-        let wrapped = SKError(_nsError: AppFailure() as NSError)
-        #expect(wrapped.code == .unknown)
+        let bridged = AppFailure() as NSError
+        let wrapped = SKError(_nsError: bridged)
+        #expect(wrapped._nsError.domain == bridged.domain)
+        #expect(wrapped.errorCode == bridged.code)
     }
 
     @Test func catchPatternMatchesThrownErrors() {
