@@ -48,6 +48,10 @@ enum ExampleApp {
             SKPaymentQueue.applicationIdentifier = "com.example.game"
         }
         guard let command = arguments.first else { return usageError("a COMMAND is required") }
+        guard command == "listen" || command == "buy" else {
+            // Reading and finishing need no store: the app's listener runs only where the app does.
+            return await perform(arguments, store: nil)
+        }
 
         let store = Store(productIDs: productIDs)
         store.transactionUpdateHandler = { result in
@@ -93,8 +97,8 @@ enum ExampleApp {
         }
     }
 
-    /// Runs `buy`, `list`, `finish` or `status`; the exit status.
-    static func perform(_ words: [String], store: Store) async -> Int32 {
+    /// Runs `buy` (with the store), `list`, `finish` or `status`; the exit status.
+    static func perform(_ words: [String], store: Store?) async -> Int32 {
         var words = words
         func option(_ name: String) -> String? {
             guard let index = words.firstIndex(of: name), index + 1 < words.count else { return nil }
@@ -116,7 +120,7 @@ enum ExampleApp {
                 words.remove(at: index)
                 options.insert(.simulatesAskToBuyInSandbox(true))
             }
-            guard words.count == 2 else { return usageError("buy needs one PRODUCT") }
+            guard words.count == 2, let store else { return usageError("buy needs one PRODUCT") }
             return await buy(words[1], options: options, store: store)
         case "list":
             return await list(words.count > 1 ? words[1] : "entitlements")
@@ -130,30 +134,26 @@ enum ExampleApp {
             Output.error("no unfinished transaction \(id)")
             return 1
         case "status":
-            return await status(store)
+            return await status()
         default:
             return usageError("unknown command: \(words.joined(separator: " "))")
         }
     }
 
     static func buy(_ productID: String, options: Set<Product.PurchaseOption>, store: Store) async -> Int32 {
-        do {
-            guard let product = try await Product.products(for: [productID]).first else {
-                Output.event(["event": "purchaseFailed", "error": "unknown product \(productID)"])
-                return 1
-            }
-            // The store's own purchase() grants and finishes a verified transaction; the result is
-            // also read here to print it.
-            switch try await product.purchase(options: options) {
-            case .success(let result):
-                var object = Output.transaction(result)
+        guard let product = store.coinPacks.first(where: { $0.id == productID }) ?? store.levelPacks.first(where: { $0.id == productID })
+                ?? store.subscriptions.first(where: { $0.id == productID }) ?? store.seasonPasses.first(where: { $0.id == productID })
+        else {
+            Output.event(["event": "purchaseFailed", "productIdentifier": productID, "error": "unknown product \(productID)"])
+            return 1
+        }
+        store.purchaseResultHandler = { result in
+            switch result {
+            case .success(let verification):
+                var object = Output.transaction(verification)
                 object["event"] = "purchase"
                 object["result"] = "success"
                 Output.event(object)
-                if let transaction = try? store.checkVerified(result) {
-                    await store.updateCustomerProductStatus()
-                    await transaction.finish()
-                }
             case .pending:
                 Output.event(["event": "purchase", "result": "pending", "productIdentifier": productID])
             case .userCancelled:
@@ -161,6 +161,10 @@ enum ExampleApp {
             @unknown default:
                 Output.event(["event": "purchase", "result": "unknown", "productIdentifier": productID])
             }
+        }
+        do {
+            // The store grants and finishes a verified transaction, as the app's purchase button would.
+            _ = try await store.purchase(product, options: options)
             return 0
         } catch {
             Output.event(["event": "purchaseFailed", "productIdentifier": productID, "error": "\(error)"])
@@ -208,12 +212,12 @@ enum ExampleApp {
         return 0
     }
 
-    static func status(_ store: Store) async -> Int32 {
-        guard let subscription = store.subscriptions.first?.subscription else {
-            Output.error("the catalogue has no subscription")
-            return 1
-        }
+    static func status() async -> Int32 {
         do {
+            guard let subscription = try await Product.products(for: productIDs).compactMap(\.subscription).first else {
+                Output.error("the catalogue has no subscription")
+                return 1
+            }
             for status in try await subscription.status {
                 let renewal = status.renewalInfo.unsafePayloadValue
                 var object = Output.transaction(status.transaction)

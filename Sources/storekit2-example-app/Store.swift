@@ -32,6 +32,8 @@ final class Store {
     var transactionUpdateHandler: ((VerificationResult<Transaction>) -> Void)?
     /// Told after what the customer owns was recomputed.
     var customerStatusHandler: (() -> Void)?
+    /// Told how each purchase ended (the command line prints it).
+    var purchaseResultHandler: ((Product.PurchaseResult) -> Void)?
 
     var updateListenerTask: Task<Void, Error>?
 
@@ -116,6 +118,7 @@ final class Store {
     func purchase(_ product: Product, options: Set<Product.PurchaseOption> = []) async throws -> Transaction? {
         // Begin purchasing the `Product` the user selects.
         let result = try await product.purchase(options: options)
+        purchaseResultHandler?(result)
 
         switch result {
         case .success(let verification):

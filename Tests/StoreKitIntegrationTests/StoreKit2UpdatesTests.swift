@@ -27,9 +27,11 @@ import Testing
         #expect(app.updates(listener: 0).count == 3, "\(app.transcript)")
         app.stop()
 
-        // The next launch emits, once, what is still unfinished then (the store finishes what it
-        // could verify and grant; the rest stays).
+        // Purchases made while the app is not running are unfinished at its next launch, which
+        // emits, once, everything still unfinished then (the store finished what it verified).
+        let whileStopped = try [Sample.coins, Sample.seasonPass].map { try daemon.buyForApp($0).id }
         let unfinished = try daemon.unfinishedIDs()
+        #expect(unfinished.isSuperset(of: whileStopped))
         let relaunched = try StoreKit2App(daemon)
         let arrived = relaunched.waitForOutput { _ in Set(relaunched.updates(listener: 0).compactMap { $0[string: "transactionIdentifier"] }) == unfinished }
         #expect(arrived, "expected \(unfinished): \(relaunched.transcript)")
@@ -48,6 +50,7 @@ import Testing
         #expect(purchase[string: "result"] == "success")
         #expect(purchase["quantity"] as? Int == 3)
         #expect(purchase[string: "productType"] == "Consumable")
+        #expect(purchase["verified"] as? Bool == true, "signed by storekitd, checked against its root: \(purchase)")
         let id = try #require(purchase[string: "transactionIdentifier"])
 
         // A purchase made outside the app afterwards does arrive: by then the purchase's own records

@@ -30,8 +30,8 @@ public struct AppTransaction: Hashable, Sendable, JWSRepresentable {
     init(payload: SignedPayload?, jws: String) {
         let signed = payload?.date("signedDate") ?? Date(timeIntervalSince1970: 0)
         bundleID = payload?.string("bundleId") ?? ""
-        appVersion = payload?.string("appVersion") ?? ""
-        originalAppVersion = payload?.string("originalAppVersion") ?? ""
+        appVersion = payload?.string("applicationVersion") ?? payload?.string("appVersion") ?? ""
+        originalAppVersion = payload?.string("originalApplicationVersion") ?? payload?.string("originalAppVersion") ?? ""
         originalPurchaseDate = payload?.date("originalPurchaseDate") ?? signed
         signedDate = signed
         environment = payload?.string("environment").map(AppStore.Environment.init(rawValue:)) ?? .xcode
@@ -57,6 +57,12 @@ public struct AppTransaction: Hashable, Sendable, JWSRepresentable {
         }
         guard case .signed(_, let jws) = reply else { throw StoreKitError.unknown }
         let check = checkSignedData(jws)
-        return VerificationResult(AppTransaction(payload: SignedPayload(check.payload), jws: jws), failure: check.failure)
+        let payload = SignedPayload(check.payload)
+        var failure = check.failure
+        if failure == nil, !checkDeviceVerification(payload, app: StoreConnection.shared.resolvedAppIdentifier) {
+            // Signed by the store, but for another app or machine.
+            failure = .invalidDeviceVerification
+        }
+        return VerificationResult(AppTransaction(payload: payload, jws: jws), failure: failure)
     }
 }

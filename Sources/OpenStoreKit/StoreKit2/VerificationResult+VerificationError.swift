@@ -35,6 +35,7 @@ extension VerificationResult {
             case .invalidCertificateChain: .invalidCertificateChain
             case .invalidSignature: .invalidSignature
             case .missingRequiredProperties: .missingRequiredProperties
+            case .invalidDeviceVerification: .invalidDeviceVerification
             }
         }
     }
