@@ -16,11 +16,8 @@ private struct Payment { var amount: Decimal }
 private struct Purchase { var productID: String }
 private final class PaymentQueue {}
 
-private enum StoreError: Error {
-    case failedVerification
-}
-
-/// The common shape: a listener task for the life of the app, a verification check, products
+/// A store in the common shape (the sample's `Store` is the other common spelling, compiled with
+/// the package): a listener task for the life of the app, a verification check, products
 /// requested once, entitlements recomputed after each change.
 @MainActor
 private final class Store {
@@ -33,26 +30,13 @@ private final class Store {
         updates = listenForTransactions()
     }
 
+    /// The listener as apps also write it: matching verified transactions in the loop itself.
     nonisolated func listenForTransactions() -> Task<Void, Error> {
-        Task.detached {
-            for await result in StoreTransaction.updates {
-                do {
-                    let transaction = try self.checkVerified(result)
-                    await self.updateCustomerProductStatus()
-                    await transaction.finish()
-                } catch {
-                    print("Transaction failed verification")
-                }
+        Task.detached(priority: .background) {
+            for await case .verified(let transaction) in StoreTransaction.updates {
+                await self.updateCustomerProductStatus()
+                await transaction.finish()
             }
-        }
-    }
-
-    nonisolated func checkVerified<T>(_ result: VerificationResult<T>) throws -> T {
-        switch result {
-        case .unverified:
-            throw StoreError.failedVerification
-        case .verified(let safe):
-            return safe
         }
     }
 
@@ -60,25 +44,20 @@ private final class Store {
         products = (try? await Product.products(for: ["coins", "premium"])) ?? []
     }
 
+    /// A purchase as apps also write it: only a verified success is granted.
     func purchase(_ product: Product, account: UUID) async throws -> StoreTransaction? {
-        let result = try await product.purchase(options: [.appAccountToken(account), .quantity(2)])
-        switch result {
-        case .success(let verification):
-            let transaction = try checkVerified(verification)
-            await updateCustomerProductStatus()
-            await transaction.finish()
-            return transaction
-        case .userCancelled, .pending:
-            return nil
-        @unknown default:
+        guard case .success(.verified(let transaction)) = try await product.purchase(options: [.appAccountToken(account), .quantity(2)]) else {
             return nil
         }
+        await updateCustomerProductStatus()
+        await transaction.finish()
+        return transaction
     }
 
     func updateCustomerProductStatus() async {
         var purchased: Set<String> = []
         for await result in StoreTransaction.currentEntitlements {
-            guard let transaction = try? checkVerified(result), transaction.revocationDate == nil else { continue }
+            guard let transaction = try? result.payloadValue, transaction.revocationDate == nil else { continue }
             switch transaction.productType {
             case .nonConsumable, .autoRenewable, .nonRenewable:
                 purchased.insert(transaction.productID)
@@ -89,7 +68,7 @@ private final class Store {
         self.purchased = purchased
         let statuses = try? await products.first?.subscription?.status
         subscriptionStatus = statuses?.first { $0.state == .subscribed || $0.state == .inGracePeriod }?.state
-        if let renewal = try? statuses?.first.map({ try checkVerified($0.renewalInfo) }) {
+        if let renewal = try? statuses?.first?.renewalInfo.payloadValue {
             print(renewal.willAutoRenew, renewal.autoRenewPreference ?? "", renewal.expirationReason == .autoRenewDisabled)
         }
     }

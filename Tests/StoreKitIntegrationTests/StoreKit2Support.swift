@@ -14,28 +14,13 @@ let buyer = String(geteuid())
 
 /// `storekit2-example-app listen`, running until the test ends, driven through its stdin.
 final class StoreKit2App {
-    let process = Process()
+    private let running: RunningProcess
     private let input = Pipe()
-    private let outputPath: String
-    private let errorPath: String
-    private let exited = DispatchSemaphore(value: 0)
 
     /// Starts `listen` with `listeners` more listeners and waits until each of them listens.
     init(_ daemon: DaemonProcess, listeners: Int = 0) throws {
-        let base = daemon.directory.file("sk2-\(UUID().uuidString)")
-        outputPath = base + ".out"
-        errorPath = base + ".err"
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: Paths.binary("storekit2-example-app"))
-        process.arguments = ["listen", "--listeners", String(listeners)]
-        process.environment = ProcessInfo.processInfo.environment.merging(daemon.clientEnvironment) { $1 }
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        process.standardInput = input
-        let exited = self.exited
-        process.terminationHandler = { _ in exited.signal() }
-        try process.run()
+        running = try RunningProcess(Paths.binary("storekit2-example-app"), ["listen", "--listeners", String(listeners)],
+                                     environment: daemon.clientEnvironment, input: input)
         let ready = waitForOutput { output in
             (0...listeners).allSatisfy { number in
                 events(output).contains { $0["event"] as? String == "listening" && $0["listener"] as? Int == number }
@@ -44,10 +29,8 @@ final class StoreKit2App {
         guard ready else { throw IntegrationFailure("storekit2-example-app did not start listening: \(transcript)") }
     }
 
-    deinit { stop() }
-
-    var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
-    var transcript: String { output + "\n" + ((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "") }
+    var output: String { running.output }
+    var transcript: String { running.transcript }
 
     /// Sends one command line (`buy PRODUCT …`, `list …`, `finish ID`, `status`) and waits until it is done.
     @discardableResult
@@ -79,16 +62,12 @@ final class StoreKit2App {
 
     /// Waits until the output satisfies `condition` (or the process exits, or the deadline passes).
     @discardableResult
-    func waitForOutput(timeout: Double = receiveTimeout, _ condition: (String) -> Bool) -> Bool {
-        eventually(timeout: timeout) { condition(output) || !process.isRunning } && condition(output)
+    func waitForOutput(_ condition: (String) -> Bool) -> Bool {
+        running.waitForOutput(condition)
     }
 
-    /// SIGKILL by pid and wait.
-    func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        exited.wait()
-    }
+    /// SIGKILL by pid (a crash of the app) and wait.
+    func stop() { running.stop() }
 }
 
 extension DaemonProcess {
