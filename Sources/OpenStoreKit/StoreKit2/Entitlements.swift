@@ -22,11 +22,11 @@ enum Entitlements {
 
         if bought.contains(where: { products[$0.productID]?.kind == .autoRenewable }) {
             do {
-                guard case .subscriptionStatus(_, let statuses) = try await StoreConnection.shared.reply(to: {
-                    .subscriptionStatus(requestID: $0, groupID: "")
-                }) else { return [] }
-                for status in statuses where status.state == .subscribed || status.state == .inGracePeriod {
-                    if status.transaction.revocationDate == nil { entitled.append(status.transaction) }
+                let reply = try await StoreConnection.shared.reply { .subscriptionStatus(requestID: $0, groupID: "") }
+                if case .subscriptionStatus(_, let statuses) = reply {
+                    for status in statuses where status.state == .subscribed || status.state == .inGracePeriod {
+                        if status.transaction.revocationDate == nil { entitled.append(status.transaction) }
+                    }
                 }
             } catch {
                 reportStatusFailure(error)
