@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "storekitd", targets: ["storekitd"]),
         .executable(name: "storekitctl", targets: ["storekitctl"]),
         .executable(name: "storekit-example-app", targets: ["storekit-example-app"]),
+        .executable(name: "storekit2-example-app", targets: ["storekit2-example-app"]),
         .executable(name: "storekitd-bench", targets: ["storekitd-bench"]),
         .executable(name: "storekitd-fuzz", targets: ["storekitd-fuzz"]),
     ],
@@ -43,6 +44,7 @@ let package = Package(
         .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitSigning"]),
         .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
+        .executableTarget(name: "storekit2-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore", "StoreKitSigning"]),
         // Requests through the engine and the store, checked after each: libFuzzer's target with
         // `make fuzz`, a seeded random driver in `make test` (Entry.swift).

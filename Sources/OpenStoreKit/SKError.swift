@@ -10,12 +10,14 @@ public let SKErrorDomain: String = "SKErrorDomain"
 public struct SKError: Error, Hashable, CustomNSError, @unchecked Sendable {
     // @unchecked: the stored NSError is never mutated after init (as with Apple's bridged errors).
 
-    /// The `NSError` this error wraps; its domain is always `SKErrorDomain`.
+    /// The `NSError` this error wraps: of `SKErrorDomain` when the library made it, of any domain
+    /// when an app wrapped another error.
     public let _nsError: NSError
 
-    /// Wraps an `NSError` of the `SKErrorDomain` domain.
+    /// Wraps an `NSError`, of any domain, as Apple's bridging initializer does: apps wrap whatever
+    /// error a callback gave them (`SKError(_nsError: error as NSError)`). A code that is not an
+    /// `SKError.Code` raw value reads as `.unknown`; `errorCode` and `userInfo` keep the original.
     public init(_nsError error: NSError) {
-        precondition(error.domain == SKErrorDomain, "SKError(_nsError:) needs an error of domain \(SKErrorDomain)")
         self._nsError = error
     }
 
@@ -45,7 +47,8 @@ public struct SKError: Error, Hashable, CustomNSError, @unchecked Sendable {
     /// Whether two errors have the same domain, code and user info.
     public static func == (lhs: SKError, rhs: SKError) -> Bool {
         // NSError.hash is unimplemented in swift-corelibs-foundation, so hash/compare field by field.
-        lhs._nsError.code == rhs._nsError.code
+        lhs._nsError.domain == rhs._nsError.domain
+            && lhs._nsError.code == rhs._nsError.code
             && NSDictionary(dictionary: lhs._nsError.userInfo).isEqual(to: rhs._nsError.userInfo)
     }
 

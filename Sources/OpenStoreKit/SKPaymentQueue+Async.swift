@@ -4,30 +4,8 @@ import StoreKitWire
 extension SKPaymentQueue {
     /// This app's unfinished transactions as the store holds them now, without becoming an observer.
     public func unfinishedTransactions() async throws -> [SKPaymentTransaction] {
-        var records: [TransactionRecord] = []
-        while true {
-            let page = try await Self.unfinishedPage(after: records.last?.id ?? 0)
-            if page.isEmpty { break }
-            records += page
-        }
+        let records = try await StoreConnection.shared.allTransactions { .unfinished(requestID: $0, afterID: $1) }
         return records.map { SKPaymentTransaction(record: $0, payment: nil) }
-    }
-
-    /// One page of the daemon's `unfinished` reply (docs/protocol.md §5).
-    static func unfinishedPage(after id: UInt64) async throws -> [TransactionRecord] {
-        let connection = StoreConnection.shared
-        return try await withCheckedThrowingContinuation { continuation in
-            connection.request({ .unfinished(requestID: $0, afterID: id) }) { result in
-                switch result {
-                case .success(.transactions(_, let records)):
-                    continuation.resume(returning: records)
-                case .success:
-                    continuation.resume(throwing: SKError(.unknown))
-                case .failure(let error):
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
     }
 
     /// Finishes a transaction and returns once the store has made the finish durable.
@@ -38,29 +16,13 @@ extension SKPaymentQueue {
         guard let id = transaction.record?.id ?? transaction.transactionIdentifier.flatMap({ UInt64($0) }), id != 0 else {
             return
         }
-        let connection = StoreConnection.shared
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            connection.request({ .finish(requestID: $0, transactionID: id) }) { result in
-                switch result {
-                case .success: continuation.resume()
-                case .failure(let error): continuation.resume(throwing: error)
-                }
-            }
-        }
+        _ = try await StoreConnection.shared.reply { .finish(requestID: $0, transactionID: id) }
     }
 
     /// Fetches products by identifier; unknown identifiers are returned separately.
     public func products(for identifiers: Set<String>) async throws -> (products: [SKProduct], invalidProductIdentifiers: [String]) {
-        let connection = StoreConnection.shared
-        return try await withCheckedThrowingContinuation { continuation in
-            connection.fetchProducts(identifiers.sorted()) { result in
-                switch result {
-                case .success(let answer):
-                    continuation.resume(returning: (answer.products.map(SKProduct.init(record:)), answer.invalid))
-                case .failure(let error):
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
+        let reply = try await StoreConnection.shared.reply { .products(requestID: $0, identifiers: identifiers.sorted()) }
+        guard case .products(_, let products, let invalid) = reply else { throw SKError(.unknown) }
+        return (products.map(SKProduct.init(record:)), invalid)
     }
 }

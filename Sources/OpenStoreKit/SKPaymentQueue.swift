@@ -323,9 +323,12 @@ open class SKPaymentQueue: NSObject {
     private func received(updated records: [TransactionRecord]) {
         // One object per transaction from `purchasing` on, as StoreKit does. Its state is updated on
         // the callback queue, just before the observers run, so that each callback sees the state
-        // it reports even when `purchasing` and `purchased` arrive back to back.
-        let pairs = withState { state in
-            records.map { record -> (SKPaymentTransaction, TransactionRecord) in
+        // it reports even when `purchasing` and `purchased` arrive back to back. Pushes that arrive
+        // while the queue has no observer (the connection is subscribed for StoreKit 2's
+        // `Transaction.updates`) are not the queue's: it keeps no transactions without observers.
+        let pairs = withState { state -> [(SKPaymentTransaction, TransactionRecord)] in
+            guard state.observers.contains(where: { $0.observer != nil }) else { return [] }
+            return records.map { record -> (SKPaymentTransaction, TransactionRecord) in
                 if let existing = state.transactions[record.id] { return (existing, record) }
                 let transaction = SKPaymentTransaction(record: record, payment: nil)
                 state.transactions[record.id] = transaction
@@ -333,6 +336,7 @@ open class SKPaymentQueue: NSObject {
                 return (transaction, record)
             }
         }
+        guard !pairs.isEmpty else { return }
         let transactions = pairs.map(\.0)
         notify(prepare: { for (transaction, record) in pairs { transaction.update(from: record) } }) { queue, observer in
             observer.paymentQueue(queue, updatedTransactions: transactions)

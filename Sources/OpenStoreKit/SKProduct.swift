@@ -16,6 +16,8 @@ open class SKProduct: NSObject {
     private let storedIsFamilyShareable: Bool
     private let storedSubscriptionPeriod: SKProductSubscriptionPeriod?
     private let storedSubscriptionGroupIdentifier: String?
+    private let storedIntroductoryPrice: SKProductDiscount?
+    private let storedDiscounts: [SKProductDiscount]
 
     /// Creates an empty product (no identifier, price 0); useful for test doubles.
     public override init() {
@@ -27,6 +29,8 @@ open class SKProduct: NSObject {
         storedIsFamilyShareable = false
         storedSubscriptionPeriod = nil
         storedSubscriptionGroupIdentifier = nil
+        storedIntroductoryPrice = nil
+        storedDiscounts = []
         super.init()
     }
 
@@ -42,6 +46,9 @@ open class SKProduct: NSObject {
         storedIsFamilyShareable = record.familyShareable
         storedSubscriptionPeriod = record.subscriptionPeriod.flatMap(SKProductSubscriptionPeriod.init(iso8601:))
         storedSubscriptionGroupIdentifier = record.subscriptionGroupID
+        let locale = storedPriceLocale
+        storedIntroductoryPrice = record.introductoryOffer.map { SKProductDiscount(offer: $0, priceLocale: locale, type: .introductory) }
+        storedDiscounts = record.promotionalOffers.map { SKProductDiscount(offer: $0, priceLocale: locale, type: .subscription) }
         super.init()
     }
 
@@ -74,11 +81,11 @@ open class SKProduct: NSObject {
     /// The period of an auto-renewable subscription; `nil` for other products.
     open var subscriptionPeriod: SKProductSubscriptionPeriod? { storedSubscriptionPeriod }
     /// The introductory offer of a subscription, if any.
-    open var introductoryPrice: SKProductDiscount? { nil }
+    open var introductoryPrice: SKProductDiscount? { storedIntroductoryPrice }
     /// The subscription group of an auto-renewable subscription.
     open var subscriptionGroupIdentifier: String? { storedSubscriptionGroupIdentifier }
     /// The promotional offers of a subscription.
-    open var discounts: [SKProductDiscount] { [] }
+    open var discounts: [SKProductDiscount] { storedDiscounts }
 }
 
 extension SKProduct {

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitWire
 
 /// An introductory or promotional offer of an auto-renewable subscription.
 open class SKProductDiscount: NSObject {
@@ -36,6 +37,20 @@ open class SKProductDiscount: NSObject {
         storedPaymentMode = paymentMode
         storedType = type
         super.init()
+    }
+
+    /// Creates an offer from the daemon's catalogue record.
+    convenience init(offer: ProductRecord.Offer, priceLocale: Locale, type: `Type`) {
+        let mode: PaymentMode = switch offer.paymentMode {
+        case .payAsYouGo: .payAsYouGo
+        case .payUpFront: .payUpFront
+        case .freeTrial: .freeTrial
+        }
+        self.init(
+            price: NSDecimalNumber(mantissa: offer.priceCents.magnitude, exponent: -2, isNegative: offer.priceCents < 0),
+            priceLocale: priceLocale, identifier: offer.id,
+            subscriptionPeriod: SKProductSubscriptionPeriod(iso8601: offer.period) ?? SKProductSubscriptionPeriod(),
+            numberOfPeriods: Int(offer.periodCount), paymentMode: mode, type: type)
     }
 
     /// The offer's price, in the currency of `priceLocale`.

@@ -23,6 +23,13 @@ final class StoreConnection: Sendable {
         var connected: @Sendable (String, String) -> Void = { _, _ in }
     }
 
+    /// The parts of the library that hear pushes: StoreKit 1's payment queue and StoreKit 2's
+    /// transaction feed. The connection is subscribed while either of them observes.
+    enum Listener: Hashable, Sendable {
+        case paymentQueue
+        case transactionFeed
+    }
+
     typealias Completion = @Sendable (Result<ServerMessage, SKError>) -> Void
 
     private struct Pending {
@@ -55,10 +62,12 @@ final class StoreConnection: Sendable {
         var nextRequestID: UInt32 = 1
         var pending: [UInt32: Pending] = [:]
         var order: [UInt32] = []
-        var observing = false
-        var handlers = Handlers()
+        var observers: Set<Listener> = []
+        var handlers: [Listener: Handlers] = [:]
         var appIdentifier: String?
         var socketPath: String?
+        /// The storefront (country code, storefront id) of the last welcome or storefront change.
+        var storefront: (countryCode: String, identifier: String)?
         /// The last reason the daemon could not be reached that was written to stderr.
         var reportedProblem: String?
     }
@@ -71,8 +80,8 @@ final class StoreConnection: Sendable {
 
     // MARK: Configuration
 
-    func setHandlers(_ handlers: Handlers) {
-        state.withLock { $0.handlers = handlers }
+    func setHandlers(_ handlers: Handlers, for listener: Listener = .paymentQueue) {
+        state.withLock { $0.handlers[listener] = handlers }
     }
 
     /// The app identifier this connection says hello with.
@@ -92,6 +101,9 @@ final class StoreConnection: Sendable {
         }
     }
 
+    /// The storefront the daemon announced last (country code, storefront id); nil before the first welcome.
+    var storefront: (countryCode: String, identifier: String)? { state.withLock { $0.storefront } }
+
     // MARK: Requests
 
     /// Queues a request and sends it when connected; `completion` runs on the reader thread.
@@ -110,11 +122,13 @@ final class StoreConnection: Sendable {
         if let socket { send(message, on: socket) }
     }
 
-    /// Starts (or keeps) observing: the daemon sends every unfinished transaction, then changes.
-    func observe(_ on: Bool) {
+    /// Starts (or keeps) observing for `listener`: the daemon sends every unfinished transaction,
+    /// then changes. The connection stays subscribed while any listener observes.
+    func observe(_ on: Bool, for listener: Listener = .paymentQueue) {
         let (changed, socket) = state.withLock { state -> (Bool, WireConnection.Box?) in
-            defer { state.observing = on }
-            return (state.observing != on, state.socket)
+            let before = !state.observers.isEmpty
+            if on { state.observers.insert(listener) } else { state.observers.remove(listener) }
+            return (before != !state.observers.isEmpty, state.socket)
         }
         startIfNeeded()
         guard changed, let socket else { return }
@@ -238,15 +252,16 @@ final class StoreConnection: Sendable {
     }
 
     private func serve(_ socket: WireConnection.Box, welcome: (uid: UInt32, storefront: String, storefrontID: String)) {
-        let (resend, observing, handlers) = state.withLock { state -> ([ClientMessage], Bool, Handlers) in
+        let (resend, observing, handlers) = state.withLock { state -> ([ClientMessage], Bool, [Handlers]) in
             state.socket = socket
+            state.storefront = (welcome.storefront, welcome.storefrontID)
             for id in state.order {
                 state.pending[id]?.sentAt = Date()
                 state.pending[id]?.delivered = true
             }
-            return (state.order.compactMap { state.pending[$0]?.message }, state.observing, state.handlers)
+            return (state.order.compactMap { state.pending[$0]?.message }, !state.observers.isEmpty, Array(state.handlers.values))
         }
-        handlers.connected(welcome.storefront, welcome.storefrontID)
+        for handler in handlers { handler.connected(welcome.storefront, welcome.storefrontID) }
         if observing { send(.subscribe(requestID: 0), on: socket) }
         for message in resend { send(message, on: socket) }
         socket.connection.setReceiveTimeout(1)
@@ -282,18 +297,19 @@ final class StoreConnection: Sendable {
     }
 
     private func handle(_ message: ServerMessage) {
-        let handlers = state.withLock { $0.handlers }
+        let handlers = state.withLock { Array($0.handlers.values) }
         switch message {
         case .updated(let records):
-            handlers.updated(records)
+            for handler in handlers { handler.updated(records) }
         case .removed(let records):
-            handlers.removed(records)
+            for handler in handlers { handler.removed(records) }
         case .storefrontChanged(let country, let identifier):
-            handlers.storefrontChanged(country, identifier)
+            state.withLock { $0.storefront = (country, identifier) }
+            for handler in handlers { handler.storefrontChanged(country, identifier) }
         case .entitlementsRevoked(let productIDs):
-            handlers.revoked(productIDs)
+            for handler in handlers { handler.revoked(productIDs) }
         case .promotedPurchase(let product):
-            handlers.promoted(product)
+            for handler in handlers { handler.promoted(product) }
         case .result(let id, _, _, _, _), .products(let id, _, _), .transactions(let id, _), .controlResult(let id, _, _, _),
              .subscriptionStatus(let id, _), .signed(let id, _), .receipt(let id, _):
             complete(id, with: message)

@@ -82,7 +82,21 @@ public struct CatalogProduct: Sendable, Equatable {
             localizedDescription: localization?.description ?? "", priceCents: priceCents,
             displayPrice: displayPrice, currencyCode: currencyCode, locale: locale,
             subscriptionGroupID: subscriptionGroupID, subscriptionPeriod: subscriptionPeriod?.description,
-            familyShareable: familyShareable)
+            familyShareable: familyShareable, subscriptionGroupLevel: groupLevel.map { Int32(clamping: $0) },
+            introductoryOffer: kind == .autoRenewable ? introductoryOffer.map(offerRecord) : nil,
+            promotionalOffers: kind == .autoRenewable ? promotionalOffers.map(offerRecord) : [])
+    }
+
+    /// An offer as clients see it; an offer without a period of its own lasts the subscription's period.
+    private func offerRecord(_ offer: SubscriptionOffer) -> ProductRecord.Offer {
+        let mode: ProductRecord.Offer.PaymentMode = switch offer.paymentMode {
+        case SubscriptionOffer.freeTrial: .freeTrial
+        case SubscriptionOffer.payUpFront: .payUpFront
+        default: .payAsYouGo
+        }
+        return ProductRecord.Offer(
+            id: offer.id, paymentMode: mode, period: (offer.period ?? subscriptionPeriod)?.description ?? "",
+            periodCount: Int32(clamping: offer.periodCount), priceCents: offer.priceCents, displayPrice: offer.displayPrice)
     }
 
     private static func normalizedLocale(_ locale: String) -> String {

@@ -1,4 +1,4 @@
-/// A product of the catalogue as clients see it (`SKProduct`).
+/// A product of the catalogue as clients see it (`SKProduct`, StoreKit 2's `Product`).
 public struct ProductRecord: Sendable, Equatable {
     public enum Kind: UInt8, Sendable, CaseIterable {
         case consumable = 0
@@ -17,6 +17,62 @@ public struct ProductRecord: Sendable, Equatable {
         }
     }
 
+    /// An introductory or promotional offer of an auto-renewable subscription
+    /// (`SKProductDiscount`, StoreKit 2's `Product.SubscriptionOffer`).
+    public struct Offer: Sendable, Equatable {
+        /// `SKProductDiscount.PaymentMode`'s raw values.
+        public enum PaymentMode: UInt8, Sendable, CaseIterable {
+            case payAsYouGo = 0
+            case payUpFront = 1
+            case freeTrial = 2
+        }
+
+        /// The offer identifier (`adHocOffers[].offerID`); nil for an introductory offer.
+        public var id: String?
+        public var paymentMode: PaymentMode
+        /// ISO 8601 duration of one offer period, e.g. `P1W`.
+        public var period: String
+        /// How many periods the offer lasts.
+        public var periodCount: Int32
+        /// Price of one period (pay as you go) or of the whole offer (pay up front) × 100; 0 for a free trial.
+        public var priceCents: Int64
+        /// The price as the catalogue writes it, e.g. `2.99`.
+        public var displayPrice: String
+
+        public init(
+            id: String? = nil, paymentMode: PaymentMode, period: String, periodCount: Int32 = 1,
+            priceCents: Int64 = 0, displayPrice: String = "0.00"
+        ) {
+            self.id = id
+            self.paymentMode = paymentMode
+            self.period = period
+            self.periodCount = periodCount
+            self.priceCents = priceCents
+            self.displayPrice = displayPrice
+        }
+
+        /// Smallest encoding: absent `opt` 1 + `u8` 1 + empty string 4 + `i32` 4 + `i64` 8 + empty string 4.
+        static let minimumEncodedSize = 22
+
+        func encode(into writer: inout WireWriter) {
+            writer.optionalString(id)
+            writer.u8(paymentMode.rawValue)
+            writer.string(period)
+            writer.i32(periodCount)
+            writer.i64(priceCents)
+            writer.string(displayPrice)
+        }
+
+        static func decode(from reader: inout WireReader) throws(WireError) -> Offer {
+            let id = try reader.optionalString()
+            let rawMode = try reader.u8()
+            guard let mode = PaymentMode(rawValue: rawMode) else { throw WireError(.invalidValue("offer payment mode \(rawMode)")) }
+            return Offer(
+                id: id, paymentMode: mode, period: try reader.string(), periodCount: try reader.i32(),
+                priceCents: try reader.i64(), displayPrice: try reader.string())
+        }
+    }
+
     public var productID: String
     public var kind: Kind
     public var localizedTitle: String
@@ -30,11 +86,18 @@ public struct ProductRecord: Sendable, Equatable {
     /// ISO 8601 duration such as `P1M`.
     public var subscriptionPeriod: String?
     public var familyShareable: Bool
+    /// Auto-renewable subscriptions only: the level in the group (`groupNumber`), 1 the highest service.
+    public var subscriptionGroupLevel: Int32?
+    /// Auto-renewable subscriptions only: the offer for buyers who never subscribed in the group.
+    public var introductoryOffer: Offer?
+    /// Auto-renewable subscriptions only: the offers an app may apply (`adHocOffers`).
+    public var promotionalOffers: [Offer]
 
     public init(
         productID: String, kind: Kind, localizedTitle: String, localizedDescription: String,
         priceCents: Int64, displayPrice: String, currencyCode: String, locale: String,
-        subscriptionGroupID: String? = nil, subscriptionPeriod: String? = nil, familyShareable: Bool = false
+        subscriptionGroupID: String? = nil, subscriptionPeriod: String? = nil, familyShareable: Bool = false,
+        subscriptionGroupLevel: Int32? = nil, introductoryOffer: Offer? = nil, promotionalOffers: [Offer] = []
     ) {
         self.productID = productID
         self.kind = kind
@@ -47,10 +110,16 @@ public struct ProductRecord: Sendable, Equatable {
         self.subscriptionGroupID = subscriptionGroupID
         self.subscriptionPeriod = subscriptionPeriod
         self.familyShareable = familyShareable
+        self.subscriptionGroupLevel = subscriptionGroupLevel
+        self.introductoryOffer = introductoryOffer
+        self.promotionalOffers = promotionalOffers
     }
 }
 
 extension ProductRecord {
+    /// Smallest encoding: the 36 bytes of the first eleven fields, two absent `opt` 1 + 1, an empty list 4.
+    public static let minimumEncodedSize = 42
+
     public func encode(into writer: inout WireWriter) {
         writer.string(productID)
         writer.u8(kind.rawValue)
@@ -63,17 +132,35 @@ extension ProductRecord {
         writer.optionalString(subscriptionGroupID)
         writer.optionalString(subscriptionPeriod)
         writer.bool(familyShareable)
+        writer.optionalI32(subscriptionGroupLevel)
+        if let introductoryOffer {
+            writer.u8(1)
+            introductoryOffer.encode(into: &writer)
+        } else {
+            writer.u8(0)
+        }
+        writer.u32(UInt32(promotionalOffers.count))
+        for offer in promotionalOffers { offer.encode(into: &writer) }
     }
 
     public static func decode(from reader: inout WireReader) throws(WireError) -> ProductRecord {
         let productID = try reader.string()
         let rawKind = try reader.u8()
         guard let kind = Kind(rawValue: rawKind) else { throw WireError(.invalidValue("product type \(rawKind)")) }
-        return ProductRecord(
+        var record = ProductRecord(
             productID: productID, kind: kind, localizedTitle: try reader.string(),
             localizedDescription: try reader.string(), priceCents: try reader.i64(),
             displayPrice: try reader.string(), currencyCode: try reader.string(), locale: try reader.string(),
             subscriptionGroupID: try reader.optionalString(), subscriptionPeriod: try reader.optionalString(),
-            familyShareable: try reader.bool())
+            familyShareable: try reader.bool(), subscriptionGroupLevel: try reader.optionalI32())
+        switch try reader.u8() {
+        case 0: break
+        case 1: record.introductoryOffer = try Offer.decode(from: &reader)
+        case let other: throw WireError(.invalidValue("optional marker \(other)"))
+        }
+        let count = try reader.count(minimumElementSize: Offer.minimumEncodedSize)
+        record.promotionalOffers.reserveCapacity(count)
+        for _ in 0..<count { record.promotionalOffers.append(try Offer.decode(from: &reader)) }
+        return record
     }
 }

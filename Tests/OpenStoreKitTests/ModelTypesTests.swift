@@ -111,6 +111,33 @@ struct SKErrorTests {
         #expect((error as NSError).code == 99)
     }
 
+    /// StoreKit 1 code wraps whatever its restore-failure callback got, `SKError(_nsError: error as
+    /// NSError)`; Apple's initializer accepts an error of any domain, and so must this one.
+    @Test func wrapsAnNSErrorOfAnotherDomain() {
+        let network = NSError(domain: NSURLErrorDomain, code: NSURLErrorNotConnectedToInternet,
+                              userInfo: [NSLocalizedDescriptionKey: "The Internet connection appears to be offline."])
+        let error = SKError(_nsError: network)
+        #expect(error._nsError === network)
+        #expect(error.code == .unknown, "-1009 is not an SKError.Code")
+        #expect(error.errorCode == NSURLErrorNotConnectedToInternet)
+        #expect(error.localizedDescription == "The Internet connection appears to be offline.")
+        #expect(error.userInfo[NSLocalizedDescriptionKey] as? String == "The Internet connection appears to be offline.")
+        #expect(error != SKError(_nsError: NSError(domain: SKErrorDomain, code: NSURLErrorNotConnectedToInternet)),
+                "same code, other domain")
+
+        // A code that happens to be an SKError.Code raw value reads as that code, as on Apple platforms.
+        let cocoa = SKError(_nsError: CocoaError(.fileNoSuchFile) as NSError)
+        #expect(cocoa.errorCode == CocoaError.Code.fileNoSuchFile.rawValue)
+        #expect(cocoa.code == SKError.Code(rawValue: CocoaError.Code.fileNoSuchFile.rawValue) ?? .unknown)
+
+        // Any Error, wrapped the way apps do it: its bridged domain and code are kept.
+        struct AppFailure: Error {}
+        let bridged = AppFailure() as NSError
+        let wrapped = SKError(_nsError: bridged)
+        #expect(wrapped._nsError.domain == bridged.domain)
+        #expect(wrapped.errorCode == bridged.code)
+    }
+
     @Test func catchPatternMatchesThrownErrors() {
         func buy(failingWith error: any Error) throws { throw error }
 

@@ -201,7 +201,7 @@ struct CatalogSharedFileTests {
             localizedTitle: "Ritualist Pro Monthly",
             localizedDescription: "Monthly subscription with all premium features", priceCents: 999,
             displayPrice: "9.99", currencyCode: "USD", locale: "en_US", subscriptionGroupID: "21542332",
-            subscriptionPeriod: "P1M", familyShareable: false))
+            subscriptionPeriod: "P1M", familyShareable: false, subscriptionGroupLevel: 2))
     }
 
     @Test("format 1.2 (StoreKitTesting): empty settings give the defaults")
@@ -426,7 +426,14 @@ struct CatalogFormatVersionTests {
             productID: "com.lanternfish.reader.premium.monthly", kind: .autoRenewable, localizedTitle: "Premium Monthly",
             localizedDescription: "Books and audiobooks for the whole family.", priceCents: 799, displayPrice: "7.99",
             currencyCode: "GBP", locale: "en_GB", subscriptionGroupID: "3F9B2D10", subscriptionPeriod: "P1M",
-            familyShareable: true))
+            familyShareable: true, subscriptionGroupLevel: 1))
+        // Clients get the offers with the product (StoreKit 2's SubscriptionInfo, SKProductDiscount).
+        let monthlyRecord = try #require(catalog.record("com.lanternfish.reader.plus.monthly"))
+        #expect(monthlyRecord.introductoryOffer == ProductRecord.Offer(paymentMode: .freeTrial, period: "P2W"))
+        #expect(monthlyRecord.promotionalOffers == [ProductRecord.Offer(
+            id: "com.lanternfish.reader.plus.monthly.loyal_reader", paymentMode: .payAsYouGo, period: "P1M",
+            periodCount: 2, priceCents: 149, displayPrice: "1.49")])
+        #expect(catalog.record("com.lanternfish.reader.tokens10")?.introductoryOffer == nil)
     }
 
     @Test("format 5.0: introductoryOffers, billing plans read past, whole-yen prices in JPN")

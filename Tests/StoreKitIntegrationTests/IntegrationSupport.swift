@@ -124,7 +124,8 @@ final class RunningProcess {
     private let errorPath: String
     private let exited = DispatchSemaphore(value: 0)
 
-    init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
+    /// `input`: the child's standard input (default: none, `/dev/null`).
+    init(_ executable: String, _ arguments: [String], environment: [String: String], input: Pipe? = nil) throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("run-\(UUID().uuidString)").path
         outputPath = base + ".out"
         errorPath = base + ".err"
@@ -135,7 +136,7 @@ final class RunningProcess {
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = input ?? FileHandle.nullDevice
         let exited = self.exited
         process.terminationHandler = { _ in exited.signal() }
         try process.run()

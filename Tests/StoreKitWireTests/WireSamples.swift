@@ -28,7 +28,13 @@ enum WireSamples {
     static let fullProduct = ProductRecord(
         productID: "com.example.game.premium.monthly", kind: .autoRenewable, localizedTitle: unicode,
         localizedDescription: unicode, priceCents: .min, displayPrice: "4,99 €", currencyCode: "EUR",
-        locale: "fr_FR", subscriptionGroupID: "21482456", subscriptionPeriod: "P1M", familyShareable: true)
+        locale: "fr_FR", subscriptionGroupID: "21482456", subscriptionPeriod: "P1M", familyShareable: true,
+        subscriptionGroupLevel: .min,
+        introductoryOffer: .init(paymentMode: .freeTrial, period: "P1W"),
+        promotionalOffers: [
+            .init(id: unicode, paymentMode: .payAsYouGo, period: "P1M", periodCount: .max, priceCents: .max, displayPrice: unicode),
+            .init(id: "", paymentMode: .payUpFront, period: "", periodCount: .min, priceCents: .min, displayPrice: ""),
+        ])
 
     static let productsOfEveryKind: [ProductRecord] = ProductRecord.Kind.allCases.map { kind in
         ProductRecord(

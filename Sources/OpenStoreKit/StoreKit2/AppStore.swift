@@ -1,0 +1,21 @@
+import Foundation
+import StoreKitWire
+
+/// The store as a whole: whether this user can pay, and syncing with it (StoreKit 2).
+public enum AppStore {
+    /// Whether this user may make payments (always true for storekitd's simulated store).
+    public static var canMakePayments: Bool { true }
+
+    /// Synchronizes the app's transactions with the store.
+    ///
+    /// storekitd's ledger is the store itself, so there is nothing to pull: this is a round trip
+    /// that throws `StoreKitError.networkError` when the store cannot be reached. Read
+    /// `Transaction.currentEntitlements` afterwards, as after Apple's `sync()`.
+    public static func sync() async throws {
+        do {
+            _ = try await StoreConnection.shared.reply { .ping(requestID: $0) }
+        } catch {
+            throw StoreKitError(error)
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import StoreKitWire
+import Synchronization
+
+/// What `Transaction.currentEntitlements` computes: the same rule as the daemon's
+/// `storekitctl entitlements` (docs/protocol.md §11a), from the history, the catalogue and the
+/// subscription statuses.
+enum Entitlements {
+    static func current() async -> [VerificationResult<Transaction>] {
+        guard let history = try? await Transaction.history() else { return [] }
+        let bought = history.filter { $0.isTransaction && $0.revocationDate == nil }
+        let products = await ProductCache.shared.records(for: Set(bought.map(\.productID)))
+
+        var entitled: [TransactionRecord] = []
+        var latestByProduct: [String: TransactionRecord] = [:]
+        for record in bought {
+            guard let kind = products[record.productID]?.kind, kind == .nonConsumable || kind == .nonRenewing else { continue }
+            if let current = latestByProduct[record.productID], current.id > record.id { continue }
+            latestByProduct[record.productID] = record
+        }
+        entitled += latestByProduct.values
+
+        if bought.contains(where: { products[$0.productID]?.kind == .autoRenewable }) {
+            do {
+                let reply = try await StoreConnection.shared.reply { .subscriptionStatus(requestID: $0, groupID: "") }
+                if case .subscriptionStatus(_, let statuses) = reply {
+                    for status in statuses where status.state == .subscribed || status.state == .inGracePeriod {
+                        if status.transaction.revocationDate == nil { entitled.append(status.transaction) }
+                    }
+                }
+            } catch {
+                reportStatusFailure(error)
+            }
+        }
+        var results: [VerificationResult<Transaction>] = []
+        for record in entitled.sorted(by: { $0.id < $1.id }) {
+            results.append(await TransactionResults.result(for: record, product: products[record.productID]))
+        }
+        return results
+    }
+
+    private static let reported = Mutex(false)
+
+    /// Without subscription statuses, subscriptions are left out of the entitlements: said once on stderr.
+    private static func reportStatusFailure(_ error: SKError) {
+        guard !reported.withLock({ reported in defer { reported = true }; return reported }) else { return }
+        FileHandle.standardError.write(Data(
+            "OpenStoreKit: subscriptions are left out of currentEntitlements: the store did not give their status (\(error.localizedDescription))\n".utf8))
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import StoreKitWire
+
+extension Product {
+    /// Buys the product and returns how the purchase ended.
+    ///
+    /// The transaction of a successful purchase comes back here and not through
+    /// `Transaction.updates`; a pending one (Ask to Buy) arrives through `updates` once approved.
+    /// A purchase the store refuses throws `Product.PurchaseError` (or `StoreKitError`, e.g.
+    /// `.networkError` when the store cannot be reached).
+    public func purchase(options: Set<PurchaseOption> = []) async throws -> PurchaseResult {
+        var quantity = 1
+        var token: UUID?
+        var askToBuy = false
+        for option in options {
+            switch option.value {
+            case .quantity(let value): quantity = value
+            case .appAccountToken(let value): token = value
+            case .simulatesAskToBuyInSandbox(let value): askToBuy = value
+            }
+        }
+        guard (1...10).contains(quantity) else { throw PurchaseError.invalidQuantity }
+
+        let payment = ClientMessage.AddPayment(
+            requestID: 0, key: SKPaymentQueue.idempotencyKey(), productID: id, quantity: Int32(quantity),
+            applicationUsername: token?.uuidString, simulatesAskToBuy: askToBuy)
+        let feed = TransactionFeed.shared
+        feed.beginPurchase(of: id)
+        let reply: ServerMessage
+        do {
+            reply = try await StoreConnection.shared.reply { requestID in
+                var payment = payment
+                payment.requestID = requestID
+                return .addPayment(payment)
+            }
+        } catch {
+            _ = await feed.endPurchase(of: id, transactionID: nil)
+            throw PurchaseError.reported(for: error)
+        }
+        guard case .result(_, _, _, let transactionID, _) = reply,
+              let record = await feed.endPurchase(of: id, transactionID: transactionID)
+        else { throw StoreKitError.unknown }
+
+        switch record.state {
+        case .purchased, .restored:
+            return .success(await TransactionResults.result(for: record, product: self.record))
+        case .deferred, .purchasing:
+            return .pending
+        case .failed:
+            // The failure is reported here, so the failed transaction is finished: StoreKit 2 has
+            // no failed transactions for the app to finish.
+            _ = try? await StoreConnection.shared.reply { .finish(requestID: $0, transactionID: record.id) }
+            let error = SKPaymentTransaction(record: record, payment: nil).error as? SKError ?? SKError(.unknown)
+            if error.code == .paymentCancelled { return .userCancelled }
+            throw PurchaseError.reported(for: error)
+        }
+    }
+}

@@ -1,0 +1,175 @@
+// StoreKit 2 code written the way apps and Apple's sample code write it, against `import
+// OpenStoreKit` alone (no `@testable`, no `import Foundation`): if this file compiles, such apps
+// compile with `StoreKit` replaced by `OpenStoreKit`. The runtime checks exercise the value types;
+// the store calls sit in functions the tests never call (they need a daemon: see
+// StoreKitIntegrationTests/StoreKit2*.swift).
+import OpenStoreKit
+import Testing
+
+// Module-qualified names, as apps write them to avoid SwiftUI's `Transaction`.
+private typealias StoreTransaction = OpenStoreKit.Transaction
+private typealias RenewalInfo = OpenStoreKit.Product.SubscriptionInfo.RenewalInfo
+private typealias RenewalState = OpenStoreKit.Product.SubscriptionInfo.RenewalState
+
+// App types whose names must not clash with the library.
+private struct Payment { var amount: Decimal }
+private struct Purchase { var productID: String }
+private final class PaymentQueue {}
+
+/// A store in the common shape (the sample's `Store` is the other common spelling, compiled with
+/// the package): a listener task for the life of the app, a verification check, products
+/// requested once, entitlements recomputed after each change.
+@MainActor
+private final class Store {
+    private(set) var products: [Product] = []
+    private(set) var purchased: Set<String> = []
+    private(set) var subscriptionStatus: RenewalState?
+    var updates: Task<Void, Error>?
+
+    init() {
+        updates = listenForTransactions()
+    }
+
+    /// The listener as apps also write it: matching verified transactions in the loop itself.
+    nonisolated func listenForTransactions() -> Task<Void, Error> {
+        Task.detached(priority: .background) {
+            for await case .verified(let transaction) in StoreTransaction.updates {
+                await self.updateCustomerProductStatus()
+                await transaction.finish()
+            }
+        }
+    }
+
+    func requestProducts() async {
+        products = (try? await Product.products(for: ["coins", "premium"])) ?? []
+    }
+
+    /// A purchase as apps also write it: only a verified success is granted.
+    func purchase(_ product: Product, account: UUID) async throws -> StoreTransaction? {
+        guard case .success(.verified(let transaction)) = try await product.purchase(options: [.appAccountToken(account), .quantity(2)]) else {
+            return nil
+        }
+        await updateCustomerProductStatus()
+        await transaction.finish()
+        return transaction
+    }
+
+    func updateCustomerProductStatus() async {
+        var purchased: Set<String> = []
+        for await result in StoreTransaction.currentEntitlements {
+            guard let transaction = try? result.payloadValue, transaction.revocationDate == nil else { continue }
+            switch transaction.productType {
+            case .nonConsumable, .autoRenewable, .nonRenewable:
+                purchased.insert(transaction.productID)
+            default:
+                break
+            }
+        }
+        self.purchased = purchased
+        let statuses = try? await products.first?.subscription?.status
+        subscriptionStatus = statuses?.first { $0.state == .subscribed || $0.state == .inGracePeriod }?.state
+        if let renewal = try? statuses?.first?.renewalInfo.payloadValue {
+            print(renewal.willAutoRenew, renewal.autoRenewPreference ?? "", renewal.expirationReason == .autoRenewDisabled)
+        }
+    }
+
+    func restore() async throws {
+        try await AppStore.sync()
+        await updateCustomerProductStatus()
+    }
+
+    func everything() async -> [StoreTransaction] {
+        var all: [StoreTransaction] = []
+        for await result in StoreTransaction.all { all.append(result.unsafePayloadValue) }
+        for await result in StoreTransaction.unfinished { await result.unsafePayloadValue.finish() }
+        if let latest = await StoreTransaction.latest(for: "coins"), case .verified(let transaction) = latest {
+            all.append(transaction)
+        }
+        if let entitlement = await StoreTransaction.currentEntitlement(for: "premium") {
+            print(entitlement.jwsRepresentation, entitlement.signedDate)
+        }
+        return all
+    }
+
+    func appInfo() async throws -> String {
+        let shared = try await AppTransaction.shared
+        let app = try shared.payloadValue
+        print(AppStore.canMakePayments, await Storefront.current?.countryCode ?? "")
+        return app.originalAppVersion + app.bundleID + app.appVersion
+    }
+
+    func explain(_ error: any Error) -> String {
+        switch error {
+        case Product.PurchaseError.invalidQuantity: "quantity"
+        case Product.PurchaseError.productUnavailable: "unavailable"
+        case StoreKitError.userCancelled: "cancelled"
+        case StoreKitError.networkError(let urlError): "offline \(urlError.code)"
+        case StoreKitError.notAvailableInStorefront, StoreKitError.notEntitled, StoreKitError.unsupported, StoreKitError.unknown: "store"
+        case StoreKitError.systemError(let underlying): "system \(underlying)"
+        case VerificationResult<StoreTransaction>.VerificationError.invalidSignature: "bad signature"
+        default: "other"
+        }
+    }
+}
+
+/// Where the values go in apps: across tasks and actors, so they must be `Sendable`.
+private func requireSendable<T: Sendable>(_: T.Type) {}
+
+@Suite("StoreKit 2 source compatibility")
+struct StoreKit2SourceCompatibilityTests {
+    @Test func theValueTypesAreSendable() {
+        requireSendable(Product.self)
+        requireSendable(StoreTransaction.self)
+        requireSendable(VerificationResult<StoreTransaction>.self)
+        requireSendable(VerificationResult<RenewalInfo>.self)
+        requireSendable(VerificationResult<AppTransaction>.self)
+        requireSendable(Product.SubscriptionInfo.Status.self)
+        requireSendable(Product.PurchaseResult.self)
+        requireSendable(Product.PurchaseOption.self)
+        requireSendable(StoreTransaction.Transactions.self)
+        requireSendable(Storefront.self)
+        requireSendable(StoreKitError.self)
+    }
+
+    @Test func rawValuesAreApples() {
+        #expect(Product.ProductType.consumable.rawValue == "Consumable")
+        #expect(Product.ProductType.nonConsumable.rawValue == "Non-Consumable")
+        #expect(Product.ProductType.autoRenewable.rawValue == "Auto-Renewable Subscription")
+        #expect(Product.ProductType.nonRenewable.rawValue == "Non-Renewing Subscription")
+        #expect([RenewalState.subscribed, .expired, .inBillingRetryPeriod, .inGracePeriod, .revoked].map(\.rawValue) == [1, 2, 3, 4, 5])
+        #expect(AppStore.Environment.xcode.rawValue == "Xcode")
+        #expect(AppStore.Environment.sandbox.rawValue == "Sandbox")
+        #expect(AppStore.Environment.production.rawValue == "Production")
+        #expect(StoreTransaction.Reason.renewal.rawValue == "RENEWAL")
+        #expect(StoreTransaction.OwnershipType.purchased.rawValue == "PURCHASED")
+        #expect(StoreTransaction.RevocationReason.developerIssue.rawValue == 1)
+        #expect(StoreTransaction.OfferType.introductory.rawValue == 1)
+        #expect(RenewalInfo.ExpirationReason.billingError.rawValue == 2)
+    }
+
+    @Test func subscriptionPeriodsAndOptions() {
+        #expect(Product.SubscriptionPeriod.monthly.unit == .month)
+        #expect(Product.SubscriptionPeriod.monthly.value == 1)
+        #expect(Product.SubscriptionPeriod.everySixMonths.value == 6)
+        #expect(Product.SubscriptionPeriod.weekly != .yearly)
+        let token = UUID()
+        let options: Set<Product.PurchaseOption> = [.quantity(2), .appAccountToken(token), .quantity(2), .simulatesAskToBuyInSandbox(true)]
+        #expect(options.count == 3)
+        #expect(AppStore.canMakePayments)
+    }
+
+    @Test func verificationResultsAreReadAsAppsReadThem() throws {
+        let error = VerificationResult<Int>.VerificationError.invalidSignature
+        let verified = VerificationResult<Int>.verified(7)
+        let unverified = VerificationResult<Int>.unverified(8, error)
+        #expect(try verified.payloadValue == 7)
+        #expect(unverified.unsafePayloadValue == 8)
+        #expect(throws: VerificationResult<Int>.VerificationError.invalidSignature) { try unverified.payloadValue }
+        #expect(verified != unverified)
+        #expect(error.localizedDescription.contains("signature"))
+        if case .unverified(let value, .invalidSignature) = unverified { #expect(value == 8) } else { Issue.record("no match") }
+        let purchase = Purchase(productID: "coins")
+        let payment = Payment(amount: 1)
+        #expect(purchase.productID == "coins" && payment.amount == 1 && PaymentQueue() !== PaymentQueue())
+    }
+}
