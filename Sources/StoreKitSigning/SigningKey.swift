@@ -1,5 +1,8 @@
 import CCrypto
 
+/// SHA-256 fetched once: `EVP_sha256()` makes OpenSSL 3 look the algorithm up at every use.
+nonisolated(unsafe) let sha256: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
+
 /// A P-256 key pair (OpenSSL `EVP_PKEY`), used read-only once made: signing from several threads is safe.
 public final class SigningKey: @unchecked Sendable {
     let pointer: OpaquePointer
@@ -57,7 +60,7 @@ public final class SigningKey: @unchecked Sendable {
     func signatureDER(over data: [UInt8]) throws(SigningError) -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw .openSSL("Cannot make a digest context") }
         defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, pointer) == 1 else { throw .openSSL("Cannot start signing") }
+        guard EVP_DigestSignInit(context, nil, sha256 ?? EVP_sha256(), nil, pointer) == 1 else { throw .openSSL("Cannot start signing") }
         var length = 0
         guard EVP_DigestSign(context, nil, &length, data, data.count) == 1 else { throw .openSSL("Cannot size the signature") }
         var signature = [UInt8](repeating: 0, count: length)
@@ -86,7 +89,7 @@ func verifiesES256(_ signature: [UInt8], over data: [UInt8], publicKey key: Opaq
     defer { CRYPTO_free(derPointer, #fileID, #line) }
     guard let context = EVP_MD_CTX_new() else { return false }
     defer { EVP_MD_CTX_free(context) }
-    guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, key) == 1 else { return false }
+    guard EVP_DigestVerifyInit(context, nil, sha256 ?? EVP_sha256(), nil, key) == 1 else { return false }
     let verified = EVP_DigestVerify(context, derPointer, Int(derLength), data, data.count) == 1
     ERR_clear_error()
     return verified
