@@ -35,7 +35,8 @@ final class ReceiptRefresh: NSObject, SKRequestDelegate {
     }
 
     func request(_ request: SKRequest, didFailWithError error: any Error) {
-        Output.event(["event": "receiptRefreshFailed", "error": error.localizedDescription])
+        Output.event(["event": "receiptRefreshFailed", "error": error.localizedDescription,
+                      "code": (error as? SKError)?.code.rawValue ?? -1])
         exit(1)
     }
 }

@@ -186,6 +186,22 @@ struct ProofOfPurchaseTests {
         return text
     }
 
+    @Test("SKReceiptRefreshRequest writes the receipt (0600, in a 0700 directory) and the delegate hears it finished; it lists what was bought")
+    func receiptRefresh() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        let bought = try daemon.ctlObject(["buy", Sample.app, Sample.levelPack])
+        let file = daemon.dataHome + "/storekit/\(Sample.app)/receipt"
+        #expect(!FileManager.default.fileExists(atPath: file))
+        let refreshed = try daemon.app(["refresh-receipt"], timeout: appTimeout)
+        #expect(refreshed.status == 0, "\(refreshed.stdout) \(refreshed.stderr)")
+        let receipt = try #require(events(refreshed.stdout).first { $0["event"] as? String == "receipt" })
+        #expect(receipt["valid"] as? Bool == true)
+        #expect((receipt["transactions"] as? [String]) == [try #require(bought[string: "transactionIdentifier"])])
+        #expect((try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int) == 0o600)
+        #expect((try FileManager.default.attributesOfItem(atPath: daemon.dataHome + "/storekit/\(Sample.app)")[.posixPermissions] as? Int) == 0o700)
+    }
+
     @Test("the example app validates the receipt before it grants and finishes; with a root that did not sign it, it grants nothing and leaves the transaction in the queue")
     func exampleAppValidatesReceipt() throws {
         let daemon = try Self.daemon()

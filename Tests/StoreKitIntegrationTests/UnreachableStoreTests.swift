@@ -29,6 +29,22 @@ struct UnreachableStoreTests {
         #expect("\(failed ?? [:])".contains("7") || result.stdout.contains("cloudServiceNetworkConnectionFailed"), "\(result.stdout)")
     }
 
+    @Test("SKReceiptRefreshRequest with no store: the delegate hears cloudServiceNetworkConnectionFailed (7), no receipt is written")
+    func receiptRefreshFails() throws {
+        let directory = TemporaryDirectory("sknoreceipt")
+        defer { directory.remove() }
+        let started = Date()
+        let result = try ProcessRunner.run(Paths.binary("storekit-example-app"), ["--ledger", directory.file("ledger"), "refresh-receipt"],
+                                           environment: Self.timeout.merging(["STOREKITD_SOCKET": directory.file("missing.sock"),
+                                                                              "XDG_DATA_HOME": directory.file("data")]) { $1 },
+                                           timeout: 30)
+        #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
+        #expect(Date().timeIntervalSince(started) < 20)
+        let failure = events(result.stdout).first { $0["event"] as? String == "receiptRefreshFailed" }
+        #expect(failure?["code"] as? Int == 7, "\(result.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("data/storekit/com.example.game/receipt")))
+    }
+
     @Test("nothing listening: said once, and `list` fails instead of hanging")
     func refusedConnection() throws {
         let directory = TemporaryDirectory("sknolisten")
