@@ -1,6 +1,7 @@
 // swift-tools-version:6.0
-// The architecture, bottom up: C libraries → Posix/Wire (import nothing of ours) → Store →
-// Engine (no sockets) → Daemon → storekitd. The client library sees only Wire, Posix and Signing.
+// The architecture, bottom up: C libraries → Posix/Wire (import nothing of ours) → Store (and
+// Postgres beside it) → Engine (no sockets; a ledger through Store's `LedgerStorage`) → Daemon →
+// storekitd. The client library sees only Wire, Posix and Signing.
 import PackageDescription
 
 let package = Package(
@@ -20,6 +21,7 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CPosix"),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         // Foundations: no dependency on anything else of ours.
         .target(name: "StoreKitPosix", dependencies: ["CPosix"]),
@@ -32,11 +34,13 @@ let package = Package(
 
         // Durable state and the logic over it.
         .target(name: "StoreKitStore", dependencies: ["CSQLite", "CPosix", "StoreKitPosix", "StoreKitWire"]),
+        // The same ledger in PostgreSQL (`[Store] Database=`), behind StoreKitStore's `LedgerStorage`.
+        .target(name: "StoreKitPostgres", dependencies: ["CPostgres", "StoreKitStore", "StoreKitWire"]),
         .target(name: "StoreKitEngine", dependencies: ["StoreKitStore", "StoreKitWire"]),
 
         // The daemon as a library, and its tiny main.
         .target(name: "StoreKitDaemon", dependencies: [
-            "StoreKitEngine", "StoreKitStore", "StoreKitWire", "StoreKitPosix", "StoreKitSigning", "CSystemd",
+            "StoreKitEngine", "StoreKitStore", "StoreKitPostgres", "StoreKitWire", "StoreKitPosix", "StoreKitSigning", "CSystemd",
         ]),
         .executableTarget(name: "storekitd", dependencies: ["StoreKitDaemon"]),
 
@@ -57,7 +61,8 @@ let package = Package(
         .testTarget(name: "StoreKitSigningTests", dependencies: ["StoreKitSigning", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitStoreTests", dependencies: ["StoreKitStore", "StoreKitTestSupport"]),
         // Fixtures/ holds the project's own .storekit files, read by path from the tests.
-        .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitTestSupport"], exclude: ["Fixtures"]),
+        .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitPostgres", "StoreKitTestSupport"],
+                    exclude: ["Fixtures"]),
         .testTarget(name: "StoreKitDaemonTests", dependencies: ["StoreKitDaemon", "StoreKitTestSupport"]),
         .testTarget(name: "OpenStoreKitTests", dependencies: ["OpenStoreKit", "StoreKitSigning", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitIntegrationTests", dependencies: ["StoreKitTestSupport", "StoreKitWire", "StoreKitConnection", "StoreKitPosix"]),

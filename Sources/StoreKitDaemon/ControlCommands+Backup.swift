@@ -13,9 +13,13 @@ extension ControlCommands {
         guard path.hasPrefix("/") else {
             return .failure(.invalidArgument, "the backup file must be an absolute path (the daemon writes it): \(path)")
         }
+        guard let store = engine.store as? TransactionStore else {
+            return .failure(.invalidArgument, "backup copies the SQLite ledger; \(engine.store.path) is backed up by "
+                            + "PostgreSQL's own tools (pg_dump, base backups)")
+        }
         let report: TransactionStore.BackupReport
         do {
-            report = try engine.store.backup(to: path)
+            report = try store.backup(to: path)
         } catch {
             let code: ResultCode
             switch error.code {

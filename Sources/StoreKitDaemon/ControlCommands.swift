@@ -87,7 +87,7 @@ struct ControlCommands {
             ("storefront", .string(engine.storefront)),
             ("clock", .string(RFC3339.string(milliseconds: engine.clock.now()))),
             ("protocolVersion", .int(Int64(ProtocolVersion.current))),
-            ("lowDiskSpace", .optional(engine.store.space.lowSpaceReason)),
+            ("lowDiskSpace", .optional((engine.store as? TransactionStore)?.space.lowSpaceReason)),
         ]))
     }
 

@@ -99,24 +99,16 @@ public enum Daemon {
             logger.error("Refusing to start: \(error)")
             return 1
         }
-        let store: TransactionStore
+        // The ledger: the SQLite file in the state directory, or PostgreSQL (`[Store] Database=`).
+        let opened: OpenedLedger
         do {
-            store = try TransactionStore(path: databasePath)
+            opened = try OpenedLedger.open(configuration: configuration, databasePath: databasePath, logger: logger)
         } catch {
-            logger.error("Failed to open database \(databasePath): \(error.message)",
-                         id: .storageFailure)
+            logger.error("Failed to open database \(error.path): \(error.message)", id: .storageFailure)
             return 1
         }
-        logger.info("Opened database \(databasePath): \(store.openReport)", id: .recovery)
-        for problem in store.openProblems { logger.error("Database \(databasePath): \(problem)", id: .storageFailure) }
-        let spaceLogger = logger
-        store.space.onTransition = { low, message in
-            if low { spaceLogger.warning(message, id: .storageFailure) } else { spaceLogger.notice(message, id: .recovery) }
-        }
-        let checkpointer = Checkpointer(path: databasePath, durable: store.commitLog.durable)
-        if (try? store.disableAutomaticCheckpoints()) != nil { checkpointer.start() }
-        defer { checkpointer.stop() }
-        store.startPaymentKeyFilter()
+        defer { opened.close() }
+        let store = opened.storage
 
         let engine = PaymentQueueEngine(store: store, catalogs: catalogs)
         if let storefront = configuration.storefront ?? catalogs.values.first?.settings.storefront {
@@ -162,12 +154,9 @@ public enum Daemon {
                                     notifier: ServiceNotifier(environment: environment), reloader: reloader,
                                     testHooks: options.testHooks)
             // The commit log's fdatasync on its own thread: the loop goes on while the disk works.
-            let wakeup = server.wakeup
-            let syncer = CommitLogSyncer(onSynced: { wakeup.signal() })
-            syncer.start(syncedThrough: store.commitLog.nextLSN - 1)
-            store.commitLog.syncer = syncer
-            defer { syncer.stop() }
-            logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(databasePath)", id: .started)
+            let syncer = opened.startSyncer(wakeup: server.wakeup)
+            defer { syncer?.stop() }
+            logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(store.path)", id: .started)
             server.startIntegrityCheck()
             try server.run()
         } catch is Server.Stopped {

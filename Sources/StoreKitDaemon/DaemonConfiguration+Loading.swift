@@ -2,6 +2,7 @@
 // files and directories to use from command line, environment and config (DESIGN.md, "Sockets,
 // paths, environment"). Every rejected line is reported as FILE:LINE: message.
 import Foundation
+import StoreKitPostgres
 
 extension DaemonConfiguration {
     /// Loads `configFile` (if nil or missing when `required == false`: built-in defaults), then
@@ -86,7 +87,7 @@ extension DaemonConfiguration {
     mutating func apply(_ file: ConfigFile) throws(ConfigError) {
         for section in file.sections {
             switch section.name {
-            case "Daemon", "Limits", "Observers":
+            case "Daemon", "Store", "Limits", "Observers":
                 for entry in section.entries {
                     try apply(entry, section: section.name, file: file.path)
                 }
@@ -113,6 +114,8 @@ extension DaemonConfiguration {
             logLevel = try value.isEmpty ? defaults.logLevel : value.logLevel()
         case ("Daemon", "Storefront"):
             storefront = try value.isEmpty ? nil : value.storefront()
+        case ("Store", "Database"):
+            database = try value.isEmpty ? nil : value.connectionString()
         case ("Limits", "MaxFrameSize"):
             maxFrameSize = try value.isEmpty ? defaults.maxFrameSize : value.size(in: 256...(1 << 30))
         case ("Limits", "MaxConnections"):
@@ -157,7 +160,7 @@ extension AppRegistration {
         var header: ConfigFile.Section?
         for section in file.sections {
             guard section.name == "App" else {
-                let hint = ["Daemon", "Limits", "Observers"].contains(section.name) ? " (it belongs in storekitd.conf)" : ""
+                let hint = ["Daemon", "Store", "Limits", "Observers"].contains(section.name) ? " (it belongs in storekitd.conf)" : ""
                 throw ConfigError(file: file.path, line: section.line, message: "unknown section [\(section.name)]\(hint)")
             }
             if let first = header {
@@ -244,6 +247,15 @@ private struct ValueParser {
             throw invalid("expected one of debug, info, notice, warning, err")
         }
         return level
+    }
+
+    /// A libpq connection string; the value is not repeated in the error (it may hold a password).
+    func connectionString() throws(ConfigError) -> String {
+        if let problem = PostgresLedger.problem(with: entry.value) {
+            throw ConfigError(file: file, line: entry.line, message: "invalid value for \(entry.key)=: expected a PostgreSQL "
+                              + "connection string (postgresql://… or key=value …), or nothing for the SQLite file: \(problem)")
+        }
+        return entry.value
     }
 
     func storefront() throws(ConfigError) -> String {

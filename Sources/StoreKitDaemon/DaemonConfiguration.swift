@@ -21,6 +21,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// `Storefront=`: 3-letter storefront code (upper-cased) overriding the catalogue's; nil = catalogue.
     public var storefront: String?
 
+    // [Store]
+    /// `Database=`: a libpq connection string (`postgresql://…` or `key=value …`) for a
+    /// PostgreSQL ledger; nil = the embedded SQLite file in the state directory (the default).
+    public var database: String?
+
     // [Limits]
     /// `MaxFrameSize=`: largest frame body in bytes (K/M/G suffixes, 1024-based).
     public var maxFrameSize: Int
@@ -70,6 +75,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         adminGroup = nil
         logLevel = .info
         storefront = nil
+        database = nil
         maxFrameSize = 1 << 20
         maxConnections = 16384
         maxConnectionsPerUID = 4096

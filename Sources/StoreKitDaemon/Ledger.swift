@@ -12,58 +12,72 @@ import StoreKitStore
 ///   (the commit log keeps every change meanwhile).
 ///
 /// docs/architecture.md draws the whole write path.
+///
+/// All of the above is the SQLite ledger's (`TransactionStore`). Another backend (PostgreSQL) is
+/// durable when its `commit()` returns: then the LSN is the count of committed units of work,
+/// the durable LSN equals it, and there is nothing to save, hold or sync.
 final class Ledger {
-    private let store: TransactionStore
+    private let storage: any LedgerStorage
+    /// The SQLite ledger, when it is the one: its commit log, held rows, saves and disk space.
+    let sqlite: TransactionStore?
     private let logger: Logger
+    /// Units of work committed by a backend whose commit is durable when it returns.
+    private var durableCommits: UInt64 = 0
 
-    init(store: TransactionStore, logger: Logger) {
-        self.store = store
+    init(store: any LedgerStorage, logger: Logger) {
+        self.storage = store
+        self.sqlite = store as? TransactionStore
         self.logger = logger
     }
 
-    /// The database file.
-    var path: String { store.path }
+    /// The database file, or the PostgreSQL database.
+    var path: String { storage.path }
 
     // MARK: Units of work
 
-    func begin() throws(StoreError) { try store.begin() }
+    func begin() throws(StoreError) { try storage.begin() }
 
     /// Appends the unit of work to the commit log. `deferSync`: leave the fdatasync to the sync
     /// thread (the loop has other work meanwhile) instead of syncing before returning.
     func commit(deferSync: Bool) throws(StoreError) {
+        guard let store = sqlite else {
+            try storage.commit()
+            durableCommits += 1
+            return
+        }
         store.commitLog.deferSync = deferSync
         try store.commit()
     }
 
-    func rollback() { store.rollback() }
-    func savepoint() throws(StoreError) { try store.savepoint() }
-    func releaseSavepoint() throws(StoreError) { try store.releaseSavepoint() }
-    func rollbackToSavepoint() { store.rollbackToSavepoint() }
+    func rollback() { storage.rollback() }
+    func savepoint() throws(StoreError) { try storage.savepoint() }
+    func releaseSavepoint() throws(StoreError) { try storage.releaseSavepoint() }
+    func rollbackToSavepoint() { storage.rollbackToSavepoint() }
 
     // MARK: Durability
 
     /// The LSN of the last unit of work committed to the log.
-    var committedLSN: UInt64 { store.commitLog.nextLSN - 1 }
+    var committedLSN: UInt64 { sqlite.map { $0.commitLog.nextLSN - 1 } ?? durableCommits }
 
     /// Every unit of work up to this LSN is on disk.
-    var durableLSN: UInt64 { store.commitLog.syncedLSN }
+    var durableLSN: UInt64 { sqlite?.commitLog.syncedLSN ?? durableCommits }
 
     /// Why the sync thread stopped; nil while it syncs.
-    var syncFailure: String? { store.commitLog.syncer?.failure }
+    var syncFailure: String? { sqlite?.commitLog.syncer?.failure }
 
     /// The commit log's files (for messages).
-    var commitLogPath: String { store.commitLog.databasePath }
+    var commitLogPath: String { sqlite?.commitLog.databasePath ?? storage.path }
 
     /// Blocks until every committed unit of work is durable (at shutdown).
-    func waitUntilDurable() { store.commitLog.waitForSync() }
+    func waitUntilDurable() { sqlite?.commitLog.waitForSync() }
 
     // MARK: Saving to the database
 
     /// Units of work are in the SQLite transaction but not yet committed to the database file.
-    var hasUnsavedChanges: Bool { store.hasUnsavedChanges }
+    var hasUnsavedChanges: Bool { sqlite?.hasUnsavedChanges ?? false }
 
     /// The SQLite transaction is old enough to be saved even while the loop is busy.
-    func saveIsDue(now: Int64) -> Bool { store.saveIsDue(now: now) }
+    func saveIsDue(now: Int64) -> Bool { sqlite?.saveIsDue(now: now) ?? false }
 
     /// How long the loop waits after a failed save before it tries again by itself (ms).
     static let saveRetryDelay: Int64 = 1000
@@ -86,6 +100,7 @@ final class Ledger {
     /// and at most every 10 s otherwise; the first save after failures is said too.
     @discardableResult
     func save(retrying: Bool = false) -> Bool {
+        guard let store = sqlite else { return true }
         let now = ServiceNotifier.monotonicMilliseconds()
         if !store.hasUnsavedChanges { saveRetryAt = 0 }
         if retrying && now < saveRetryAt { return false }
@@ -114,6 +129,7 @@ final class Ledger {
     /// Writes rows held longer than `heldRowAge` into the SQLite transaction. A failure is tried
     /// again at every turn and said at most every 10 s.
     func writeHeldRows(now: Int64) {
+        guard let store = sqlite else { return }
         do {
             try store.writeRows(heldLongerThan: Self.heldRowAge, now: now)
         } catch {
@@ -126,8 +142,8 @@ final class Ledger {
 
     // MARK: Status
 
-    func unfinishedCount() -> Int? { try? store.unfinishedCount() }
+    func unfinishedCount() -> Int? { try? storage.unfinishedCount() }
 
     /// Why the file system counts as nearly full; nil when it is not.
-    var lowSpaceReason: String? { store.space.lowSpaceReason }
+    var lowSpaceReason: String? { sqlite?.space.lowSpaceReason }
 }

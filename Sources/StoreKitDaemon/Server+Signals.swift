@@ -66,6 +66,7 @@ extension Server {
 
     /// Runs `PRAGMA integrity_check` on a background thread; a failure stops new writes, loudly.
     public func startIntegrityCheck() {
+        guard ledger.sqlite != nil else { return }   // PostgreSQL checks its own pages (data checksums, amcheck)
         let path = ledger.path
         let results = backgroundResults
         let wakeup = self.wakeup

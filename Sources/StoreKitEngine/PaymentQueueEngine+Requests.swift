@@ -23,7 +23,8 @@ extension PaymentQueueEngine {
             }
             record.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             guard try store.transition(id: record.id, from: .deferred, to: .purchased, sequence: record.sequence, date: now,
-                                       expiresDate: record.expiresDate, originalID: record.originalID) else {
+                                       errorCode: nil, errorMessage: nil, expiresDate: record.expiresDate,
+                                       originalID: record.originalID) else {
                 return .refused(.invalidArgument, "transaction \(record.id) is no longer deferred")
             }
             return .ok(value: record.id, [.updated(QueueKey(uid: record.uid, app: record.app), [record])])
@@ -78,7 +79,8 @@ extension PaymentQueueEngine {
         failed.errorMessage = message
         failed.sequence = try store.nextSequence(uid: record.uid, app: record.app)
         guard try store.transition(id: record.id, from: .deferred, to: .failed, sequence: failed.sequence, date: time,
-                                   errorCode: failed.errorCode, errorMessage: message) else { return [] }
+                                   errorCode: failed.errorCode, errorMessage: message, expiresDate: nil,
+                                   originalID: nil) else { return [] }
         return [.updated(QueueKey(uid: record.uid, app: record.app), [failed])]
     }
 

@@ -23,7 +23,7 @@ public final class PaymentQueueEngine {
 
     /// Set by the daemon from its configuration (and again on reload).
     public var limits = Limits()
-    public let store: TransactionStore
+    public let store: any LedgerStorage
     public private(set) var catalogs: [String: Catalog]
     public var clock: StoreClock
     /// The storefront of the configuration (or catalogue); `storekitctl storefront set` overrides it.
@@ -46,7 +46,7 @@ public final class PaymentQueueEngine {
     /// How long an Ask to Buy request waits for a parent before it lapses (store time).
     public static let askToBuyLifetime: Int64 = 24 * 3_600_000
 
-    public init(store: TransactionStore, catalogs: [String: Catalog], storefront: String = "USA", locale: String = "en_US") {
+    public init(store: any LedgerStorage, catalogs: [String: Catalog], storefront: String = "USA", locale: String = "en_US") {
         self.store = store
         self.catalogs = catalogs
         self.configuredStorefront = storefront

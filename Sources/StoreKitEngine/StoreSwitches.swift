@@ -36,7 +36,7 @@ public struct StoreSwitches: Sendable, Equatable {
 
     static let prefix = "switch."
 
-    static func load(from store: TransactionStore) throws(StoreError) -> StoreSwitches {
+    static func load(from store: any LedgerStorage) throws(StoreError) -> StoreSwitches {
         var switches = StoreSwitches()
         var failCode: Int32?
         var failRemaining: Int?
@@ -62,7 +62,7 @@ public struct StoreSwitches: Sendable, Equatable {
     }
 
     /// Writes every switch (removing the unset ones) in the caller's unit of work.
-    func save(to store: TransactionStore) throws(StoreError) {
+    func save(to store: any LedgerStorage) throws(StoreError) {
         for (key, _) in try store.settings(prefix: Self.prefix) { try store.setSetting(key, nil) }
         func flag(_ value: Bool?) -> String? { value.map { $0 ? "1" : "0" } }
         try store.setSetting(Self.prefix + "askToBuy", flag(askToBuy))

@@ -80,7 +80,7 @@ public final class DiskSpaceGuard {
         (try? FileSystem.status(of: path)).map { Int($0.st_size) } ?? 0
     }
 
-    static func monotonicMilliseconds() -> Int64 {
+    public static func monotonicMilliseconds() -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000

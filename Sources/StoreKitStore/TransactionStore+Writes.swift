@@ -25,7 +25,7 @@ extension TransactionStore {
     /// like the App Store's, for the next 250 years. No daemon gives ids faster than one per
     /// microsecond, so ids from the clock stay ahead of every id given earlier on this machine
     /// unless the wall clock is set back.
-    static func clockTransactionID() -> UInt64 {
+    public static func clockTransactionID() -> UInt64 {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let microseconds = Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000 - clockEpochMicroseconds

@@ -1,0 +1,50 @@
+import StoreKitPosix
+import StoreKitPostgres
+import StoreKitStore
+
+/// The ledger the daemon opened at start, with what runs beside it until shutdown: for the
+/// SQLite file its checkpointer thread, payment-key filter and commit-log sync thread; for
+/// PostgreSQL (`[Store] Database=`) nothing (its commit is durable when it returns).
+struct OpenedLedger {
+    let storage: any LedgerStorage
+    private let sqlite: TransactionStore?
+    private let checkpointer: Checkpointer?
+
+    static func open(configuration: DaemonConfiguration, databasePath: String, logger: Logger) throws(StoreError) -> OpenedLedger {
+        if let conninfo = configuration.database {
+            let ledger = try PostgresLedger(conninfo: conninfo)
+            logger.info("Opened database \(ledger.path): \(ledger.openReport)", id: .recovery)
+            return OpenedLedger(storage: ledger, sqlite: nil, checkpointer: nil)
+        }
+        let store: TransactionStore
+        do {
+            store = try TransactionStore(path: databasePath)
+        } catch {
+            throw StoreError(error.code, path: databasePath, message: error.message)
+        }
+        logger.info("Opened database \(databasePath): \(store.openReport)", id: .recovery)
+        for problem in store.openProblems { logger.error("Database \(databasePath): \(problem)", id: .storageFailure) }
+        let spaceLogger = logger
+        store.space.onTransition = { low, message in
+            if low { spaceLogger.warning(message, id: .storageFailure) } else { spaceLogger.notice(message, id: .recovery) }
+        }
+        let checkpointer = Checkpointer(path: databasePath, durable: store.commitLog.durable)
+        if (try? store.disableAutomaticCheckpoints()) != nil { checkpointer.start() }
+        store.startPaymentKeyFilter()
+        return OpenedLedger(storage: store, sqlite: store, checkpointer: checkpointer)
+    }
+
+    /// The commit log's fdatasync on its own thread (SQLite only): the loop goes on while the disk works.
+    func startSyncer(wakeup: WakeupEvent) -> CommitLogSyncer? {
+        guard let sqlite else { return nil }
+        let syncer = CommitLogSyncer(onSynced: { wakeup.signal() })
+        syncer.start(syncedThrough: sqlite.commitLog.nextLSN - 1)
+        sqlite.commitLog.syncer = syncer
+        return syncer
+    }
+
+    func close() {
+        checkpointer?.stop()
+        (storage as? PostgresLedger)?.close()
+    }
+}

@@ -1,0 +1,155 @@
+import CPostgres
+import StoreKitStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One libpq connection, used by one thread (the serving loop), blocking.
+///
+/// Every statement goes through `execute`, with its values as bound parameters (`$1`, `$2`, …
+/// in text form): no value is ever spliced into SQL. A connection that broke (PostgreSQL
+/// stopped or restarted) is said by `isBroken`; `reconnect()` tries again.
+final class PostgresConnection {
+    private var connection: OpaquePointer?
+    private let conninfo: String
+    /// The database, for messages: never the password.
+    let description: String
+
+    init(conninfo: String) throws(StoreError) {
+        self.conninfo = conninfo
+        description = PostgresConnection.describe(conninfo)
+        try reconnect()
+    }
+
+    deinit { if let connection { PQfinish(connection) } }
+
+    var isBroken: Bool { connection.map { PQstatus($0) != CONNECTION_OK } ?? true }
+
+    /// Drops the connection (if any) and opens a new one.
+    func reconnect() throws(StoreError) {
+        if let connection { PQfinish(connection) }
+        connection = nil
+        guard let opened = PQconnectdb(conninfo) else {
+            throw StoreError(.io, path: description, message: "cannot connect: out of memory")
+        }
+        guard PQstatus(opened) == CONNECTION_OK else {
+            let message = Self.text(PQerrorMessage(opened))
+            PQfinish(opened)
+            throw StoreError(.io, path: description, message: "cannot connect to PostgreSQL: \(message)")
+        }
+        // Notices (e.g. "there is no transaction in progress") are not written to stderr.
+        PQsetNoticeProcessor(opened, { _, _ in }, nil)
+        connection = opened
+    }
+
+    func close() {
+        if let connection { PQfinish(connection) }
+        connection = nil
+    }
+
+    /// What a statement returned: its rows (text values, nil for NULL) and the rows it changed.
+    struct Result {
+        var rows: [[String?]]
+        var changed: Int
+
+        /// The first column of the first row as an integer.
+        var firstInt: Int64? { rows.first?.first.flatMap { $0 }.flatMap { Int64($0) } }
+    }
+
+    /// Runs `sql` with `parameters` bound to `$1`, `$2`, … (nil: NULL).
+    @discardableResult
+    func execute(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> Result {
+        guard let connection, PQstatus(connection) == CONNECTION_OK else {
+            throw StoreError(.io, path: description, message: "no connection to PostgreSQL (it is reconnected at the next unit of work)")
+        }
+        let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.flatMap { strdup($0) } }
+        defer { for copy in copies { free(copy) } }
+        let result: OpaquePointer? = copies.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1)) { values in
+                PQexecParams(connection, sql, Int32(parameters.count), nil, parameters.isEmpty ? nil : values, nil, nil, 0)
+            }
+        }
+        defer { PQclear(result) }
+        let status = result.map { PQresultStatus($0) } ?? PGRES_FATAL_ERROR
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            throw error(result)
+        }
+        guard let result else { return Result(rows: [], changed: 0) }
+        var rows: [[String?]] = []
+        let count = PQntuples(result), columns = PQnfields(result)
+        rows.reserveCapacity(Int(count))
+        for row in 0..<count {
+            var values: [String?] = []
+            values.reserveCapacity(Int(columns))
+            for column in 0..<columns {
+                values.append(PQgetisnull(result, row, column) == 1 ? nil : Self.text(PQgetvalue(result, row, column)))
+            }
+            rows.append(values)
+        }
+        return Result(rows: rows, changed: Int(Self.text(PQcmdTuples(result))) ?? 0)
+    }
+
+    /// The SQLSTATE of a failed statement, as a typed store error.
+    private func error(_ result: OpaquePointer?) -> StoreError {
+        let lost = connection.map { PQstatus($0) != CONNECTION_OK } ?? true
+        let message = result.map { Self.text(PQresultErrorMessage($0)) }.flatMap { $0.isEmpty ? nil : $0 }
+            ?? connection.map { Self.text(PQerrorMessage($0)) } ?? "no connection"
+        let state = result.flatMap { PQresultErrorField($0, Self.sqlStateField) }.map { Self.text($0) } ?? ""
+        let trimmed = message.trimmingSuffix()
+        if lost || state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03" {
+            return StoreError(.io, path: description, message: "PostgreSQL connection lost: \(trimmed)")
+        }
+        switch state {
+        case "53100": return StoreError(.full, path: description, message: trimmed)
+        case "40001", "40P01", "55P03": return StoreError(.busy, path: description, message: trimmed)
+        case "23505": return StoreError(.other(Self.uniqueViolation), path: description, message: trimmed)
+        default: return StoreError(.other(0), path: description, message: state.isEmpty ? trimmed : "\(trimmed) (SQLSTATE \(state))")
+        }
+    }
+
+    /// `PG_DIAG_SQLSTATE` ('C').
+    static let sqlStateField: Int32 = 67
+    /// SQLite's `SQLITE_CONSTRAINT_UNIQUE`, the code a duplicate gets from either backend.
+    static let uniqueViolation: Int32 = 19 | (8 << 8)
+
+    static func text(_ pointer: UnsafePointer<CChar>?) -> String {
+        pointer.map { String(cString: $0) } ?? ""
+    }
+
+    // MARK: Connection strings
+
+    /// Why libpq cannot use `conninfo` (a `postgresql://` URI or `key=value` pairs); nil when it can.
+    static func problem(with conninfo: String) -> String? {
+        var message: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(conninfo, &message) else {
+            defer { if let message { PQfreemem(message) } }
+            return message.map { String(cString: $0).trimmingSuffix() } ?? "not a connection string"
+        }
+        PQconninfoFree(options)
+        return nil
+    }
+
+    /// "PostgreSQL database NAME on HOST" from the parts of `conninfo`, never its password.
+    static func describe(_ conninfo: String) -> String {
+        var values: [String: String] = [:]
+        if let options = PQconninfoParse(conninfo, nil) {
+            var option = options
+            while let keyword = option.pointee.keyword {
+                if let value = option.pointee.val { values[String(cString: keyword)] = String(cString: value) }
+                option += 1
+            }
+            PQconninfoFree(options)
+        }
+        let database = values["dbname"] ?? values["user"] ?? "(default)"
+        let host = values["host"] ?? values["hostaddr"] ?? "the default socket"
+        return "PostgreSQL database \(database) on \(host)"
+    }
+}
+
+extension String {
+    func trimmingSuffix() -> String {
+        var text = self
+        while let last = text.last, last.isWhitespace { text.removeLast() }
+        return text
+    }
+}
