@@ -17,17 +17,20 @@ private final class EngineFixture {
     static let catalogPath = SampleCatalog.path
 
     let directory = TemporaryDirectory("skengine")
-    let store: TransactionStore
+    let store: any LedgerStorage
     let engine: PaymentQueueEngine
     let catalog: Catalog
 
-    init() throws {
-        store = try TransactionStore(path: directory.file("storekitd.sqlite"))
+    init(_ backend: LedgerBackend) throws {
+        store = try backend.place(in: directory).open()
         catalog = try Catalog.load(path: Self.catalogPath)
         engine = PaymentQueueEngine(store: store, catalogs: [game: catalog, "com.example.other": catalog])
     }
 
-    deinit { directory.remove() }
+    deinit {
+        try? LedgerBackend.close(store)
+        directory.remove()
+    }
 
     /// Runs `body` in one unit of work, as the daemon does, and commits it.
     func unit<T>(_ body: (PaymentQueueEngine) throws -> T) throws -> T {
@@ -83,9 +86,9 @@ private func updatedRecords(_ outcome: Outcome) -> [TransactionRecord] {
 struct PaymentQueueEngineTests {
     // MARK: addPayment
 
-    @Test("addPayment stores a purchased transaction and reports purchasing then purchased")
-    func addPayment() throws {
-        let fixture = try EngineFixture()
+    @Test("addPayment stores a purchased transaction and reports purchasing then purchased", arguments: LedgerBackend.allCases)
+    func addPayment(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let before = StoreClock.realTimeMilliseconds()
         let outcome = try fixture.add(Product.levelPack, key: "k1", quantity: 2, applicationUsername: "alice")
         let after = StoreClock.realTimeMilliseconds()
@@ -114,9 +117,9 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.engine.unfinished(uid: player, app: game) == [stored])
     }
 
-    @Test("sequences keep increasing across payments of one queue")
-    func sequencesIncrease() throws {
-        let fixture = try EngineFixture()
+    @Test("sequences keep increasing across payments of one queue", arguments: LedgerBackend.allCases)
+    func sequencesIncrease(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         var sequences: [UInt64] = []
         for product in [Product.coins, Product.coins, Product.monthly] {
             sequences += updatedRecords(try fixture.add(product)).map(\.sequence)
@@ -139,7 +142,7 @@ struct PaymentQueueEngineTests {
         var detail: Int32 = 0
     }
 
-    @Test("invalid payments are refused at once and store nothing", arguments: [
+    @Test("invalid payments are refused at once and store nothing", arguments: LedgerBackend.allCases, [
         Refusal(testDescription: "unknown product", productID: "com.example.game.gems", code: .storeKit, detail: 5),
         Refusal(testDescription: "product of no app", productID: "", code: .storeKit, detail: 5),
         Refusal(testDescription: "quantity 0", quantity: 0, code: .storeKit, detail: 3),
@@ -150,8 +153,8 @@ struct PaymentQueueEngineTests {
         Refusal(testDescription: "unknown app", app: "com.example.unregistered", code: .unknownApp),
         Refusal(testDescription: "empty app", app: "", code: .unknownApp),
     ])
-    func refusals(refusal: Refusal) throws {
-        let fixture = try EngineFixture()
+    func refusals(backend: LedgerBackend, refusal: Refusal) throws {
+        let fixture = try EngineFixture(backend)
         let outcome = try fixture.add(refusal.productID, app: refusal.app, key: "key", quantity: refusal.quantity,
                                       hasRequestData: refusal.hasRequestData)
         #expect(outcome.code == refusal.code)
@@ -165,17 +168,17 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.rows.count == 1)
     }
 
-    @Test("quantities 1 and 10 are accepted", arguments: [1, 10] as [Int32])
-    func quantityBounds(quantity: Int32) throws {
-        let fixture = try EngineFixture()
+    @Test("quantities 1 and 10 are accepted", arguments: LedgerBackend.allCases, [1, 10] as [Int32])
+    func quantityBounds(backend: LedgerBackend, quantity: Int32) throws {
+        let fixture = try EngineFixture(backend)
         let outcome = try fixture.add(Product.coins, quantity: quantity)
         #expect(outcome.code == .ok)
         #expect(try fixture.store.transaction(id: outcome.value)?.quantity == quantity)
     }
 
-    @Test("the same key returns the first transaction's id and makes no second row")
-    func idempotencyKey() throws {
-        let fixture = try EngineFixture()
+    @Test("the same key returns the first transaction's id and makes no second row", arguments: LedgerBackend.allCases)
+    func idempotencyKey(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let first = try fixture.add(Product.coins, key: "tap-1")
         let again = try fixture.add(Product.coins, key: "tap-1")
         #expect(again.code == .ok)
@@ -202,9 +205,9 @@ struct PaymentQueueEngineTests {
 
     // MARK: finish
 
-    @Test("finish marks the transaction finished and reports it removed")
-    func finish() throws {
-        let fixture = try EngineFixture()
+    @Test("finish marks the transaction finished and reports it removed", arguments: LedgerBackend.allCases)
+    func finish(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let id = try fixture.buy(Product.coins)
         let purchased = try #require(try fixture.store.transaction(id: id))
 
@@ -219,9 +222,9 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.engine.unfinished(uid: player, app: game).isEmpty)
     }
 
-    @Test("finishing twice succeeds without a second effect or change")
-    func finishTwice() throws {
-        let fixture = try EngineFixture()
+    @Test("finishing twice succeeds without a second effect or change", arguments: LedgerBackend.allCases)
+    func finishTwice(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let id = try fixture.buy(Product.levelPack)
         _ = try fixture.finish(id)
         let afterFirst = try fixture.rows
@@ -232,9 +235,9 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.rows == afterFirst)
     }
 
-    @Test("another queue's transaction, or an unknown id, is not found and not finished")
-    func finishOtherQueue() throws {
-        let fixture = try EngineFixture()
+    @Test("another queue's transaction, or an unknown id, is not found and not finished", arguments: LedgerBackend.allCases)
+    func finishOtherQueue(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let id = try fixture.buy(Product.coins)
         let before = try fixture.rows
         for (uid, app) in [(1001, game), (player, "com.example.other"), (0, game)] as [(UInt32, String)] {
@@ -247,9 +250,9 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.rows == before)
     }
 
-    @Test("a purchasing or deferred transaction cannot be finished", arguments: [TransactionState.purchasing, .deferred])
-    func finishNotFinishable(state: TransactionState) throws {
-        let fixture = try EngineFixture()
+    @Test("a purchasing or deferred transaction cannot be finished", arguments: LedgerBackend.allCases, [TransactionState.purchasing, .deferred])
+    func finishNotFinishable(backend: LedgerBackend, state: TransactionState) throws {
+        let fixture = try EngineFixture(backend)
         let record = try fixture.unit { engine in
             let record = TransactionRecord(
                 id: engine.store.allocateTransactionID(), uid: player, app: game, productID: Product.coins,
@@ -263,9 +266,9 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.rows == [record])
     }
 
-    @Test("a failed transaction can be finished")
-    func finishFailed() throws {
-        let fixture = try EngineFixture()
+    @Test("a failed transaction can be finished", arguments: LedgerBackend.allCases)
+    func finishFailed(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let record = try fixture.unit { engine in
             let record = TransactionRecord(
                 id: engine.store.allocateTransactionID(), uid: player, app: game, productID: Product.coins,
@@ -293,9 +296,9 @@ struct PaymentQueueEngineTests {
         return ids
     }
 
-    @Test("restore makes new restored transactions for finished non-consumable and auto-renewable purchases only")
-    func restore() throws {
-        let fixture = try EngineFixture()
+    @Test("restore makes new restored transactions for finished non-consumable and auto-renewable purchases only", arguments: LedgerBackend.allCases)
+    func restore(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let ids = try purchaseHistory(fixture)
         let before = try fixture.rows
 
@@ -319,9 +322,9 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.rows == before + restored)
     }
 
-    @Test("restoring again while the restored transactions are unfinished adds nothing")
-    func restoreAgainWhilePending() throws {
-        let fixture = try EngineFixture()
+    @Test("restoring again while the restored transactions are unfinished adds nothing", arguments: LedgerBackend.allCases)
+    func restoreAgainWhilePending(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let ids = try purchaseHistory(fixture)
         let first = updatedRecords(try fixture.restore())
         #expect(first.count == 2)
@@ -340,9 +343,9 @@ struct PaymentQueueEngineTests {
         #expect(Set(third.map(\.id)).isDisjoint(with: first.map(\.id)))
     }
 
-    @Test("restore finds nothing for unfinished purchases, consumables, non-renewing passes or other queues")
-    func restoreNothing() throws {
-        let fixture = try EngineFixture()
+    @Test("restore finds nothing for unfinished purchases, consumables, non-renewing passes or other queues", arguments: LedgerBackend.allCases)
+    func restoreNothing(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         _ = try fixture.buy(Product.levelPack)        // unfinished
         _ = try fixture.finish(try fixture.buy(Product.coins))
         _ = try fixture.finish(try fixture.buy(Product.seasonPass))
@@ -357,9 +360,9 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.rows == rows)
     }
 
-    @Test("restore with an application username restores only that user's purchases")
-    func restoreByUsername() throws {
-        let fixture = try EngineFixture()
+    @Test("restore with an application username restores only that user's purchases", arguments: LedgerBackend.allCases)
+    func restoreByUsername(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let alice = try fixture.buy(Product.levelPack, applicationUsername: "alice")
         let bob = try fixture.buy(Product.monthly, applicationUsername: "bob")
         _ = try fixture.finish(alice)
@@ -369,9 +372,9 @@ struct PaymentQueueEngineTests {
         #expect(restored.first?.applicationUsername == "alice")
     }
 
-    @Test("restore for an unregistered app is refused")
-    func restoreUnknownApp() throws {
-        let fixture = try EngineFixture()
+    @Test("restore for an unregistered app is refused", arguments: LedgerBackend.allCases)
+    func restoreUnknownApp(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let outcome = try fixture.restore(app: "com.example.unregistered")
         #expect(outcome.code == .unknownApp)
         #expect(outcome.effects.isEmpty)
@@ -379,9 +382,9 @@ struct PaymentQueueEngineTests {
 
     // MARK: products
 
-    @Test("products returns records in request order and the identifiers the store does not know")
-    func products() throws {
-        let fixture = try EngineFixture()
+    @Test("products returns records in request order and the identifiers the store does not know", arguments: LedgerBackend.allCases)
+    func products(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
         let asked = [Product.monthly, "com.example.game.gems", Product.coins, "", Product.seasonPass, Product.levelPack]
         let answer = fixture.engine.products(app: game, identifiers: asked)
         #expect(answer.products.map(\.productID) == [Product.monthly, Product.coins, Product.seasonPass, Product.levelPack])

@@ -1,0 +1,44 @@
+import StoreKitPostgres
+import StoreKitStore
+import StoreKitTestSupport
+import Testing
+
+/// The ledgers the engine's suites run against: every test that goes through the store runs once
+/// on each. PostgreSQL is a real server (`PostgresServer.shared()`), one schema per test.
+enum LedgerBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgresql
+
+    var testDescription: String { rawValue }
+
+    /// Where one test's ledger lives: opened (and opened again, as at a restart) from here.
+    struct Place {
+        let backend: LedgerBackend
+        let location: String
+
+        func open() throws -> any LedgerStorage {
+            switch backend {
+            case .sqlite: try TransactionStore(path: location)
+            case .postgresql: try PostgresLedger(conninfo: location)
+            }
+        }
+    }
+
+    /// A new, empty ledger: a file in `directory`, or a fresh schema on the test PostgreSQL.
+    /// Cancels the test, with the reason, where PostgreSQL cannot run.
+    func place(in directory: TemporaryDirectory) throws -> Place {
+        switch self {
+        case .sqlite:
+            return Place(backend: self, location: directory.file("storekitd.sqlite"))
+        case .postgresql:
+            if let reason = PostgresServer.unavailableReason { try Test.cancel("PostgreSQL cannot run here: \(reason)") }
+            return Place(backend: self, location: try PostgresServer.shared().freshConnectionString())
+        }
+    }
+
+    /// Closes a ledger as a daemon does at shutdown.
+    static func close(_ store: any LedgerStorage) throws {
+        if let sqlite = store as? TransactionStore { try sqlite.shutDown() }
+        (store as? PostgresLedger)?.close()
+    }
+}
