@@ -63,6 +63,7 @@ let package = Package(
         // Fixtures/ holds the project's own .storekit files, read by path from the tests.
         .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitPostgres", "StoreKitTestSupport"],
                     exclude: ["Fixtures"]),
+        .testTarget(name: "StoreKitPostgresTests", dependencies: ["StoreKitPostgres", "StoreKitStore", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitDaemonTests", dependencies: ["StoreKitDaemon", "StoreKitTestSupport"]),
         .testTarget(name: "OpenStoreKitTests", dependencies: ["OpenStoreKit", "StoreKitSigning", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitIntegrationTests", dependencies: ["StoreKitTestSupport", "StoreKitWire", "StoreKitConnection", "StoreKitPosix"]),

@@ -1,0 +1,120 @@
+import StoreKitPostgres
+import StoreKitStore
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+private let app = "com.example.game"
+
+private func record(_ ledger: PostgresLedger, uid: UInt32 = 1000, sequence: UInt64 = 1) -> TransactionRecord {
+    TransactionRecord(id: ledger.allocateTransactionID(), uid: uid, app: app, productID: "com.example.game.coins",
+                      quantity: 1, state: .purchased, sequence: sequence, date: 1_700_000_000_000)
+}
+
+/// What the PostgreSQL ledger adds to or does differently from the SQLite one, on a real server:
+/// its schema version, constraints, transactions, and a server that goes away and comes back.
+@Suite(.enabled(if: PostgresServer.unavailableReason == nil, Comment(rawValue: PostgresServer.unavailableReason ?? "")))
+struct PostgresLedgerTests {
+    @Test("a new database gets the schema and its version; opening again finds it")
+    func schemaVersion() throws {
+        let server = try PostgresServer.shared()
+        let conninfo = try server.freshConnectionString()
+        let created = try PostgresLedger(conninfo: conninfo)
+        #expect(created.openReport == "created schema \(PostgresLedger.schemaVersion)")
+        created.close()
+        let reopened = try PostgresLedger(conninfo: conninfo)
+        #expect(reopened.openReport == "schema \(PostgresLedger.schemaVersion)")
+        reopened.close()
+    }
+
+    @Test("a newer schema is refused, and nothing about it changes")
+    func newerSchemaRefused() throws {
+        let server = try PostgresServer.shared()
+        let conninfo = try server.freshConnectionString(label: "newer")
+        try PostgresLedger(conninfo: conninfo).close()
+        let schema = try #require(conninfo.split(separator: "=").last).dropLast()
+        try server.sql("UPDATE \(schema).storekit_schema SET version = 99")
+        #expect {
+            _ = try PostgresLedger(conninfo: conninfo)
+        } throws: { error in
+            (error as? StoreError)?.code == .unsupportedSchema(found: 99, supported: PostgresLedger.schemaVersion)
+        }
+        #expect(try server.sql("SELECT version FROM \(schema).storekit_schema") == "99")
+    }
+
+    @Test("the payment key is unique per queue in the database itself, and a refused row leaves the unit usable")
+    func paymentKeyConstraint() throws {
+        let ledger = try PostgresLedger(conninfo: try PostgresServer.shared().freshConnectionString())
+        defer { ledger.close() }
+        try ledger.begin()
+        try ledger.insert(record(ledger), paymentKey: "tap-1")
+        try ledger.insert(record(ledger, uid: 1001), paymentKey: "tap-1")   // another queue: its own keys
+        try ledger.savepoint()
+        #expect(throws: StoreError.self) { try ledger.insert(record(ledger), paymentKey: "tap-1") }
+        ledger.rollbackToSavepoint()
+        try ledger.insert(record(ledger), paymentKey: nil)                  // no key: never a conflict
+        try ledger.insert(record(ledger), paymentKey: nil)
+        try ledger.commit()
+        #expect(try ledger.list(uid: nil, app: nil, unfinishedOnly: false).count == 4)
+    }
+
+    @Test("a unit of work is one transaction: a rollback undoes all of it, another connection sees a commit at once")
+    func unitOfWorkIsOneTransaction() throws {
+        let conninfo = try PostgresServer.shared().freshConnectionString()
+        let ledger = try PostgresLedger(conninfo: conninfo)
+        let other = try PostgresLedger(conninfo: conninfo)
+        defer { ledger.close(); other.close() }
+        try ledger.begin()
+        for _ in 0..<3 { try ledger.insert(record(ledger)) }
+        #expect(try other.unfinishedCount() == 0, "not visible before the commit")
+        let generation = ledger.generation
+        ledger.rollback()
+        #expect(ledger.generation != generation)
+        #expect(try ledger.unfinishedCount() == 0)
+        try ledger.begin()
+        for _ in 0..<3 { try ledger.insert(record(ledger)) }
+        try ledger.commit()
+        #expect(try other.unfinishedCount() == 3, "committed means there, for every connection")
+    }
+
+    @Test("a bad connection string is refused at once, naming no password")
+    func badConnectionString() {
+        #expect(PostgresLedger.problem(with: "host=/tmp dbname=storekit") == nil)
+        #expect(PostgresLedger.problem(with: "postgresql:///storekit?host=/run/postgresql") == nil)
+        #expect(PostgresLedger.problem(with: "/var/lib/storekitd/storekitd.sqlite") != nil)
+        #expect(PostgresLedger.problem(with: "host=/tmp nonsense=1") != nil)
+        #expect(PostgresLedger.describe("host=/run/postgresql dbname=storekit password=secret")
+                == "PostgreSQL database storekit on /run/postgresql")
+    }
+
+    @Test("PostgreSQL stopped: units of work fail with an I/O error; started again: the next one reconnects, nothing lost")
+    func serverGoesAwayAndComesBack() throws {
+        let server = try PostgresServer()   // its own: stopping the shared one would disturb other tests
+        defer { server.remove() }
+        let ledger = try PostgresLedger(conninfo: server.connectionString())
+        defer { ledger.close() }
+        try ledger.begin()
+        let kept = record(ledger)
+        try ledger.insert(kept, paymentKey: "before")
+        try ledger.commit()
+
+        try server.stop()
+        #expect {
+            try ledger.begin()
+            try ledger.insert(record(ledger))
+            try ledger.commit()
+        } throws: { error in
+            (error as? StoreError)?.code == .io
+        }
+        if ledger.isInTransaction { ledger.rollback() }
+        #expect { try ledger.begin() } throws: { ($0 as? StoreError)?.code == .io }
+
+        try server.start()
+        #expect(eventually(timeout: 5) {
+            guard (try? ledger.begin()) != nil else { return false }
+            ledger.rollback()
+            return true
+        }, "reconnected")
+        #expect(try ledger.transaction(uid: kept.uid, app: app, paymentKey: "before")?.id == kept.id)
+    }
+}
