@@ -1,0 +1,80 @@
+import Foundation
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// The real storekitd with `[Store] Database=` pointing at a real PostgreSQL (its own server per
+/// test, started by the test, Unix socket only): purchases, a restart, and PostgreSQL going away.
+@Suite(.enabled(if: PostgresServer.unavailableReason == nil, Comment(rawValue: PostgresServer.unavailableReason ?? "")))
+struct PostgresLedgerFlowTests {
+    /// A daemon whose ledger is `server`'s database `postgres` (a drop-in beside the sample config).
+    private func daemon(on server: PostgresServer) throws -> DaemonProcess {
+        let daemon = try DaemonProcess()
+        try daemon.directory.write("config/storekitd.conf.d/ledger.conf", "[Store]\nDatabase=\(server.connectionString())\n")
+        return daemon
+    }
+
+    @Test("a purchase and a finish land in PostgreSQL; after a restart nothing is lost and no SQLite file was made")
+    func purchaseSurvivesRestart() throws {
+        let server = try PostgresServer()
+        defer { server.remove() }
+        let daemon = try daemon(on: server)
+        defer { daemon.remove() }
+        try daemon.start()
+        #expect(daemon.log().contains("Opened database PostgreSQL database postgres on \(server.socketDirectory): created schema"))
+
+        let buyer = try Client(daemon)
+        #expect(try buyer.subscribe().isEmpty)
+        let coins = try buyer.buy(Sample.coins)
+        let levelPack = try buyer.buy(Sample.levelPack)
+        let repeated = try buyer.addPayment(Sample.coins, key: "tap-1")
+        #expect(repeated.code == .ok)
+        let again = try buyer.addPayment(Sample.coins, key: "tap-1")
+        #expect(again.value == repeated.value, "the same payment key answers with the same transaction")
+        #expect(try buyer.finish(coins.id).code == .ok)
+        #expect(try server.sql("SELECT count(*) FROM transactions") == "3")
+        #expect(try server.sql("SELECT finished FROM transactions WHERE id = \(coins.id)") == "1")
+        buyer.close()
+
+        #expect(daemon.stop() == 0)
+        try daemon.start()
+        #expect(daemon.log().contains(": schema 1"))
+        let back = try Client(daemon)
+        let unfinished = try back.subscribe()
+        #expect(Set(unfinished.map(\.id)) == [levelPack.id, repeated.value])
+        #expect(try daemon.transactions().count == 3)
+        #expect(!FileManager.default.fileExists(atPath: daemon.databasePath), "the SQLite file is not used")
+        // A new purchase after the restart takes an id above every earlier one.
+        #expect(try back.buy(Sample.coins).id > max(coins.id, levelPack.id, repeated.value))
+    }
+
+    @Test("PostgreSQL stopped: payments are refused with storageFailure, observers stay connected, the daemon runs on; started again: payments go through")
+    func postgresGoesAwayAndComesBack() throws {
+        let server = try PostgresServer()
+        defer { server.remove() }
+        let daemon = try daemon(on: server)
+        defer { daemon.remove() }
+        try daemon.start()
+        let buyer = try Client(daemon)
+        #expect(try buyer.subscribe().isEmpty)
+        let before = try buyer.buy(Sample.levelPack)
+
+        try server.stop()
+        let refused = try buyer.addPayment(Sample.coins)
+        #expect(refused.code == .storageFailure, "\(refused)")
+        #expect(refused.message.contains("PostgreSQL"), "\(refused.message)")
+        #expect(refused.updated.isEmpty, "nothing is said of a purchase that was not recorded")
+        #expect(daemon.process?.isRunning == true)
+        #expect(daemon.log().contains("Failed to commit"))
+
+        try server.start()
+        var after: Reply?
+        #expect(eventually(timeout: receiveTimeout) {
+            let reply = try? buyer.addPayment(Sample.coins)
+            after = reply
+            return reply?.code == .ok
+        }, "payments go through again on the same connection: \(String(describing: after))")
+        #expect(try Set(buyer.unfinished().map(\.id)) == Set([before.id, after?.value].compactMap { $0 }))
+        #expect(try server.sql("SELECT count(*) FROM transactions") == "2", "the refused payment left no row")
+    }
+}
