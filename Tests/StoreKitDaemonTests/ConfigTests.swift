@@ -67,7 +67,7 @@ struct ConfigTests {
             }
             return String(line)
         }
-        #expect(uncommented == 20)
+        #expect(uncommented == 21)
         try withTemporaryDirectory { dir in
             try write(lines.joined(separator: "\n"), to: dir + "/storekitd.conf")
             let config = try DaemonConfiguration.load(configFile: dir + "/storekitd.conf", required: true)
@@ -178,6 +178,9 @@ struct ConfigTests {
         ("[Daemon]\nRuntimeDirectory=run/storekitd\n", 2, "RuntimeDirectory"),
         ("[Daemon]\nAdminGroup=no-such-group-storekitd-test\n", 2, "AdminGroup"),
         ("[Limits]\nMaxConnections=5 # five\n", 2, "MaxConnections"),
+        ("[Store]\nDatabase=/var/lib/storekitd/storekitd.sqlite\n", 2, "Database"),
+        ("[Store]\n\nDatabase=host=/run/postgresql colour=blue\n", 3, "Database"),
+        ("[Store]\nDatabase=mysql://localhost/storekit\n", 2, "Database"),
     ])
     func badValueIsReportedWithFileAndLine(text: String, line: Int, key: String) throws {
         try withTemporaryDirectory { dir in
@@ -206,6 +209,29 @@ struct ConfigTests {
             let path = dir + "/storekitd.conf"
             try write(text, to: path)
             #expect(loadError(path) == ConfigError(file: path, line: line, message: message))
+        }
+    }
+
+    @Test(arguments: [
+        ("postgresql:///storekit?host=/run/postgresql", "postgresql:///storekit?host=/run/postgresql"),
+        ("host=/run/postgresql dbname=storekit sslmode=disable", "host=/run/postgresql dbname=storekit sslmode=disable"),
+        ("", nil),
+    ] as [(String, String?)])
+    func databaseSelectsTheLedger(value: String, database: String?) throws {
+        try withTemporaryDirectory { dir in
+            try write("[Store]\nDatabase=\(value)\n", to: dir + "/storekitd.conf")
+            #expect(try DaemonConfiguration.load(configFile: dir + "/storekitd.conf", required: true).database == database)
+        }
+    }
+
+    @Test func aBadDatabaseValueDoesNotRepeatItsPassword() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/storekitd.conf"
+            try write("[Store]\nDatabase=host=/run/postgresql password=hunter2 colour=blue\n", to: path)
+            let error = try #require(loadError(path))
+            #expect(error.line == 2)
+            #expect(!error.description.contains("hunter2"), "\(error)")
+            #expect(error.message.contains("colour"), "libpq's reason: \(error.message)")
         }
     }
 
