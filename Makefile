@@ -6,11 +6,13 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages, by purpose. `make build`/`make run`/`make install` need only the first two
 # lists; `make test` also installs the real components the tests run (journald, socket activation,
-# dbus-daemon with python3-dbusmock, redis for the benchmark peer); `make deb` and
+# dbus-daemon with python3-dbusmock, redis for the benchmark peer, PostgreSQL 15 for the PostgreSQL
+# ledger's tests, which start their own server in a temporary directory); `make deb` and
 # `make test-system` add the packaging tools and a container to boot a real systemd in.
-BUILD_PACKAGES := libsqlite3-dev libsystemd-dev libssl-dev pkgconf
+BUILD_PACKAGES := libsqlite3-dev libsystemd-dev libssl-dev libpq-dev pkgconf
 RUNTIME_PACKAGES := procps
-TEST_PACKAGES := sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography python3-venv
+TEST_PACKAGES := sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography python3-venv \
+	postgresql-15
 DEB_PACKAGES := debhelper dpkg-dev lintian
 SYSTEM_TEST_PACKAGES := debootstrap systemd-container
 APT_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES)

@@ -50,7 +50,7 @@ fi
 
 START=$(date +%s)
 SUITE=bookworm
-INCLUDE=systemd,systemd-sysv,dbus,libsystemd0,libsqlite3-0,procps,polkitd,pkexec,libnss-systemd,libpam-systemd
+INCLUDE=systemd,systemd-sysv,dbus,libsystemd0,libsqlite3-0,libpq5,procps,polkitd,pkexec,libnss-systemd,libpam-systemd
 CACHE=/var/cache/storekitd-test-system
 WORK=$(mktemp -d /var/tmp/storekitd-test-system.XXXXXX)
 ROOTFS=$WORK/rootfs
