@@ -68,7 +68,7 @@ extension PostgresLedger {
     public func subscriptions(uid: UInt32?, app: String?) throws(StoreError) -> [Subscription] {
         try subscriptions("""
             SELECT \(Self.subscriptionColumns) FROM subscriptions
-            WHERE ($1::bigint IS NULL OR uid = $1) AND ($2::text IS NULL OR app = $2) ORDER BY original_id
+            WHERE \(Self.inScope) ORDER BY original_id
             """, [uid.map { String($0) }, app])
     }
 
@@ -123,7 +123,7 @@ extension PostgresLedger {
     public func purchaseRequests(uid: UInt32?, app: String?) throws(StoreError) -> [PurchaseRequest] {
         try purchaseRequests("""
             SELECT \(Self.requestColumns) FROM purchase_requests
-            WHERE ($1::bigint IS NULL OR uid = $1) AND ($2::text IS NULL OR app = $2) ORDER BY transaction_id
+            WHERE \(Self.inScope) ORDER BY transaction_id
             """, [uid.map { String($0) }, app])
     }
 

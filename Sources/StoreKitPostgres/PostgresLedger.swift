@@ -195,24 +195,27 @@ public final class PostgresLedger: LedgerStorage {
         let scope: [String?] = [uid.map { String($0) }, app]
         let unfinished = try records("""
             SELECT \(Self.columns) FROM transactions
-            WHERE ($1::bigint IS NULL OR uid = $1) AND ($2::text IS NULL OR app = $2) AND finished = 0 ORDER BY id
+            WHERE \(Self.inScope) AND finished = 0 ORDER BY id
             """, scope)
         try setSetting("transactions.lastID", String(max(nextID, TransactionStore.firstTransactionID) - 1))
         try connection.execute("""
             DELETE FROM renewals WHERE transaction_id IN
-                (SELECT id FROM transactions WHERE ($1::bigint IS NULL OR uid = $1) AND ($2::text IS NULL OR app = $2))
+                (SELECT id FROM transactions WHERE \(Self.inScope))
             """, scope)
         var deleted = 0
         for table in ["transactions", "subscriptions", "purchase_requests"] {
             // The table name is one of the three above, never a value.
             let result = try connection.execute(
-                "DELETE FROM \(table) WHERE ($1::bigint IS NULL OR uid = $1) AND ($2::text IS NULL OR app = $2)", scope)
+                "DELETE FROM \(table) WHERE \(Self.inScope)", scope)
             if table == "transactions" { deleted = result.changed }
         }
         return (deleted, unfinished)
     }
 
     // MARK: Reads
+
+    /// Rows of one uid and app, either of them nil for all: `$1` the uid, `$2` the app.
+    static let inScope = "($1::bigint IS NULL OR uid = $1) AND ($2::text IS NULL OR app = $2)"
 
     static let columns = """
         id, original_id, uid, app, product, quantity, state, sequence, date, finished, error_code, error_message,
@@ -261,7 +264,7 @@ public final class PostgresLedger: LedgerStorage {
     public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int) throws(StoreError) -> [TransactionRecord] {
         try records("""
             SELECT \(Self.columns) FROM transactions
-            WHERE ($1::bigint IS NULL OR uid = $1) AND ($2::text IS NULL OR app = $2) AND ($3::int = 0 OR finished = 0)
+            WHERE \(Self.inScope) AND ($3::int = 0 OR finished = 0)
             ORDER BY id LIMIT $4
             """, [uid.map { String($0) }, app, unfinishedOnly ? "1" : "0", String(limit)])
     }
