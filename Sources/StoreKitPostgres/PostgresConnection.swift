@@ -62,13 +62,12 @@ final class PostgresConnection {
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             throw StoreError(.io, path: description, message: "no connection to PostgreSQL (it is reconnected at the next unit of work)")
         }
-        let copies: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.flatMap { strdup($0) } }
-        defer { for copy in copies { free(copy) } }
-        let result: OpaquePointer? = copies.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: UnsafePointer<CChar>?.self, capacity: max(buffer.count, 1)) { values in
-                PQexecParams(connection, sql, Int32(parameters.count), nil, parameters.isEmpty ? nil : values, nil, nil, 0)
-            }
-        }
+        // Text-format values, NUL-terminated copies (a text is cut at its first NUL, as SQLite's is).
+        let copies: [UnsafePointer<CChar>?] = parameters.map { $0.flatMap { UnsafePointer(strdup($0)) } }
+        defer { for copy in copies { free(UnsafeMutablePointer(mutating: copy)) } }
+        let result: OpaquePointer? = parameters.isEmpty
+            ? PQexecParams(connection, sql, 0, nil, nil, nil, nil, 0)
+            : PQexecParams(connection, sql, Int32(copies.count), nil, copies, nil, nil, 0)
         defer { PQclear(result) }
         let status = result.map { PQresultStatus($0) } ?? PGRES_FATAL_ERROR
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {

@@ -1,4 +1,4 @@
-import StoreKitPostgres
+@testable import StoreKitPostgres
 import StoreKitStore
 import StoreKitTestSupport
 import StoreKitWire
@@ -75,6 +75,20 @@ struct PostgresLedgerTests {
         for _ in 0..<3 { try ledger.insert(record(ledger)) }
         try ledger.commit()
         #expect(try other.unfinishedCount() == 3, "committed means there, for every connection")
+    }
+
+    @Test("every unit of work commits with synchronous_commit on, whatever the server or the connection string says")
+    func synchronousCommitIsOn() throws {
+        let server = try PostgresServer.shared()
+        let schema = "sync_" + String(UInt32.random(in: 1...UInt32.max))
+        try server.sql("CREATE SCHEMA \(schema)")
+        let conninfo = server.connectionString() + " options='-c search_path=\(schema) -c synchronous_commit=off'"
+        let ledger = try PostgresLedger(conninfo: conninfo)
+        defer { ledger.close() }
+        #expect(try ledger.connection.execute("SHOW synchronous_commit").rows.first?.first == "off")
+        try ledger.begin()
+        #expect(try ledger.connection.execute("SHOW synchronous_commit").rows.first?.first == "on")
+        try ledger.commit()
     }
 
     @Test("a bad connection string is refused at once, naming no password")
