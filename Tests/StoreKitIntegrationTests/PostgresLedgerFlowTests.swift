@@ -77,4 +77,59 @@ struct PostgresLedgerFlowTests {
         #expect(try Set(buyer.unfinished().map(\.id)) == Set([before.id, after?.value].compactMap { $0 }))
         #expect(try server.sql("SELECT count(*) FROM transactions") == "2", "the refused payment left no row")
     }
+
+    @Test("PostgreSQL crashed and restarted twice under a purchase load: every acknowledged purchase is there once, nothing doubled")
+    func crashUnderLoadLosesAndDoublesNothing() throws {
+        let server = try PostgresServer()
+        defer { server.remove() }
+        let daemon = try daemon(on: server)
+        defer { daemon.remove() }
+        try daemon.start()
+        let buyer = try Client(daemon)
+        #expect(try buyer.subscribe().isEmpty)
+
+        let purchases = 300
+        var acknowledged: [String: UInt64] = [:]
+        var refused = 0
+        let restarted = DispatchSemaphore(value: 0)
+        for index in 0..<purchases {
+            if index == 100 {
+                // A crash between purchases: PostgreSQL gone at once, back half a second later.
+                try server.stop(immediate: true)
+                Thread.detachNewThread { Thread.sleep(forTimeInterval: 0.5); try? server.start(); restarted.signal() }
+            } else if index == 200 {
+                // A crash while purchases run: whatever commit is in flight may or may not have happened.
+                Thread.detachNewThread {
+                    try? server.stop(immediate: true)
+                    Thread.sleep(forTimeInterval: 0.3)
+                    try? server.start()
+                    restarted.signal()
+                }
+            }
+            // The app's way: the same payment key again until the store answers ok.
+            let key = "load-\(index)"
+            let deadline = Date().addingTimeInterval(20)
+            while true {
+                let reply = try buyer.addPayment(Sample.coins, key: key)
+                if reply.code == .ok {
+                    acknowledged[key] = reply.value
+                    break
+                }
+                #expect(reply.code == .storageFailure, "\(reply)")
+                refused += 1
+                guard Date() < deadline else { throw IntegrationFailure("\(key) never went through: \(reply)") }
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+        }
+        #expect(restarted.wait(timeout: .now() + 20) == .success && restarted.wait(timeout: .now() + 20) == .success)
+        #expect(refused > 0, "PostgreSQL's crashes refused some attempts")
+        #expect(daemon.process?.isRunning == true)
+
+        let rows = try server.sql("SELECT payment_key || ' ' || id FROM transactions ORDER BY id")
+            .split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        #expect(rows.count == purchases, "one row per purchase, \(refused) refused attempts retried")
+        var stored: [String: UInt64] = [:]
+        for row in rows where row.count == 2 { stored[row[0]] = UInt64(row[1]) }
+        #expect(stored == acknowledged, "every acknowledged purchase is stored, under the id it was acknowledged with")
+    }
 }
