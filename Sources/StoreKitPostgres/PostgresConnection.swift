@@ -12,6 +12,9 @@ import Glibc
 final class PostgresConnection {
     private var connection: OpaquePointer?
     private let conninfo: String
+    /// Statements with parameters, prepared once per connection (parsed and planned once):
+    /// their names by SQL text. Prepared statements belong to the session, not to a transaction.
+    private var prepared: [String: String] = [:]
     /// The database, for messages: never the password.
     let description: String
 
@@ -29,6 +32,7 @@ final class PostgresConnection {
     func reconnect() throws(StoreError) {
         if let connection { PQfinish(connection) }
         connection = nil
+        prepared.removeAll()
         guard let opened = PQconnectdb(conninfo) else {
             throw StoreError(.io, path: description, message: "cannot connect: out of memory")
         }
@@ -65,9 +69,13 @@ final class PostgresConnection {
         // Text-format values, NUL-terminated copies (a text is cut at its first NUL, as SQLite's is).
         let copies: [UnsafePointer<CChar>?] = parameters.map { $0.flatMap { UnsafePointer(strdup($0)) } }
         defer { for copy in copies { free(UnsafeMutablePointer(mutating: copy)) } }
-        let result: OpaquePointer? = parameters.isEmpty
-            ? PQexecParams(connection, sql, 0, nil, nil, nil, nil, 0)
-            : PQexecParams(connection, sql, Int32(copies.count), nil, copies, nil, nil, 0)
+        let result: OpaquePointer?
+        if parameters.isEmpty {
+            result = PQexecParams(connection, sql, 0, nil, nil, nil, nil, 0)
+        } else {
+            let name = try prepare(sql, parameterCount: parameters.count, on: connection)
+            result = PQexecPrepared(connection, name, Int32(copies.count), copies, nil, nil, 0)
+        }
         defer { PQclear(result) }
         let status = result.map { PQresultStatus($0) } ?? PGRES_FATAL_ERROR
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
@@ -86,6 +94,17 @@ final class PostgresConnection {
             rows.append(values)
         }
         return Result(rows: rows, changed: Int(Self.text(PQcmdTuples(result))) ?? 0)
+    }
+
+    /// The name `sql` is prepared under on this connection, preparing it the first time.
+    private func prepare(_ sql: String, parameterCount: Int, on connection: OpaquePointer) throws(StoreError) -> String {
+        if let name = prepared[sql] { return name }
+        let name = "s\(prepared.count + 1)"
+        let result = PQprepare(connection, name, sql, Int32(parameterCount), nil)
+        defer { PQclear(result) }
+        guard let result, PQresultStatus(result) == PGRES_COMMAND_OK else { throw error(result) }
+        prepared[sql] = name
+        return name
     }
 
     /// The SQLSTATE of a failed statement, as a typed store error.
