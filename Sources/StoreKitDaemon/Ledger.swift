@@ -35,18 +35,46 @@ final class Ledger {
 
     // MARK: Units of work
 
-    func begin() throws(StoreError) { try storage.begin() }
+    func begin() throws(StoreError) {
+        do {
+            try storage.begin()
+        } catch {
+            noteUnreachable(error)
+            throw error
+        }
+    }
 
     /// Appends the unit of work to the commit log. `deferSync`: leave the fdatasync to the sync
     /// thread (the loop has other work meanwhile) instead of syncing before returning.
     func commit(deferSync: Bool) throws(StoreError) {
         guard let store = sqlite else {
-            try storage.commit()
+            do {
+                try storage.commit()
+            } catch {
+                noteUnreachable(error)
+                throw error
+            }
             durableCommits += 1
+            if unreachable != nil {
+                unreachable = nil
+                logger.notice("\(storage.path) is reachable again", id: .recovery)
+            }
             return
         }
         store.commitLog.deferSync = deferSync
         try store.commit()
+    }
+
+    /// Why the database server cannot be reached (stopped, restarting, the network); nil while it
+    /// can. Only for a backend other than the SQLite file: its I/O errors are the disk's.
+    private(set) var unreachable: String?
+
+    /// Said once when it starts; every request meanwhile is refused with its own journal entry.
+    private func noteUnreachable(_ error: StoreError) {
+        guard sqlite == nil, error.code == .io, unreachable == nil else { return }
+        unreachable = error.message
+        logger.error("\(storage.path) is unreachable; requests are refused until it is back (tried again at every "
+                     + "unit of work): \(error.message)", id: .storageFailure)
     }
 
     func rollback() { storage.rollback() }

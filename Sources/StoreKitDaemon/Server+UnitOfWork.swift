@@ -174,6 +174,7 @@ extension Server {
         } catch {
             ledger.rollback()
             undoSubscriptions(output.subscriptions)
+            statusStale = true   // STATUS= may now say the database is unreachable
             let code: ResultCode = error.code == .full ? .storageFull : .storageFailure
             logger.error("Failed to commit \(batch.count) requests to \(ledger.path): \(error.message)",
                          id: .storageFailure)

@@ -270,6 +270,7 @@ public final class Server {
         var line = "Serving \(sessions.count) connections, \(observerCount) observers, \(unfinished) unfinished transactions"
         if let writesStoppedReason { line += "; WRITES STOPPED: \(writesStoppedReason)" }
         if let low = ledger.lowSpaceReason { line += "; LOW DISK SPACE: \(low)" }
+        if let unreachable = ledger.unreachable { line += "; DATABASE UNREACHABLE: \(unreachable)" }
         return line
     }
 

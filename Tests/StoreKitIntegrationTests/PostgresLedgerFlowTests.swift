@@ -78,6 +78,35 @@ struct PostgresLedgerFlowTests {
         #expect(try server.sql("SELECT count(*) FROM transactions") == "2", "the refused payment left no row")
     }
 
+    @Test("PostgreSQL unreachable is said once in the journal and in STATUS=, and so is its return")
+    func unreachableIsSaid() throws {
+        let server = try PostgresServer()
+        defer { server.remove() }
+        let daemon = try daemon(on: server)
+        let manager = try FakeServiceManager(directory: daemon.directory)
+        defer { manager.stop(); daemon.directory.remove() }
+        try manager.listen(clientPath: daemon.clientSocket, controlPath: daemon.controlSocket)
+        try manager.start(Paths.binary("storekitd"), daemon.arguments, logPath: daemon.logPath)
+        try #require(manager.waitFor(timeout: 15, after: 0) { $0.contains("READY=1") } != nil, "\(daemon.log(tail: 20))")
+        let buyer = try Client(daemon)
+        #expect(try buyer.subscribe().isEmpty)
+        _ = try buyer.buy(Sample.coins)
+
+        try server.stop()
+        let before = manager.notifications.count
+        for _ in 0..<3 { #expect(try buyer.addPayment(Sample.coins).code == .storageFailure) }
+        #expect(manager.waitFor(after: before) { $0.contains("STATUS=") && $0.contains("DATABASE UNREACHABLE") } != nil,
+                "\(manager.notifications.suffix(3))")
+        #expect(daemon.log().components(separatedBy: "is unreachable; requests are refused").count == 2, "said once")
+
+        try server.start()
+        let back = manager.notifications.count
+        #expect(eventually(timeout: receiveTimeout) { (try? buyer.addPayment(Sample.coins))?.code == .ok })
+        #expect(manager.waitFor(after: back) { $0.contains("STATUS=Serving") && !$0.contains("UNREACHABLE") } != nil,
+                "\(manager.notifications.suffix(3))")
+        #expect(daemon.log().contains("is reachable again"))
+    }
+
     @Test("PostgreSQL crashed and restarted twice under a purchase load: every acknowledged purchase is there once, nothing doubled")
     func crashUnderLoadLosesAndDoublesNothing() throws {
         let server = try PostgresServer()
