@@ -78,6 +78,19 @@ struct PostgresLedgerFlowTests {
         #expect(try server.sql("SELECT count(*) FROM transactions") == "2", "the refused payment left no row")
     }
 
+    @Test("no PostgreSQL at start: the daemon does not start, and says why")
+    func noPostgresAtStart() throws {
+        let nowhere = TemporaryDirectory("skpg-none")
+        defer { nowhere.remove() }
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.directory.write("config/storekitd.conf.d/ledger.conf", "[Store]\nDatabase=host=\(nowhere.path) dbname=storekit\n")
+        #expect(throws: DaemonError.self) { try daemon.start(timeout: 10) }
+        #expect(daemon.log().contains("Failed to open database PostgreSQL database storekit on \(nowhere.path): cannot connect to PostgreSQL"),
+                "\(daemon.log(tail: 5))")
+        #expect(!FileManager.default.fileExists(atPath: daemon.databasePath), "no SQLite file instead")
+    }
+
     @Test("PostgreSQL unreachable is said once in the journal and in STATUS=, and so is its return")
     func unreachableIsSaid() throws {
         let server = try PostgresServer()
