@@ -14,6 +14,19 @@ struct PostgresLedgerFlowTests {
         return daemon
     }
 
+    /// A PostgreSQL of its own, a daemon on it, and a registered observer of the sample app;
+    /// everything is stopped and removed when `body` returns.
+    private func withRunningDaemon(_ body: (PostgresServer, DaemonProcess, Client) throws -> Void) throws {
+        let server = try PostgresServer()
+        defer { server.remove() }
+        let daemon = try daemon(on: server)
+        defer { daemon.remove() }
+        try daemon.start()
+        let buyer = try Client(daemon)
+        #expect(try buyer.subscribe().isEmpty)
+        try body(server, daemon, buyer)
+    }
+
     @Test("a purchase and a finish land in PostgreSQL; after a restart nothing is lost and no SQLite file was made")
     func purchaseSurvivesRestart() throws {
         let server = try PostgresServer()
@@ -50,32 +63,27 @@ struct PostgresLedgerFlowTests {
 
     @Test("PostgreSQL stopped: payments are refused with storageFailure, observers stay connected, the daemon runs on; started again: payments go through")
     func postgresGoesAwayAndComesBack() throws {
-        let server = try PostgresServer()
-        defer { server.remove() }
-        let daemon = try daemon(on: server)
-        defer { daemon.remove() }
-        try daemon.start()
-        let buyer = try Client(daemon)
-        #expect(try buyer.subscribe().isEmpty)
-        let before = try buyer.buy(Sample.levelPack)
+        try withRunningDaemon { server, daemon, buyer in
+            let before = try buyer.buy(Sample.levelPack)
 
-        try server.stop()
-        let refused = try buyer.addPayment(Sample.coins)
-        #expect(refused.code == .storageFailure, "\(refused)")
-        #expect(refused.message.contains("PostgreSQL"), "\(refused.message)")
-        #expect(refused.updated.isEmpty, "nothing is said of a purchase that was not recorded")
-        #expect(daemon.process?.isRunning == true)
-        #expect(daemon.log().contains("Failed to commit"))
+            try server.stop()
+            let refused = try buyer.addPayment(Sample.coins)
+            #expect(refused.code == .storageFailure, "\(refused)")
+            #expect(refused.message.contains("PostgreSQL"), "\(refused.message)")
+            #expect(refused.updated.isEmpty, "nothing is said of a purchase that was not recorded")
+            #expect(daemon.process?.isRunning == true)
+            #expect(daemon.log().contains("Failed to commit"))
 
-        try server.start()
-        var after: Reply?
-        #expect(eventually(timeout: receiveTimeout) {
-            let reply = try? buyer.addPayment(Sample.coins)
-            after = reply
-            return reply?.code == .ok
-        }, "payments go through again on the same connection: \(String(describing: after))")
-        #expect(try Set(buyer.unfinished().map(\.id)) == Set([before.id, after?.value].compactMap { $0 }))
-        #expect(try server.sql("SELECT count(*) FROM transactions") == "2", "the refused payment left no row")
+            try server.start()
+            var after: Reply?
+            #expect(eventually(timeout: receiveTimeout) {
+                let reply = try? buyer.addPayment(Sample.coins)
+                after = reply
+                return reply?.code == .ok
+            }, "payments go through again on the same connection: \(String(describing: after))")
+            #expect(try Set(buyer.unfinished().map(\.id)) == Set([before.id, after?.value].compactMap { $0 }))
+            #expect(try server.sql("SELECT count(*) FROM transactions") == "2", "the refused payment left no row")
+        }
     }
 
     @Test("no PostgreSQL at start: the daemon does not start, and says why")
@@ -122,56 +130,51 @@ struct PostgresLedgerFlowTests {
 
     @Test("PostgreSQL crashed and restarted twice under a purchase load: every acknowledged purchase is there once, nothing doubled")
     func crashUnderLoadLosesAndDoublesNothing() throws {
-        let server = try PostgresServer()
-        defer { server.remove() }
-        let daemon = try daemon(on: server)
-        defer { daemon.remove() }
-        try daemon.start()
-        let buyer = try Client(daemon)
-        #expect(try buyer.subscribe().isEmpty)
+        try withRunningDaemon { server, daemon, buyer in
 
-        let purchases = 300
-        var acknowledged: [String: UInt64] = [:]
-        var refused = 0
-        let restarted = DispatchSemaphore(value: 0)
-        for index in 0..<purchases {
-            if index == 100 {
-                // A crash between purchases: PostgreSQL gone at once, back half a second later.
-                try server.stop(immediate: true)
-                Thread.detachNewThread { Thread.sleep(forTimeInterval: 0.5); try? server.start(); restarted.signal() }
-            } else if index == 200 {
-                // A crash while purchases run: whatever commit is in flight may or may not have happened.
-                Thread.detachNewThread {
-                    try? server.stop(immediate: true)
-                    Thread.sleep(forTimeInterval: 0.3)
-                    try? server.start()
-                    restarted.signal()
+            let purchases = 300
+            var acknowledged: [String: UInt64] = [:]
+            var refused = 0
+            let restarted = DispatchSemaphore(value: 0)
+            for index in 0..<purchases {
+                if index == 100 {
+                    // A crash between purchases: PostgreSQL gone at once, back half a second later.
+                    try server.stop(immediate: true)
+                    Thread.detachNewThread { Thread.sleep(forTimeInterval: 0.5); try? server.start(); restarted.signal() }
+                } else if index == 200 {
+                    // A crash while purchases run: whatever commit is in flight may or may not have happened.
+                    Thread.detachNewThread {
+                        try? server.stop(immediate: true)
+                        Thread.sleep(forTimeInterval: 0.3)
+                        try? server.start()
+                        restarted.signal()
+                    }
+                }
+                // The app's way: the same payment key again until the store answers ok.
+                let key = "load-\(index)"
+                let deadline = Date().addingTimeInterval(20)
+                while true {
+                    let reply = try buyer.addPayment(Sample.coins, key: key)
+                    if reply.code == .ok {
+                        acknowledged[key] = reply.value
+                        break
+                    }
+                    #expect(reply.code == .storageFailure, "\(reply)")
+                    refused += 1
+                    guard Date() < deadline else { throw IntegrationFailure("\(key) never went through: \(reply)") }
+                    Thread.sleep(forTimeInterval: 0.02)
                 }
             }
-            // The app's way: the same payment key again until the store answers ok.
-            let key = "load-\(index)"
-            let deadline = Date().addingTimeInterval(20)
-            while true {
-                let reply = try buyer.addPayment(Sample.coins, key: key)
-                if reply.code == .ok {
-                    acknowledged[key] = reply.value
-                    break
-                }
-                #expect(reply.code == .storageFailure, "\(reply)")
-                refused += 1
-                guard Date() < deadline else { throw IntegrationFailure("\(key) never went through: \(reply)") }
-                Thread.sleep(forTimeInterval: 0.02)
-            }
+            #expect(restarted.wait(timeout: .now() + 20) == .success && restarted.wait(timeout: .now() + 20) == .success)
+            #expect(refused > 0, "PostgreSQL's crashes refused some attempts")
+            #expect(daemon.process?.isRunning == true)
+
+            let rows = try server.sql("SELECT payment_key || ' ' || id FROM transactions ORDER BY id")
+                .split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+            #expect(rows.count == purchases, "one row per purchase, \(refused) refused attempts retried")
+            var stored: [String: UInt64] = [:]
+            for row in rows where row.count == 2 { stored[row[0]] = UInt64(row[1]) }
+            #expect(stored == acknowledged, "every acknowledged purchase is stored, under the id it was acknowledged with")
         }
-        #expect(restarted.wait(timeout: .now() + 20) == .success && restarted.wait(timeout: .now() + 20) == .success)
-        #expect(refused > 0, "PostgreSQL's crashes refused some attempts")
-        #expect(daemon.process?.isRunning == true)
-
-        let rows = try server.sql("SELECT payment_key || ' ' || id FROM transactions ORDER BY id")
-            .split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
-        #expect(rows.count == purchases, "one row per purchase, \(refused) refused attempts retried")
-        var stored: [String: UInt64] = [:]
-        for row in rows where row.count == 2 { stored[row[0]] = UInt64(row[1]) }
-        #expect(stored == acknowledged, "every acknowledged purchase is stored, under the id it was acknowledged with")
     }
 }
