@@ -57,6 +57,11 @@ struct PostgresLedgerFlowTests {
         #expect(Set(unfinished.map(\.id)) == [levelPack.id, repeated.value])
         #expect(try daemon.transactions().count == 3)
         #expect(!FileManager.default.fileExists(atPath: daemon.databasePath), "the SQLite file is not used")
+        // `storekitctl backup` copies the SQLite file only, and says what to use instead.
+        let backup = try daemon.ctl(["backup", daemon.directory.file("copy.sqlite")])
+        #expect(backup.status != 0)
+        #expect(backup.stderr.contains("pg_dump"), "\(backup.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: daemon.directory.file("copy.sqlite")))
         // A new purchase after the restart takes an id above every earlier one.
         #expect(try back.buy(Sample.coins).id > max(coins.id, levelPack.id, repeated.value))
     }
