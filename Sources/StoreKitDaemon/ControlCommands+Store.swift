@@ -207,8 +207,11 @@ extension ControlCommands {
             members.append(("billingRetryExpiresDate", .string(RFC3339.string(milliseconds: retry))))
         }
         if let due = subscription.due { members.append(("nextEventDate", .string(RFC3339.string(milliseconds: due)))) }
-        if let signed = try? server.proof.signedRenewalInfo(subscription, engine: engine, configuration: configuration) {
-            members.append(("signedRenewalInfo", .string(signed)))
+        do {
+            members.append(("signedRenewalInfo", .string(try server.proof.signedRenewalInfo(
+                subscription, engine: engine, configuration: configuration))))
+        } catch {
+            server.logger.error("Failed to sign the renewal info of \(subscription.originalID): \(error)", id: .signingKey)
         }
         return .object(members)
     }
