@@ -66,12 +66,17 @@ extension Server {
             output.unobserved.append(queue)
             return
         }
-        let signedMessage: ServerMessage = switch message {
-        case .updated(let records): .updated(signedForSending(records))
-        case .removed(let records): .removed(signedForSending(records))
-        default: message
+        switch message {
+        case .updated(let records), .removed(let records):
+            // Signed once the unit of work is handed to the commit log's sync (UnitOutput.signPending).
+            if records.contains(where: PaymentQueueEngine.isSignable) {
+                output.appendToSign(message, to: tokens)
+                return
+            }
+        default:
+            break
         }
-        let frame = Frame.encode(body: signedMessage.encode())
+        let frame = Frame.encode(body: message.encode())
         for token in tokens { output.append(token, frame) }
     }
 

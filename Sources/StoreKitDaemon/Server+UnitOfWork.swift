@@ -32,10 +32,45 @@ extension Server {
             bytes[token, default: 0] += frame.count
         }
 
+        /// Pushes whose transactions are signed after the unit of work is handed to the commit
+        /// log's sync (`signPending`): the signatures are made while the disk works. `frames`
+        /// holds their unsigned encodings until then, at `indices`.
+        private(set) var pendingSignatures: [(indices: [Int], message: ServerMessage)] = []
+
+        /// Queues `message` (an `updated` or `removed` push) for `tokens`, to be signed later.
+        mutating func appendToSign(_ message: ServerMessage, to tokens: some Sequence<UInt64>) {
+            let frame = Frame.encode(body: message.encode())
+            var indices: [Int] = []
+            for token in tokens {
+                indices.append(frames.count)
+                append(token, frame)
+            }
+            pendingSignatures.append((indices, message))
+        }
+
+        /// Replaces the unsigned pushes by `sign`'s signed ones, in place.
+        mutating func signPending(_ sign: ([TransactionRecord]) -> [TransactionRecord]) {
+            for (indices, message) in pendingSignatures {
+                let signed: ServerMessage = switch message {
+                case .updated(let records): .updated(sign(records))
+                case .removed(let records): .removed(sign(records))
+                default: message
+                }
+                let frame = Frame.encode(body: signed.encode())
+                for index in indices {
+                    let token = frames[index].token
+                    bytes[token, default: 0] += frame.count - frames[index].frame.count
+                    frames[index].frame = frame
+                }
+            }
+            pendingSignatures.removeAll()
+        }
+
         /// Drops the frames from `index` on (a request undone in its savepoint).
         mutating func removeFrames(from index: Int) {
             for (token, frame) in frames[index...] { bytes[token, default: 0] -= frame.count }
             frames.removeSubrange(index...)
+            pendingSignatures.removeAll { $0.indices.contains { $0 >= index } }
         }
     }
 
@@ -164,8 +199,10 @@ extension Server {
             }
             let executed = ServiceNotifier.monotonicMicroseconds()
             // Hand the fsync to the sync thread only when there is other work to do meanwhile
-            // (requests waiting, or earlier units of work still syncing).
-            try ledger.commit(deferSync: !gate.isEmpty || epoll.hasReadyEvents())
+            // (requests waiting, earlier units of work still syncing, or pushes to sign).
+            let toSign = !output.pendingSignatures.isEmpty
+            try ledger.commit(deferSync: toSign || !gate.isEmpty || epoll.hasReadyEvents())
+            if toSign { output.signPending { signedForSending($0) } }
             statusStale = true
             if logger.maximumPriority >= .debug {
                 let now = ServiceNotifier.monotonicMicroseconds()
@@ -199,6 +236,8 @@ extension Server {
     /// Hands a unit of work's output to the durability gate: it reaches clients now if the
     /// commit log is already synced past it, else when the sync thread gets there.
     func deliver(_ output: UnitOutput) {
+        var output = output
+        output.signPending { signedForSending($0) }   // already done after the commit; nothing left here
         for (token, count) in output.bytes { sessions[token]?.outputInGate += count }
         for ready in gate.enter(output, lsn: ledger.committedLSN, durable: ledger.durableLSN) { release(ready) }
     }
