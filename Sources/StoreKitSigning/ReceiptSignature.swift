@@ -89,6 +89,15 @@ public struct ReceiptVerifier: Sendable {
 /// revealing nothing of the machine id.
 public enum DeviceIdentifier {
     public static func forApp(_ bundleIdentifier: String, machineIDPath: String = "/etc/machine-id") throws(SigningError) -> [UInt8] {
+        let machineID = machineIDPath == defaultPath ? try systemMachineID.get() : try Self.machineID(at: machineIDPath)
+        return Array(Digest.hmacSHA256(key: machineID, Array(bundleIdentifier.utf8)).prefix(16))
+    }
+
+    static let defaultPath = "/etc/machine-id"
+    /// The machine id does not change while a process runs: read once, not for every receipt.
+    static let systemMachineID = Result { () throws(SigningError) -> [UInt8] in try machineID(at: defaultPath) }
+
+    static func machineID(at machineIDPath: String) throws(SigningError) -> [UInt8] {
         guard let text = try? String(contentsOfFile: machineIDPath, encoding: .utf8) else {
             throw SigningError("Cannot read the machine id at \(machineIDPath)")
         }
@@ -101,6 +110,6 @@ public enum DeviceIdentifier {
             }
             machineID.append(byte)
         }
-        return Array(Digest.hmacSHA256(key: machineID, Array(bundleIdentifier.utf8)).prefix(16))
+        return machineID
     }
 }

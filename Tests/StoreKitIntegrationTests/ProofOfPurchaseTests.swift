@@ -16,8 +16,6 @@ struct ProofOfPurchaseTests {
         try text.write(toFile: registration, atomically: true, encoding: .utf8)
         try daemon.start()
         try daemon.ctl(["certificate"]).stdout.write(toFile: daemon.directory.file("root.pem"), atomically: true, encoding: .utf8)
-        let der = try daemon.ctl(["certificate", "--der"])
-        try Data(der.stdout.utf8).write(to: URL(fileURLWithPath: daemon.directory.file("root-text.der")))
         _ = try ProcessRunner.run("/usr/bin/openssl", ["x509", "-in", daemon.directory.file("root.pem"), "-outform", "DER",
                                                        "-out", daemon.directory.file("root.der")])
         return daemon
