@@ -1,6 +1,6 @@
 import Foundation
 import StoreKitPosix
-import StoreKitSigning
+@testable import StoreKitSigning
 import StoreKitTestSupport
 import Testing
 
@@ -101,6 +101,31 @@ struct SignedDataTests {
         let verifier = SignedDataVerifier(roots: [identity.root])
         #expect(verifier.verify(before).failureKind == nil)
         #expect(verifier.verify(after).failureKind == nil)
+    }
+
+    @Test("a leaf that ends within 30 days is replaced at open, under the same root; what it signed still verifies")
+    func leafNearItsEndIsRenewed() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let keys = directory.file("signing")
+        let (identity, _) = try SigningIdentity.openOrCreate(directory: keys)
+        let key = try SigningKey.generate()
+        let ending = try Certificate.issue(role: .leaf, commonName: "storekitd Signing", key: key,
+                                           issuer: (identity.intermediate, identity.intermediateKey), validForDays: 10)
+        try SigningIdentity.writePair(ending, key, to: keys + "/leaf.pem")
+        let short = SigningIdentity(root: identity.root, intermediate: identity.intermediate,
+                                    intermediateKey: identity.intermediateKey, leaf: ending, leafKey: key)
+        let signedBefore = try short.signJWS(payload: Self.payload())
+
+        let (renewed, origin) = try SigningIdentity.openOrCreate(directory: keys)
+        #expect(origin == .leafRenewed)
+        #expect(renewed.leaf.der != ending.der)
+        #expect(renewed.root.der == identity.root.der)
+        #expect(renewed.leaf.notAfter.timeIntervalSinceNow > 365 * 86_400)
+        let (again, originAgain) = try SigningIdentity.openOrCreate(directory: keys)
+        #expect(originAgain == .loaded, "the renewed leaf was kept")
+        #expect(again.leaf.der == renewed.leaf.der)
+        #expect(SignedDataVerifier(roots: [identity.root]).verify(signedBefore).failureKind == nil)
     }
 
     @Test("a damaged key file stops the open with the file's name instead of making a new chain")
