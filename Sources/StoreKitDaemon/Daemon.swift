@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitEngine
 import StoreKitPosix
+import StoreKitPostgres
 import StoreKitStore
 import StoreKitWire
 
@@ -111,6 +112,12 @@ public enum Daemon {
         let store = opened.storage
 
         let engine = PaymentQueueEngine(store: store, catalogs: catalogs)
+        if let postgres = store as? PostgresLedger {
+            // The other hosts of the account see its purchases of everything but consumables.
+            postgres.sharesAcrossHosts = { [unowned engine] app, productID in
+                engine.product(app: app, id: productID).map { $0.kind != .consumable } ?? true
+            }
+        }
         if let storefront = configuration.storefront ?? catalogs.values.first?.settings.storefront {
             engine.storefront = storefront
         }
@@ -150,7 +157,7 @@ public enum Daemon {
         }
         do {
             let server = try Server(engine: engine, proof: proof, configuration: configuration, listeners: listeners,
-                                    resumedSessions: activation.sessions, logger: logger,
+                                    resumedSessions: activation.sessions, fleet: opened.listener, logger: logger,
                                     notifier: ServiceNotifier(environment: environment), reloader: reloader,
                                     testHooks: options.testHooks)
             // The commit log's fdatasync on its own thread: the loop goes on while the disk works.

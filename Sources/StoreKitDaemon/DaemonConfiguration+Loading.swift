@@ -116,6 +116,10 @@ extension DaemonConfiguration {
             storefront = try value.isEmpty ? nil : value.storefront()
         case ("Store", "Database"):
             database = try value.isEmpty ? nil : value.connectionString()
+        case ("Store", "HostName"):
+            hostName = try value.isEmpty ? nil : value.hostName()
+        case ("Store", "AccountFrom"):
+            accountFrom = try value.isEmpty ? defaults.accountFrom : value.accountSource()
         case ("Limits", "MaxFrameSize"):
             maxFrameSize = try value.isEmpty ? defaults.maxFrameSize : value.size(in: 256...(1 << 30))
         case ("Limits", "MaxConnections"):
@@ -256,6 +260,18 @@ private struct ValueParser {
                               + "connection string (postgresql://… or key=value …), or nothing for the SQLite file: \(problem)")
         }
         return entry.value
+    }
+
+    func hostName() throws(ConfigError) -> String {
+        if let problem = FleetMember.problem(withHostName: entry.value) { throw invalid(problem) }
+        return entry.value
+    }
+
+    func accountSource() throws(ConfigError) -> FleetMember.AccountSource {
+        guard let source = FleetMember.AccountSource(rawValue: entry.value) else {
+            throw invalid("expected user-name or uid")
+        }
+        return source
     }
 
     func storefront() throws(ConfigError) -> String {

@@ -2,6 +2,7 @@
 //
 // Loading and path resolution are in DaemonConfiguration+Loading.swift. Catalogue paths are only
 // resolved here; reading the catalogues is the caller's job (errors via AppRegistration.catalogError).
+import StoreKitPostgres
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,6 +26,10 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// `Database=`: a libpq connection string (`postgresql://…` or `key=value …`) for a
     /// PostgreSQL ledger; nil = the embedded SQLite file in the state directory (the default).
     public var database: String?
+    /// `HostName=`: this host's name in a fleet sharing the PostgreSQL ledger; nil = the machine id.
+    public var hostName: String?
+    /// `AccountFrom=`: how a local uid becomes the fleet account its purchases belong to.
+    public var accountFrom: FleetMember.AccountSource
 
     // [Limits]
     /// `MaxFrameSize=`: largest frame body in bytes (K/M/G suffixes, 1024-based).
@@ -76,6 +81,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
         logLevel = .info
         storefront = nil
         database = nil
+        hostName = nil
+        accountFrom = .userName
         maxFrameSize = 1 << 20
         maxConnections = 16384
         maxConnectionsPerUID = 4096

@@ -9,12 +9,18 @@ struct OpenedLedger {
     let storage: any LedgerStorage
     private let sqlite: TransactionStore?
     private let checkpointer: Checkpointer?
+    /// PostgreSQL's: the fleet's wake-up connection (`LISTEN`).
+    let listener: FleetListener?
 
     static func open(configuration: DaemonConfiguration, databasePath: String, logger: Logger) throws(StoreError) -> OpenedLedger {
         if let conninfo = configuration.database {
-            let ledger = try PostgresLedger(conninfo: conninfo)
-            logger.info("Opened database \(ledger.path): \(ledger.openReport)", id: .recovery)
-            return OpenedLedger(storage: ledger, sqlite: nil, checkpointer: nil)
+            let member = FleetMember(host: configuration.hostName ?? FleetMember.machineID() ?? "localhost",
+                                     accountFrom: configuration.accountFrom)
+            let ledger = try PostgresLedger(conninfo: conninfo, member: member)
+            let listener = try FleetListener(conninfo: conninfo, ledger: ledger)
+            logger.info("Opened database \(ledger.path) as host \(member.host) (accounts from \(member.accountFrom.rawValue)): "
+                        + ledger.openReport, id: .recovery)
+            return OpenedLedger(storage: ledger, sqlite: nil, checkpointer: nil, listener: listener)
         }
         let store: TransactionStore
         do {
@@ -31,7 +37,7 @@ struct OpenedLedger {
         let checkpointer = Checkpointer(path: databasePath, durable: store.commitLog.durable)
         if (try? store.disableAutomaticCheckpoints()) != nil { checkpointer.start() }
         store.startPaymentKeyFilter()
-        return OpenedLedger(storage: store, sqlite: store, checkpointer: checkpointer)
+        return OpenedLedger(storage: store, sqlite: store, checkpointer: checkpointer, listener: nil)
     }
 
     /// The commit log's fdatasync on its own thread (SQLite only): the loop goes on while the disk works.
@@ -45,6 +51,7 @@ struct OpenedLedger {
 
     func close() {
         checkpointer?.stop()
+        listener?.close()
         (storage as? PostgresLedger)?.close()
     }
 }

@@ -109,7 +109,8 @@ extension Server {
 
     func executeReceived() {
         let fireScheduled = writesStoppedReason == nil && scheduledEventDue
-        guard !received.isEmpty || fireScheduled else { return }
+        guard !received.isEmpty || fireScheduled || fleetChangesDue else { return }
+        let fleetChangesWereDue = fleetChangesDue
         var batch = takeFairShare()
         // Requests of sessions over their output mark wait (in order) until the session reads.
         var held: [(Session, ClientMessage)] = []
@@ -162,6 +163,7 @@ extension Server {
         do {
             try ledger.begin()
             fireDueEvents(into: &output)
+            readChangesElsewhere(into: &output)
             // Optimistically without a savepoint per request (two statements each): a failure
             // is rare (a full disk), and then the batch is undone and run again, each request in
             // its own savepoint, so that only the failing one is refused. Control commands may
@@ -181,9 +183,11 @@ extension Server {
                     restoring.removeAll()
                     held.removeAll()
                     heldTokens.removeAll()
+                    fleetChangesDue = fleetChangesWereDue
                     try ledger.begin()
                     optimistic = false
                     fireDueEvents(into: &output)
+                    readChangesElsewhere(into: &output)
                 }
             }
             for (session, message) in batch where !optimistic && sessions[session.token] != nil {
@@ -211,6 +215,7 @@ extension Server {
         } catch {
             ledger.rollback()
             undoSubscriptions(output.subscriptions)
+            fleetChangesDue = fleetChangesWereDue && ledger.unreachable == nil
             statusStale = true   // STATUS= may now say the database is unreachable
             let code: ResultCode = error.code == .full ? .storageFull : .storageFailure
             logger.error("Failed to commit \(batch.count) requests to \(ledger.path): \(error.message)",

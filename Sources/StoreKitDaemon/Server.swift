@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import StoreKitEngine
 import StoreKitPosix
+import StoreKitPostgres
 import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
@@ -55,7 +56,8 @@ public final class Server {
     enum Token {
         static let signals: UInt64 = 1
         static let wakeup: UInt64 = 2
-        static let firstListener: UInt64 = 3
+        static let fleet: UInt64 = 3
+        static let firstListener: UInt64 = 4
         static let firstSession: UInt64 = 16
     }
 
@@ -72,6 +74,10 @@ public final class Server {
     let signalFD: Int32
     public let wakeup: WakeupEvent
     var listeners: [UInt64: Listener] = [:]
+    /// The fleet's wake-ups (PostgreSQL's `LISTEN`), when the ledger is shared.
+    let fleet: FleetListener?
+    /// Another daemon of the fleet changed something: read it in the next unit of work.
+    var fleetChangesDue = false
     var sessions: [UInt64: Session] = [:]
     var observers: [QueueKey: Set<UInt64>] = [:]
     var connectionsPerUID: [UInt32: Int] = [:]
@@ -115,7 +121,7 @@ public final class Server {
 
     public init(
         engine: PaymentQueueEngine, proof: ProofOfPurchase, configuration: DaemonConfiguration, listeners: [Listener],
-        resumedSessions: [(fd: Int32, name: String)] = [],
+        resumedSessions: [(fd: Int32, name: String)] = [], fleet: FleetListener? = nil,
         logger: Logger, notifier: ServiceNotifier, reloader: Reloader? = nil, testHooks: Bool = false
     ) throws(Errno) {
         self.testHooks = testHooks
@@ -138,6 +144,11 @@ public final class Server {
             let token = Token.firstListener + UInt64(index)
             self.listeners[token] = listener
             try epoll.add(listener.fd, events: .readable, token: token)
+        }
+        self.fleet = fleet
+        if let fleet, fleet.isConnected {
+            try epoll.add(fleet.socket, events: .readable, token: Token.fleet)
+            fleetChangesDue = true
         }
         for (fd, name) in resumedSessions { resume(fd: fd, name: name) }
     }
@@ -214,6 +225,8 @@ public final class Server {
             wakeup.drain()
             handleBackgroundResults()
             releaseDurable()
+        case Token.fleet:
+            hearFleet()
         default:
             if let listener = listeners[token] {
                 acceptAll(listener)
@@ -237,6 +250,7 @@ public final class Server {
         }
         guard now - lastHousekeeping >= 1000 else { return }
         lastHousekeeping = now
+        reconnectFleet(now: now)
         activator.retryDue(now: now, interval: configuration.observerActivationInterval.milliseconds)
         for (uid, count) in refusalLog.expire(now: now) { saySuppressed(uid: uid, count: count) }
         requestRates.expire(now: now)

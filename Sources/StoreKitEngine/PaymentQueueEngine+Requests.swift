@@ -96,7 +96,7 @@ extension PaymentQueueEngine {
             _ = try store.removePurchaseRequest(transactionID: transactionID)
             let now = clock.now()
             var purchase = TransactionRecord(
-                id: store.allocateTransactionID(), originalID: record.id, uid: record.uid, app: record.app,
+                id: try store.allocateTransactionID(), originalID: record.id, uid: record.uid, app: record.app,
                 productID: record.productID, quantity: record.quantity, state: .purchased,
                 sequence: 0, date: now, applicationUsername: record.applicationUsername)
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {

@@ -180,7 +180,7 @@ extension PaymentQueueEngine {
         }
         let end = clock.rate.end(of: period, from: start)
         let record = TransactionRecord(
-            id: store.allocateTransactionID(), originalID: subscription.originalID, uid: subscription.uid,
+            id: try store.allocateTransactionID(), originalID: subscription.originalID, uid: subscription.uid,
             app: subscription.app, productID: productID, quantity: subscription.quantity, state: .purchased,
             sequence: try store.nextSequence(uid: subscription.uid, app: subscription.app), date: start,
             applicationUsername: subscription.applicationUsername, expiresDate: end)

@@ -32,8 +32,9 @@ public final class PaymentQueueEngine {
     /// The test switches set through `storekitctl`, over the catalogues' defaults.
     public internal(set) var switches: StoreSwitches
 
-    /// The store generation the cached state was read at.
+    /// The store generations (own rollbacks, others' changes) the cached state was read at.
     private var loadedGeneration: UInt64
+    private var loadedExternalGeneration: UInt64
     /// The earliest scheduled event; `nil` inside: nothing scheduled; outer `nil`: not known yet.
     private var cachedNextDue: Int64??
     /// The last `fireDueEvents`: the store generation it ran in and when (real ms). If that unit of
@@ -54,6 +55,7 @@ public final class PaymentQueueEngine {
         self.clock = StoreClock()
         self.switches = StoreSwitches()
         self.loadedGeneration = store.generation
+        self.loadedExternalGeneration = store.externalGeneration
         reload()
     }
 
@@ -88,15 +90,17 @@ public final class PaymentQueueEngine {
     /// Reads the persisted switches and clock; forgets the cached schedule.
     private func reload() {
         loadedGeneration = store.generation
+        loadedExternalGeneration = store.externalGeneration
         switches = (try? StoreSwitches.load(from: store)) ?? StoreSwitches()
         clock.offsetMilliseconds = (try? store.setting(Self.clockOffsetKey)).flatMap { $0 }.flatMap { Int64($0) } ?? 0
         clock.rate = switches.timeRate ?? defaultTimeRate
         cachedNextDue = nil
     }
 
-    /// Reloads what a rollback may have undone. Cheap when nothing was rolled back.
+    /// Reloads what a rollback may have undone, or another daemon of a fleet changed. Cheap
+    /// when neither happened.
     func synchronize() {
-        if store.generation != loadedGeneration { reload() }
+        if store.generation != loadedGeneration || store.externalGeneration != loadedExternalGeneration { reload() }
     }
 
     /// Call after changing a subscription's `due` or a request's `expires`.
@@ -177,7 +181,7 @@ public final class PaymentQueueEngine {
         }
 
         var record = TransactionRecord(
-            id: store.allocateTransactionID(), uid: uid, app: app, productID: productID, quantity: quantity,
+            id: try store.allocateTransactionID(), uid: uid, app: app, productID: productID, quantity: quantity,
             state: .purchasing, sequence: try store.nextSequence(uid: uid, app: app), date: now,
             applicationUsername: applicationUsername)
         let purchasing = record
@@ -291,7 +295,7 @@ public final class PaymentQueueEngine {
         for productID in order {
             guard let original = originals[productID], !pendingRestores.contains(original.id) else { continue }
             let record = TransactionRecord(
-                id: store.allocateTransactionID(), originalID: original.id, uid: uid, app: app,
+                id: try store.allocateTransactionID(), originalID: original.id, uid: uid, app: app,
                 productID: productID, quantity: original.quantity, state: .restored,
                 sequence: try store.nextSequence(uid: uid, app: app), date: now,
                 applicationUsername: original.applicationUsername,
@@ -346,6 +350,25 @@ public final class PaymentQueueEngine {
                 budget -= 1
                 effects += try fire(subscription, now: now)
             }
+        }
+        scheduleChanged()
+        return effects
+    }
+
+    // MARK: Changes made elsewhere
+
+    /// What other daemons of a fleet did to the queues `observed` (purchases approved, renewals,
+    /// refunds, lapsed requests), as effects for this daemon's observers: a transaction in this
+    /// host's queue is updated, a refunded purchase of the account (wherever it was made) revokes
+    /// its product. Runs inside a unit of work; nothing for a ledger no one else writes.
+    public func changesElsewhere(observed: Set<QueueKey>) throws(StoreError) -> [Effect] {
+        guard store.hasChangesElsewhere else { return [] }
+        synchronize()
+        var effects: [Effect] = []
+        for record in try store.changesElsewhere(of: observed) {
+            let queue = QueueKey(uid: record.uid, app: record.app)
+            if !record.finished { effects.append(.updated(queue, [record])) }
+            if record.revocationDate != nil { effects.append(.revoked(queue, [record.productID])) }
         }
         scheduleChanged()
         return effects

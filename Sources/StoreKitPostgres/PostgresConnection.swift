@@ -51,6 +51,21 @@ final class PostgresConnection {
         connection = nil
     }
 
+    /// The connection's socket, for the serving loop's epoll; -1 without a connection.
+    var socket: Int32 { connection.map { PQsocket($0) } ?? -1 }
+
+    /// Reads what the server sent without blocking, and returns the payloads of the
+    /// notifications that arrived; nil when the connection is lost.
+    func notifications() -> [String]? {
+        guard let connection, PQconsumeInput(connection) == 1, PQstatus(connection) == CONNECTION_OK else { return nil }
+        var payloads: [String] = []
+        while let notification = PQnotifies(connection) {
+            payloads.append(Self.text(notification.pointee.extra))
+            PQfreemem(notification)
+        }
+        return payloads
+    }
+
     /// What a statement returned: its rows (text values, nil for NULL) and the rows it changed.
     struct Result {
         var rows: [[String?]]

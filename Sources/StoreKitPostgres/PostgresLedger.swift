@@ -5,7 +5,8 @@ import Glibc
 #endif
 
 /// The ledger in a PostgreSQL database (`[Store] Database=` a libpq connection string): the same
-/// tables and semantics as the SQLite file's (TransactionStore+Schema.swift), over libpq.
+/// tables and semantics as the SQLite file's (TransactionStore+Schema.swift), over libpq, shared
+/// by every daemon of a fleet (docs/fleet.md).
 ///
 /// A unit of work is one PostgreSQL transaction (`BEGIN` … `COMMIT`), a request savepoint a
 /// `SAVEPOINT`; `commit()` returns once PostgreSQL committed, which with `synchronous_commit` on
@@ -13,37 +14,78 @@ import Glibc
 /// the unit of work is durable when `commit()` returns. Nothing is held in memory between
 /// units of work, so another connection sees every acknowledged change.
 ///
+/// **The fleet.** The engine speaks of uids; this ledger stores accounts (`FleetMember`): a uid
+/// becomes its account on the way in and an account its local uid on the way out. A transaction
+/// is in the queue of the host that made it; a renewal (host '') in the queue of every host where
+/// the account uses the app, finished per host (`deliveries`). Reads of an account's history see
+/// the other hosts' purchases of products they share (`sharesAcrossHosts`: not consumables), as
+/// finished (they are not in this queue). Every unit of work that changed something ends with a
+/// `NOTIFY` naming the queues it changed; `FleetListener` hears it on the other daemons, which
+/// then read the rows changed since the last sequence they saw (`changesElsewhere`).
+///
 /// A lost connection (PostgreSQL stopped or restarted) fails the statement and the unit of work
-/// that ran it; the next `begin()` reconnects, at most every `reconnectInterval` ms.
+/// that ran it; the next `begin()` reconnects, backing off from `reconnectInterval` ms to
+/// `longestReconnectInterval` ms while it keeps failing.
 /// A `COMMIT` whose answer was lost may or may not have committed: the client is told it failed,
 /// and a retry with the same payment key finds the committed row instead of making a second one.
 public final class PostgresLedger: LedgerStorage {
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
+    /// Transaction ids taken from `transaction_ids` at a time.
+    static let idBlock = 64
+    /// The channel of the fleet's wake-ups.
+    public static let channel = "storekit_fleet"
 
     let connection: PostgresConnection
+    public let member: FleetMember
+    let accounts: AccountDirectory
     public var path: String { connection.description }
     public private(set) var generation: UInt64 = 0
+    /// Grows when another daemon of the fleet changed the ledger (the engine reloads the clock,
+    /// the switches and the schedule).
+    public private(set) var externalGeneration: UInt64 = 0
     public private(set) var isInTransaction = false
-    /// Transaction ids are taken as in the SQLite ledger (above every id given, at least the
-    /// clock's); one host at a time per database until the fleet's id allocation exists.
-    var nextID: UInt64
+    /// Whether a product's transactions are seen on the account's other hosts (set by the daemon
+    /// from the catalogues: everything but consumables).
+    public var sharesAcrossHosts: (_ app: String, _ productID: String) -> Bool = { _, _ in true }
+    /// The unused rest of the block of ids taken from `transaction_ids`.
+    var ids: Range<UInt64> = 0..<0
     /// Open request savepoints.
     var savepoints = 0
-    /// When the last reconnection was tried (monotonic ms).
-    var lastReconnect: Int64 = .min / 2
+    /// When the next reconnection may be tried (monotonic ms), and the wait after a failed one.
+    var nextReconnect: Int64 = .min / 2
+    var reconnectWait: Int64 = reconnectInterval
     static let reconnectInterval: Int64 = 250
+    static let longestReconnectInterval: Int64 = 8_000
     /// What opening found, for the recovery log line.
     public private(set) var openReport = ""
 
-    /// Connects, creates or migrates the schema (refusing a newer one), and reads the highest id.
-    public init(conninfo: String) throws(StoreError) {
+    /// Queues (account, app) this unit of work changed, and whether it changed more than
+    /// transactions (settings, the schedule): told to the fleet at commit.
+    var changedQueues = Set<String>()
+    var changedOther = false
+    /// The last sequence seen of each watched queue, by `queueName`; as they were at `begin()`.
+    var watermarks: [String: UInt64] = [:]
+    var atBegin: (watermarks: [String: UInt64], notified: Set<String>, catchUpAll: Bool) = ([:], [], false)
+    /// Queues another daemon named since they were last read; all of them when `catchUpAll`.
+    var notifiedQueues = Set<String>()
+    var catchUpAll = true
+    /// Queues registered in `fleet_queues` (this host uses this app for this account).
+    var registeredQueues = Set<String>()
+
+    /// Connects, creates or migrates the schema (refusing a newer one).
+    public convenience init(conninfo: String, member: FleetMember? = nil) throws(StoreError) {
+        try self.init(conninfo: conninfo, member: member, schemaVersion: Self.schemaVersion)
+    }
+
+    /// Opening at an older `schemaVersion` is for the migration tests.
+    init(conninfo: String, member: FleetMember?, schemaVersion: Int) throws(StoreError) {
         if let problem = PostgresConnection.problem(with: conninfo) {
             throw StoreError(.io, path: PostgresConnection.describe(conninfo), message: "bad connection string: \(problem)")
         }
+        self.member = member ?? FleetMember(host: FleetMember.machineID() ?? "localhost")
+        accounts = AccountDirectory(source: self.member.accountFrom)
         connection = try PostgresConnection(conninfo: conninfo)
-        nextID = TransactionStore.firstTransactionID
-        openReport = try migrate()
-        nextID = try highestAllocatedID() + 1
+        openReport = try migrate(to: schemaVersion)
     }
 
     /// Why `conninfo` is no libpq connection string; nil when it is one (for the config loader).
@@ -54,14 +96,11 @@ public final class PostgresLedger: LedgerStorage {
 
     public func close() { connection.close() }
 
-    func highestAllocatedID() throws(StoreError) -> UInt64 {
-        let highest = try connection.execute("""
-            SELECT greatest(coalesce((SELECT max(id) FROM transactions), 0),
-                            coalesce((SELECT value::bigint FROM settings WHERE key = 'transactions.lastID'), 0),
-                            $1::bigint - 1)
-            """, [String(TransactionStore.firstTransactionID)]).firstInt
-        return UInt64(highest ?? 0)
-    }
+    /// The account `uid` stands for in the fleet.
+    public func account(of uid: UInt32) -> String { accounts.account(of: uid) }
+
+    /// "account\tapp": a queue's name in watermarks and notifications.
+    static func queueName(_ account: String, _ app: String) -> String { account + "\t" + app }
 
     // MARK: Units of work
 
@@ -69,11 +108,20 @@ public final class PostgresLedger: LedgerStorage {
         precondition(!isInTransaction, "nested store transaction")
         if connection.isBroken {
             let now = DiskSpaceGuard.monotonicMilliseconds()
-            guard now - lastReconnect >= Self.reconnectInterval else {
-                throw StoreError(.io, path: path, message: "PostgreSQL is unreachable (reconnecting every \(Self.reconnectInterval) ms)")
+            guard now >= nextReconnect else {
+                throw StoreError(.io, path: path, message: "PostgreSQL is unreachable (trying again in \(nextReconnect - now) ms)")
             }
-            lastReconnect = now
-            try connection.reconnect()
+            do {
+                try connection.reconnect()
+                reconnectWait = Self.reconnectInterval
+            } catch {
+                nextReconnect = now + reconnectWait
+                reconnectWait = min(reconnectWait * 2, Self.longestReconnectInterval)
+                throw error
+            }
+            // What other daemons did meanwhile is read again (their notifications may be lost).
+            catchUpAll = true
+            externalGeneration &+= 1
         }
         // synchronous_commit on: COMMIT returns after the commit record is flushed (and, with
         // synchronous standbys configured, after they have it). Set per transaction, so that a
@@ -81,6 +129,9 @@ public final class PostgresLedger: LedgerStorage {
         try connection.execute("BEGIN")
         isInTransaction = true
         savepoints = 0
+        changedQueues.removeAll()
+        changedOther = false
+        atBegin = (watermarks, notifiedQueues, catchUpAll)
         do throws(StoreError) {
             try connection.execute("SET LOCAL synchronous_commit = on")
         } catch {
@@ -92,6 +143,10 @@ public final class PostgresLedger: LedgerStorage {
     public func commit() throws(StoreError) {
         precondition(isInTransaction, "commit without begin")
         do throws(StoreError) {
+            if !changedQueues.isEmpty || changedOther {
+                // Delivered with the commit, never without it: the other daemons read the rows.
+                try connection.execute("SELECT pg_notify($1, $2)", [Self.channel, notification()])
+            }
             try connection.execute("COMMIT")
             isInTransaction = false
         } catch {
@@ -100,11 +155,24 @@ public final class PostgresLedger: LedgerStorage {
         }
     }
 
+    /// "host\nqueue\nqueue…", or "host\n*" when the queues would not fit (PostgreSQL's payloads
+    /// are below 8,000 bytes) or more than transactions changed.
+    func notification() -> String {
+        let queues = changedQueues.sorted().joined(separator: "\n")
+        guard !changedOther, member.host.utf8.count + queues.utf8.count < 7_000 else { return member.host + "\n*" }
+        return member.host + "\n" + queues
+    }
+
     public func rollback() {
         if isInTransaction { _ = try? connection.execute("ROLLBACK") }
         isInTransaction = false
         savepoints = 0
         generation &+= 1
+        // What this unit of work read of the others' changes is read again by the next one.
+        watermarks = atBegin.watermarks
+        notifiedQueues.formUnion(atBegin.notified)
+        catchUpAll = catchUpAll || atBegin.catchUpAll
+        registeredQueues.removeAll()
     }
 
     public func savepoint() throws(StoreError) {
@@ -123,38 +191,61 @@ public final class PostgresLedger: LedgerStorage {
         _ = try? connection.execute("RELEASE SAVEPOINT request")
         savepoints = max(savepoints - 1, 0)
         generation &+= 1
+        registeredQueues.removeAll()
     }
 
     // MARK: Transactions
 
-    public func allocateTransactionID() -> UInt64 {
+    /// From the fleet's `transaction_ids`, a block of `idBlock` at a time: unique across every
+    /// daemon sharing the database (a block taken by a unit of work that rolled back is skipped).
+    public func allocateTransactionID() throws(StoreError) -> UInt64 {
         precondition(isInTransaction, "id allocated outside a unit of work")
-        let id = max(nextID, TransactionStore.clockTransactionID())
-        nextID = id + 1
-        return id
+        if ids.isEmpty {
+            let start = UInt64(try connection.execute("SELECT nextval('transaction_ids')").firstInt ?? 0)
+            ids = start..<(start + UInt64(Self.idBlock))
+        }
+        return ids.popFirst()!
     }
 
-    /// The per-(uid, app) counter, moved in the unit of work: its row stays locked until the
-    /// commit, so two daemons on one database hand out increasing numbers in commit order.
+    /// The per-(account, app) counter, moved in the unit of work: its row stays locked until the
+    /// commit, so the daemons of a fleet hand out increasing numbers in commit order, and
+    /// "changed since sequence N" misses nothing committed (`changesElsewhere`).
     public func nextSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
         precondition(isInTransaction, "sequence allocated outside a unit of work")
+        let account = accounts.account(of: uid)
+        changedQueues.insert(Self.queueName(account, app))
         let next = try connection.execute("""
-            INSERT INTO sequences(uid, app, last) VALUES($1, $2, 1)
-            ON CONFLICT (uid, app) DO UPDATE SET last = sequences.last + 1 RETURNING last
-            """, [String(uid), app]).firstInt
+            INSERT INTO sequences(account, app, last) VALUES($1, $2, 1)
+            ON CONFLICT (account, app) DO UPDATE SET last = sequences.last + 1 RETURNING last
+            """, [account, app]).firstInt
         return UInt64(next ?? 0)
     }
 
+    /// Records that this host uses `app` for `account` (renewals are delivered here from now on).
+    func register(account: String, app: String) throws(StoreError) {
+        let name = Self.queueName(account, app)
+        guard isInTransaction, !registeredQueues.contains(name) else { return }
+        try connection.execute("""
+            INSERT INTO fleet_queues(host, account, app, since) VALUES($1, $2, $3, $4) ON CONFLICT DO NOTHING
+            """, [member.host, account, app, String(Self.realTimeMilliseconds())])
+        registeredQueues.insert(name)
+    }
+
     public func insert(_ record: TransactionRecord, paymentKey: String?) throws(StoreError) {
+        let account = accounts.account(of: record.uid)
+        // A purchase linked to an original (a renewal, possibly fired by a host that does not use
+        // the app, or an interrupted purchase completed, whose original registered) registers nothing.
+        if record.originalID == nil || record.state != .purchased { try register(account: account, app: record.app) }
         try connection.execute("""
             INSERT INTO transactions(id, original_id, uid, app, product, quantity, state, sequence, date, finished,
-                error_code, error_message, revocation_date, revocation_reason, app_username, expires_date, payment_key)
-            VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                error_code, error_message, revocation_date, revocation_reason, app_username, expires_date, payment_key,
+                account, host, changed_by)
+            VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19)
             """, [String(record.id), record.originalID.map { String($0) }, String(record.uid), record.app, record.productID,
                   String(record.quantity), String(record.state.rawValue), String(record.sequence), String(record.date),
                   record.finished ? "1" : "0", record.errorCode.map { String($0) }, record.errorMessage,
                   record.revocationDate.map { String($0) }, record.revocationReason.map { String($0) },
-                  record.applicationUsername, record.expiresDate.map { String($0) }, paymentKey])
+                  record.applicationUsername, record.expiresDate.map { String($0) }, paymentKey, account, member.host])
     }
 
     public func transition(id: UInt64, from: TransactionState, to: TransactionState, sequence: UInt64, date: Int64,
@@ -163,50 +254,62 @@ public final class PostgresLedger: LedgerStorage {
         guard let stored = Self.storedID(id) else { return false }
         return try connection.execute("""
             UPDATE transactions SET state = $1, sequence = $2, date = $3, error_code = $4, error_message = $5,
-                expires_date = coalesce($8::bigint, expires_date), original_id = coalesce($9::bigint, original_id)
+                expires_date = coalesce($8::bigint, expires_date), original_id = coalesce($9::bigint, original_id),
+                changed_by = $10
             WHERE id = $6 AND state = $7 AND finished = 0
             """, [String(to.rawValue), String(sequence), String(date), errorCode.map { String($0) }, errorMessage,
-                  stored, String(from.rawValue), expiresDate.map { String($0) }, originalID.map { String($0) }]).changed == 1
+                  stored, String(from.rawValue), expiresDate.map { String($0) }, originalID.map { String($0) },
+                  member.host]).changed == 1
     }
 
+    /// Finishes the transaction in this host's queue: the row itself when this host made it, its
+    /// delivery here when it is a renewal (the other hosts finish theirs).
     public func markFinished(id: UInt64, sequence: UInt64, of queue: TransactionStore.QueueKey?) throws(StoreError) -> Bool {
         guard let stored = Self.storedID(id) else { return false }
+        let delivered = try connection.execute("""
+            UPDATE deliveries SET finished = 1 WHERE transaction_id = $1 AND host = $2 AND finished = 0
+                AND EXISTS (SELECT 1 FROM transactions WHERE id = $1 AND state IN (1, 2, 3))
+            """, [stored, member.host]).changed == 1
+        if delivered { return true }
         return try connection.execute("""
-            UPDATE transactions SET finished = 1, sequence = $1 WHERE id = $2 AND finished = 0 AND state IN (1, 2, 3)
-            """, [String(sequence), stored]).changed == 1
+            UPDATE transactions SET finished = 1, sequence = $1, changed_by = $3
+            WHERE id = $2 AND host = $3 AND finished = 0 AND state IN (1, 2, 3)
+            """, [String(sequence), stored, member.host]).changed == 1
     }
 
     public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(StoreError) -> Bool {
         guard let stored = Self.storedID(id) else { return false }
         return try connection.execute("""
-            UPDATE transactions SET revocation_date = $1, revocation_reason = $2, sequence = $3
+            UPDATE transactions SET revocation_date = $1, revocation_reason = $2, sequence = $3, changed_by = $5
             WHERE id = $4 AND revocation_date IS NULL
-            """, [String(date), String(reason), String(sequence), stored]).changed == 1
+            """, [String(date), String(reason), String(sequence), stored, member.host]).changed == 1
     }
 
     public func touch(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool {
         guard let stored = Self.storedID(id) else { return false }
-        return try connection.execute("UPDATE transactions SET sequence = $1 WHERE id = $2",
-                                      [String(sequence), stored]).changed == 1
+        return try connection.execute("UPDATE transactions SET sequence = $1, changed_by = $3 WHERE id = $2",
+                                      [String(sequence), stored, member.host]).changed == 1
     }
 
+    /// Deletes the history of an account (every host's: the store forgets it) or of everyone.
     public func deleteHistory(uid: UInt32?, app: String?) throws(StoreError) -> (deleted: Int, unfinished: [TransactionRecord]) {
         precondition(isInTransaction, "history deleted outside a unit of work")
-        let scope: [String?] = [uid.map { String($0) }, app]
+        changedOther = true
+        let scope = scope(uid: uid, app: app)
         let unfinished = try records("""
-            SELECT \(Self.columns) FROM transactions
-            WHERE \(Self.inScope) AND finished = 0 ORDER BY id
-            """, scope)
-        try setSetting("transactions.lastID", String(max(nextID, TransactionStore.firstTransactionID) - 1))
+            SELECT \(Self.columns(finished: Self.finishedInList)) FROM \(Self.view)
+            WHERE \(Self.inScope) ORDER BY t.id
+            """, scope).filter { !$0.finished }
         try connection.execute("""
-            DELETE FROM renewals WHERE transaction_id IN
-                (SELECT id FROM transactions WHERE \(Self.inScope))
+            DELETE FROM renewals WHERE $1::text IS NOT NULL AND transaction_id IN
+                (SELECT id FROM transactions WHERE ($2::text IS NULL OR account = $2) AND ($3::text IS NULL OR app = $3))
             """, scope)
         var deleted = 0
         for table in ["transactions", "subscriptions", "purchase_requests"] {
-            // The table name is one of the three above, never a value.
+            // The table name is one of the three above, never a value; deliveries go with their transactions.
             let result = try connection.execute(
-                "DELETE FROM \(table) WHERE \(Self.inScope)", scope)
+                "DELETE FROM \(table) WHERE $1::text IS NOT NULL AND ($2::text IS NULL OR account = $2) AND ($3::text IS NULL OR app = $3)",
+                scope)
             if table == "transactions" { deleted = result.changed }
         }
         return (deleted, unfinished)
@@ -214,29 +317,69 @@ public final class PostgresLedger: LedgerStorage {
 
     // MARK: Reads
 
-    /// Rows of one uid and app, either of them nil for all: `$1` the uid, `$2` the app.
-    static let inScope = "($1::bigint IS NULL OR uid = $1) AND ($2::text IS NULL OR app = $2)"
+    /// A transaction row with its delivery to this host (`$1` is always this host).
+    static let view = "transactions t LEFT JOIN deliveries d ON d.transaction_id = t.id AND d.host = $1"
+    /// Rows of one account and app, either of them nil for all: `$2` the account, `$3` the app.
+    static let inScope = "($2::text IS NULL OR t.account = $2) AND ($3::text IS NULL OR t.app = $3)"
+    /// Whether the transaction is finished in this host's queue, for one named by id: its
+    /// delivery here, else its own state (a host may answer another's Ask to Buy request).
+    static let finishedByID = "CASE WHEN d.host IS NOT NULL THEN d.finished ELSE t.finished END"
+    /// The same for lists of a queue: another host's transaction is not in this queue (finished).
+    static let finishedInList = "CASE WHEN d.host IS NOT NULL THEN d.finished WHEN t.host = $1 THEN t.finished ELSE 1 END"
 
-    static let columns = """
-        id, original_id, uid, app, product, quantity, state, sequence, date, finished, error_code, error_message,
-        revocation_date, revocation_reason, app_username, expires_date
+    static func columns(finished: String) -> String {
         """
-
-    func records(_ sql: String, _ parameters: [String?]) throws(StoreError) -> [TransactionRecord] {
-        try connection.execute(sql, parameters).rows.map(Self.record)
+        t.id, t.original_id, t.account, t.app, t.product, t.quantity, t.state, t.sequence, t.date, \(finished),
+        t.error_code, t.error_message, t.revocation_date, t.revocation_reason, t.app_username, t.expires_date,
+        t.host, d.host IS NOT NULL, t.changed_by
+        """
     }
 
-    static func record(_ row: [String?]) -> TransactionRecord {
-        let int = { (index: Int) -> Int64? in row[index].flatMap { Int64($0) } }
-        return TransactionRecord(
-            id: UInt64(int(0) ?? 0), originalID: int(1).map { UInt64($0) },
-            uid: UInt32(truncatingIfNeeded: int(2) ?? 0), app: row[3] ?? "", productID: row[4] ?? "",
-            quantity: Int32(truncatingIfNeeded: int(5) ?? 0),
-            state: TransactionState(rawValue: UInt8(truncatingIfNeeded: int(6) ?? 0)) ?? .failed,
-            sequence: UInt64(int(7) ?? 0), date: int(8) ?? 0, finished: int(9) != 0,
-            errorCode: int(10).map { Int32(truncatingIfNeeded: $0) }, errorMessage: row[11],
-            revocationDate: int(12), revocationReason: int(13).map { Int32(truncatingIfNeeded: $0) },
-            applicationUsername: row[14], expiresDate: int(15))
+    /// A row as the engine sees it, and where it came from.
+    struct Row {
+        var record: TransactionRecord
+        /// The host whose queue it is in ('' for a renewal).
+        var host: String
+        var deliveredHere: Bool
+        var changedBy: String
+    }
+
+    func rows(_ sql: String, _ parameters: [String?]) throws(StoreError) -> [Row] {
+        try connection.execute(sql, parameters).rows.map { row in
+            let int = { (index: Int) -> Int64? in row[index].flatMap { Int64($0) } }
+            let record = TransactionRecord(
+                id: UInt64(int(0) ?? 0), originalID: int(1).map { UInt64($0) },
+                uid: accounts.uid(of: row[2] ?? ""), app: row[3] ?? "", productID: row[4] ?? "",
+                quantity: Int32(truncatingIfNeeded: int(5) ?? 0),
+                state: TransactionState(rawValue: UInt8(truncatingIfNeeded: int(6) ?? 0)) ?? .failed,
+                sequence: UInt64(int(7) ?? 0), date: int(8) ?? 0, finished: int(9) != 0,
+                errorCode: int(10).map { Int32(truncatingIfNeeded: $0) }, errorMessage: row[11],
+                revocationDate: int(12), revocationReason: int(13).map { Int32(truncatingIfNeeded: $0) },
+                applicationUsername: row[14], expiresDate: int(15))
+            return Row(record: record, host: row[16] ?? "", deliveredHere: row[17] == "t", changedBy: row[18] ?? "")
+        }
+    }
+
+    func records(_ sql: String, _ parameters: [String?]) throws(StoreError) -> [TransactionRecord] {
+        try rows(sql, parameters).map(\.record)
+    }
+
+    /// Whether a row of the account's history is seen from this host: its own, a renewal, or
+    /// another host's purchase of a product the hosts share (a restore there is that host's own).
+    func isSeenHere(_ row: Row) -> Bool {
+        row.host == member.host || row.host.isEmpty || row.deliveredHere
+            || (row.record.state == .purchased && sharesAcrossHosts(row.record.app, row.record.productID))
+    }
+
+    /// `$1` this host, `$2` the account of `uid`, `$3` the app.
+    func scope(uid: UInt32?, app: String?) -> [String?] {
+        [member.host, uid.map { accounts.account(of: $0) }, app]
+    }
+
+    static func realTimeMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
     /// Ids are bigint: an id above `Int64.max` (from a client or the command line) names no row.
@@ -244,38 +387,127 @@ public final class PostgresLedger: LedgerStorage {
 
     public func transaction(id: UInt64) throws(StoreError) -> TransactionRecord? {
         guard let stored = Self.storedID(id) else { return nil }
-        return try records("SELECT \(Self.columns) FROM transactions WHERE id = $1", [stored]).first
+        return try records("SELECT \(Self.columns(finished: Self.finishedByID)) FROM \(Self.view) WHERE t.id = $2",
+                           [member.host, stored]).first
     }
 
     public func transaction(uid: UInt32, app: String, paymentKey: String) throws(StoreError) -> TransactionRecord? {
-        try records("SELECT \(Self.columns) FROM transactions WHERE uid = $1 AND app = $2 AND payment_key = $3",
-                    [String(uid), app, paymentKey]).first
+        try records("""
+            SELECT \(Self.columns(finished: Self.finishedByID)) FROM \(Self.view)
+            WHERE t.account = $2 AND t.app = $3 AND t.payment_key = $4
+            """, scope(uid: uid, app: app) + [paymentKey]).first
     }
 
+    /// This host's queue of (account, app): its own unfinished transactions and the renewals
+    /// delivered here and not finished here. Reading it starts watching the queue: the changes
+    /// other daemons make to it from now on are read by `changesElsewhere`.
     public func unfinished(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
-        try records("SELECT \(Self.columns) FROM transactions WHERE uid = $1 AND app = $2 AND finished = 0 ORDER BY id",
-                    [String(uid), app])
+        let account = accounts.account(of: uid)
+        try register(account: account, app: app)
+        let name = Self.queueName(account, app)
+        if watermarks[name] == nil {
+            // Read before the queue: a change committed in between is in both (told twice, never missed).
+            watermarks[name] = UInt64(try connection.execute("SELECT last FROM sequences WHERE account = $1 AND app = $2",
+                                                             [account, app]).firstInt ?? 0)
+        }
+        return try records("""
+            SELECT \(Self.columns(finished: "0")) FROM \(Self.view)
+            WHERE t.account = $2 AND t.app = $3
+              AND ((t.host = $1 AND t.finished = 0) OR (d.host IS NOT NULL AND d.finished = 0))
+            ORDER BY t.id
+            """, scope(uid: uid, app: app))
     }
 
     public func all(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
-        try records("SELECT \(Self.columns) FROM transactions WHERE uid = $1 AND app = $2 ORDER BY id", [String(uid), app])
+        try rows("""
+            SELECT \(Self.columns(finished: Self.finishedInList)) FROM \(Self.view)
+            WHERE t.account = $2 AND t.app = $3 ORDER BY t.id
+            """, scope(uid: uid, app: app)).filter(isSeenHere).map(\.record)
     }
 
+    /// An account's history as this host sees it; with no uid, every account's.
     public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int) throws(StoreError) -> [TransactionRecord] {
-        try records("""
-            SELECT \(Self.columns) FROM transactions
-            WHERE \(Self.inScope) AND ($3::int = 0 OR finished = 0)
-            ORDER BY id LIMIT $4
-            """, [uid.map { String($0) }, app, unfinishedOnly ? "1" : "0", String(limit)])
+        var found: [TransactionRecord] = []
+        var after: Int64 = -1
+        // Rows of other hosts that this host does not see are skipped: read in pages until `limit`.
+        while found.count < limit {
+            let page = try rows("""
+                SELECT \(Self.columns(finished: Self.finishedInList)) FROM \(Self.view)
+                WHERE \(Self.inScope) AND t.id > $4 ORDER BY t.id LIMIT $5
+                """, scope(uid: uid, app: app) + [String(after), String(limit)])
+            for row in page where (uid == nil || isSeenHere(row)) && (!unfinishedOnly || !row.record.finished) {
+                found.append(row.record)
+            }
+            guard page.count == limit, let last = page.last else { break }
+            after = Int64(last.record.id)
+        }
+        return Array(found.prefix(limit))
     }
 
     public func unfinishedCount(of queue: TransactionStore.QueueKey) throws(StoreError) -> Int {
-        Int(try connection.execute("SELECT count(*) FROM transactions WHERE uid = $1 AND app = $2 AND finished = 0",
-                                   [String(queue.uid), queue.app]).firstInt ?? 0)
+        Int(try connection.execute("""
+            SELECT count(*) FROM \(Self.view) WHERE t.account = $2 AND t.app = $3
+                AND ((t.host = $1 AND t.finished = 0) OR (d.host IS NOT NULL AND d.finished = 0))
+            """, scope(uid: queue.uid, app: queue.app)).firstInt ?? 0)
     }
 
+    /// Unfinished transactions in this host's queues.
     public func unfinishedCount() throws(StoreError) -> Int {
-        Int(try connection.execute("SELECT count(*) FROM transactions WHERE finished = 0").firstInt ?? 0)
+        Int(try connection.execute("""
+            SELECT (SELECT count(*) FROM transactions WHERE host = $1 AND finished = 0)
+                 + (SELECT count(*) FROM deliveries WHERE host = $1 AND finished = 0)
+            """, [member.host]).firstInt ?? 0)
+    }
+
+    // MARK: The fleet
+
+    /// Records what another daemon's notification named; false for this daemon's own.
+    public func noteNotification(_ payload: String) -> Bool {
+        let lines = payload.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let host = lines.first, host != member.host else { return false }
+        externalGeneration &+= 1
+        for line in lines.dropFirst() {
+            if line == "*" { catchUpAll = true } else { notifiedQueues.insert(String(line)) }
+        }
+        return true
+    }
+
+    /// After the listener lost its connection: notifications may have been missed.
+    public func noteMissedNotifications() {
+        catchUpAll = true
+        externalGeneration &+= 1
+    }
+
+    /// Whether another daemon may have changed a watched queue since `changesElsewhere` last ran.
+    public var hasChangesElsewhere: Bool { catchUpAll || !notifiedQueues.isEmpty }
+
+    /// The transactions of `queues` that other daemons changed since this ledger last looked (or
+    /// since the queue was first read), as this host sees them, in commit order; each at most
+    /// once per change. Queues no longer asked for are forgotten (read afresh when watched again).
+    public func changesElsewhere(of queues: Set<TransactionStore.QueueKey>) throws(StoreError) -> [TransactionRecord] {
+        precondition(isInTransaction, "changes read outside a unit of work")
+        var watched: [String: (account: String, app: String)] = [:]
+        for queue in queues {
+            let account = accounts.account(of: queue.uid)
+            watched[Self.queueName(account, queue.app)] = (account, queue.app)
+        }
+        // Changed only once everything was read: a failure leaves all as it was.
+        var seen = watermarks.filter { watched[$0.key] != nil }
+        var changed: [TransactionRecord] = []
+        for (name, queue) in watched.sorted(by: { $0.key < $1.key }) {
+            guard catchUpAll || notifiedQueues.contains(name), let last = seen[name] else { continue }
+            let found = try rows("""
+                SELECT \(Self.columns(finished: Self.finishedInList)) FROM \(Self.view)
+                WHERE t.account = $2 AND t.app = $3 AND t.sequence > $4 ORDER BY t.sequence
+                """, [member.host, queue.account, queue.app, String(last)])
+            guard let newest = found.last else { continue }
+            seen[name] = newest.record.sequence
+            changed += found.filter { $0.changedBy != member.host && isSeenHere($0) }.map(\.record)
+        }
+        watermarks = seen
+        catchUpAll = false
+        notifiedQueues.removeAll()
+        return changed
     }
 
     // MARK: Settings
@@ -285,6 +517,7 @@ public final class PostgresLedger: LedgerStorage {
     }
 
     public func setSetting(_ key: String, _ value: String?) throws(StoreError) {
+        changedOther = true
         if let value {
             try connection.execute(
                 "INSERT INTO settings(key, value) VALUES($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value",

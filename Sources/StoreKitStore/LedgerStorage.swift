@@ -29,7 +29,7 @@ public protocol LedgerStorage: AnyObject {
     func rollbackToSavepoint()
 
     // MARK: Transactions
-    func allocateTransactionID() -> UInt64
+    func allocateTransactionID() throws(StoreError) -> UInt64
     func nextSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64
     func insert(_ record: TransactionRecord, paymentKey: String?) throws(StoreError)
     func transition(id: UInt64, from: TransactionState, to: TransactionState, sequence: UInt64, date: Int64,
@@ -68,6 +68,15 @@ public protocol LedgerStorage: AnyObject {
     func purchaseRequests(uid: UInt32?, app: String?) throws(StoreError) -> [TransactionStore.PurchaseRequest]
     func duePurchaseRequests(at time: Int64, limit: Int) throws(StoreError) -> [TransactionStore.PurchaseRequest]
     func nextDueTime() throws(StoreError) -> Int64?
+
+    // MARK: Other writers (a fleet sharing one database)
+    /// Grows when someone else changed the ledger (settings, the schedule): the engine reloads.
+    var externalGeneration: UInt64 { get }
+    /// Whether `changesElsewhere` may find something.
+    var hasChangesElsewhere: Bool { get }
+    /// The transactions of `queues` others changed since the ledger last looked, as this host
+    /// sees them (see `PostgresLedger.changesElsewhere`). Inside a unit of work.
+    func changesElsewhere(of queues: Set<TransactionStore.QueueKey>) throws(StoreError) -> [TransactionRecord]
 }
 
 /// The defaults of the requirements above (protocol requirements cannot declare them).
@@ -85,4 +94,9 @@ extension LedgerStorage {
     }
 }
 
-extension TransactionStore: LedgerStorage {}
+/// The SQLite file has one writer: this daemon.
+extension TransactionStore: LedgerStorage {
+    public var externalGeneration: UInt64 { 0 }
+    public var hasChangesElsewhere: Bool { false }
+    public func changesElsewhere(of queues: Set<QueueKey>) throws(StoreError) -> [TransactionRecord] { [] }
+}

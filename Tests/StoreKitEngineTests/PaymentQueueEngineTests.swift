@@ -255,7 +255,7 @@ struct PaymentQueueEngineTests {
         let fixture = try EngineFixture(backend)
         let record = try fixture.unit { engine in
             let record = TransactionRecord(
-                id: engine.store.allocateTransactionID(), uid: player, app: game, productID: Product.coins,
+                id: try engine.store.allocateTransactionID(), uid: player, app: game, productID: Product.coins,
                 quantity: 1, state: state, sequence: try engine.store.nextSequence(uid: player, app: game), date: 0)
             try engine.store.insert(record)
             return record
@@ -271,7 +271,7 @@ struct PaymentQueueEngineTests {
         let fixture = try EngineFixture(backend)
         let record = try fixture.unit { engine in
             let record = TransactionRecord(
-                id: engine.store.allocateTransactionID(), uid: player, app: game, productID: Product.coins,
+                id: try engine.store.allocateTransactionID(), uid: player, app: game, productID: Product.coins,
                 quantity: 1, state: .failed, sequence: try engine.store.nextSequence(uid: player, app: game), date: 0,
                 errorCode: 2, errorMessage: "cancelled")
             try engine.store.insert(record)

@@ -34,7 +34,8 @@ struct PostgresLedgerFlowTests {
         let daemon = try daemon(on: server)
         defer { daemon.remove() }
         try daemon.start()
-        #expect(daemon.log().contains("Opened database PostgreSQL database postgres on \(server.socketDirectory): created schema"))
+        #expect(daemon.log().contains("Opened database PostgreSQL database postgres on \(server.socketDirectory) as host "))
+        #expect(daemon.log().contains(": created schema \(2)"))
 
         let buyer = try Client(daemon)
         #expect(try buyer.subscribe().isEmpty)
@@ -51,7 +52,7 @@ struct PostgresLedgerFlowTests {
 
         #expect(daemon.stop() == 0)
         try daemon.start()
-        #expect(daemon.log().contains(": schema 1"))
+        #expect(daemon.log().contains(": schema 2"))
         let back = try Client(daemon)
         let unfinished = try back.subscribe()
         #expect(Set(unfinished.map(\.id)) == [levelPack.id, repeated.value])

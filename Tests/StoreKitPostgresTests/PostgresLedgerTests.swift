@@ -6,8 +6,8 @@ import Testing
 
 private let app = "com.example.game"
 
-private func record(_ ledger: PostgresLedger, uid: UInt32 = 1000, sequence: UInt64 = 1) -> TransactionRecord {
-    TransactionRecord(id: ledger.allocateTransactionID(), uid: uid, app: app, productID: "com.example.game.coins",
+private func record(_ ledger: PostgresLedger, uid: UInt32 = 1000, sequence: UInt64 = 1) throws -> TransactionRecord {
+    TransactionRecord(id: try ledger.allocateTransactionID(), uid: uid, app: app, productID: "com.example.game.coins",
                       quantity: 1, state: .purchased, sequence: sequence, date: 1_700_000_000_000)
 }
 
@@ -108,7 +108,7 @@ struct PostgresLedgerTests {
         let ledger = try PostgresLedger(conninfo: server.connectionString())
         defer { ledger.close() }
         try ledger.begin()
-        let kept = record(ledger)
+        let kept = try record(ledger)
         try ledger.insert(kept, paymentKey: "before")
         try ledger.commit()
 

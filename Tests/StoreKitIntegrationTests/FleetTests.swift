@@ -1,0 +1,276 @@
+import Foundation
+import Synchronization
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// Two real storekitd daemons sharing one real PostgreSQL (started by the test, Unix socket only),
+/// each with its own runtime and state directories and `HostName=`, standing in for two hosts of
+/// a fleet. The same uid on both is the same account (`AccountFrom=user-name`, the default).
+@Suite(.enabled(if: PostgresServer.unavailableReason == nil, Comment(rawValue: PostgresServer.unavailableReason ?? "")))
+struct FleetTests {
+    struct Fleet {
+        let server: PostgresServer
+        let a: DaemonProcess
+        let b: DaemonProcess
+    }
+
+    private static func host(_ name: String, on server: PostgresServer) throws -> DaemonProcess {
+        let daemon = try DaemonProcess()
+        try daemon.directory.write("config/storekitd.conf.d/fleet.conf",
+                                   "[Store]\nDatabase=\(server.connectionString())\nHostName=\(name)\n")
+        return daemon
+    }
+
+    /// A PostgreSQL of its own and two daemons on it (host-a, host-b), removed when `body` returns.
+    private func withFleet(startDaemons: Bool = true, _ body: (Fleet) throws -> Void) throws {
+        let server = try PostgresServer()
+        defer { server.remove() }
+        let a = try Self.host("host-a", on: server)
+        defer { a.remove() }
+        let b = try Self.host("host-b", on: server)
+        defer { b.remove() }
+        if startDaemons {
+            try a.start()
+            try b.start()
+        }
+        try body(Fleet(server: server, a: a, b: b))
+    }
+
+    /// Reads pushes until one matches (each read waits at most the client's receive timeout).
+    @discardableResult
+    private func push(_ client: Client, _ what: String, where match: (ServerMessage) -> Bool) throws -> ServerMessage {
+        for _ in 0..<100 {
+            let message = try client.nextPush()
+            if match(message) { return message }
+        }
+        throw IntegrationFailure("no push \(what)")
+    }
+
+    private func updated(_ message: ServerMessage) -> [TransactionRecord] {
+        if case .updated(let records) = message { return records }
+        return []
+    }
+
+    /// The `history` request: the account's transactions as this host's app sees them.
+    private func history(_ client: Client) throws -> [TransactionRecord] {
+        let id = client.makeRequestID()
+        try client.connection.send(.history(requestID: id, afterID: 0))
+        while true {
+            switch try client.connection.receive() {
+            case .transactions(let requestID, let records) where requestID == id: return records
+            case .result(let requestID, let code, _, _, let message) where requestID == id:
+                throw IntegrationFailure("history refused: \(code.name) \(message)")
+            default: continue
+            }
+        }
+    }
+
+    @Test("a non-consumable bought through host A is restored through host B; A's consumable stays A's")
+    func restoreOnAnotherHost() throws {
+        try withFleet { fleet in
+            let onA = try Client(fleet.a)
+            #expect(try onA.subscribe().isEmpty)
+            let pack = try onA.buy(Sample.levelPack)
+            let coins = try onA.buy(Sample.coins)
+            #expect(try onA.finish(pack.id).code == .ok)
+
+            let onB = try Client(fleet.b)
+            #expect(try onB.subscribe().isEmpty, "A's purchases are in A's queue, not B's")
+            #expect(try onB.finish(coins.id).code != .ok, "A's transaction is not B's to finish")
+            #expect(try onA.unfinished().map(\.id) == [coins.id], "and it stays in A's queue")
+            let seenOnB = try history(onB)
+            #expect(seenOnB.map(\.id) == [pack.id], "B's history has A's non-consumable, not A's consumable: \(seenOnB)")
+
+            let restore = try onB.restore()
+            #expect(restore.code == .ok && restore.value == 1, "\(restore)")
+            let restored = try #require(restore.updated.first)
+            #expect(restored.state == .restored && restored.productID == Sample.levelPack && restored.originalID == pack.id)
+            #expect(try onB.unfinished().map(\.id) == [restored.id], "the restored transaction is in B's queue")
+            #expect(try onA.unfinished().map(\.id) == [coins.id], "and not in A's")
+            #expect(try onB.finish(restored.id).code == .ok)
+            #expect(try onB.unfinished().isEmpty)
+            #expect(try fleet.server.sql("SELECT host FROM transactions WHERE id = \(restored.id)") == "host-b")
+        }
+    }
+
+    @Test("a renewal is fired once, by one daemon, and reaches the observers of both hosts; each finishes its own")
+    func renewalReachesEveryHost() throws {
+        try withFleet { fleet in
+            let onA = try Client(fleet.a)
+            _ = try onA.subscribe()
+            let onB = try Client(fleet.b)
+            _ = try onB.subscribe()
+            let subscription = try onA.buy(Sample.monthly)
+            #expect(try onA.finish(subscription.id).code == .ok)
+
+            let clock = try fleet.a.ctlObject(["clock", "advance", "1mo"])
+            #expect(clock["firedEvents"] as? Int == 1, "\(clock)")
+            let renewal = try #require(updated(try push(onA, "of the renewal on A") { updated($0).contains { $0.originalID == subscription.id } }).first)
+            let onBoth = updated(try push(onB, "of the renewal on B") { updated($0).contains { $0.id == renewal.id } })
+            #expect(onBoth.first?.state == .purchased && onBoth.first?.finished == false)
+            #expect(try fleet.server.sql("SELECT count(*) FROM renewals") == "1")
+            #expect(try fleet.server.sql("SELECT count(*) FROM transactions WHERE original_id = \(subscription.id)") == "1")
+
+            #expect(try onB.unfinished().map(\.id) == [renewal.id])
+            #expect(try onB.finish(renewal.id).code == .ok)
+            #expect(try onB.unfinished().isEmpty)
+            #expect(try onA.unfinished().map(\.id) == [renewal.id], "finished on B, still in A's queue")
+            #expect(try onA.finish(renewal.id).code == .ok)
+            #expect(try onA.unfinished().isEmpty)
+
+            // The clock is the fleet's: B, told by A's notification, is at A's time and fires the next one.
+            let next = try fleet.b.ctlObject(["clock", "advance", "1mo"])
+            #expect(next["firedEvents"] as? Int == 1, "\(next)")
+            try push(onA, "of the second renewal on A") { updated($0).contains { $0.originalID == subscription.id && $0.id != renewal.id } }
+            #expect(try fleet.server.sql("SELECT count(*) FROM renewals") == "2")
+        }
+    }
+
+    @Test("due renewals found by two daemons starting at once are fired exactly once each (SKIP LOCKED)")
+    func dueRenewalsFireOnceAcrossTheFleet() throws {
+        try withFleet { fleet in
+            let buyers: [UInt32] = Array(2000..<2040)
+            for uid in buyers {
+                _ = try fleet.a.ctlOK(["buy", Sample.app, Sample.monthly, "--uid", String(uid)])
+            }
+            #expect(fleet.a.stop() == 0)
+            #expect(fleet.b.stop() == 0)
+            // Forty subscriptions fall due while the fleet is down (the fleet's clock moves on 40 days).
+            let offset = Int64(try fleet.server.sql("SELECT coalesce((SELECT value FROM settings WHERE key = 'clock.offset'), '0')")) ?? 0
+            _ = try fleet.server.sql("""
+                INSERT INTO settings(key, value) VALUES('clock.offset', '\(offset + 40 * 86_400_000)')
+                ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                """)
+            let failures = Mutex<[String]>([])
+            let (a, b) = (fleet.a, fleet.b)
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                do { try (index == 0 ? a : b).start() } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+            #expect(failures.withLock { $0 }.isEmpty)
+            // The free week and the first month have both passed: two renewals each, none twice.
+            #expect(eventually(timeout: 30) { (try? fleet.server.sql("SELECT count(*) FROM renewals")) == String(buyers.count * 2) },
+                    "\(String(describing: try? fleet.server.sql("SELECT count(*) FROM renewals")))")
+            #expect(try fleet.server.sql("""
+                SELECT count(*) FROM (SELECT original_id, date FROM transactions WHERE id IN (SELECT transaction_id FROM renewals)
+                GROUP BY original_id, date HAVING count(*) > 1) AS twice
+                """) == "0", "no period renewed twice")
+            #expect(try fleet.server.sql("SELECT count(*) FROM subscriptions WHERE renewals = 2") == String(buyers.count))
+        }
+    }
+
+    @Test("a refund made through host A revokes the product on host B")
+    func refundOnOneHostRevokesOnTheOther() throws {
+        try withFleet { fleet in
+            let onA = try Client(fleet.a)
+            _ = try onA.subscribe()
+            let pack = try onA.buy(Sample.levelPack)
+            #expect(try onA.finish(pack.id).code == .ok)
+            let onB = try Client(fleet.b)
+            _ = try onB.subscribe()
+
+            _ = try fleet.a.ctlOK(["refund", String(pack.id)])
+            let revoked = try push(onB, "revoking the level pack on B") {
+                if case .entitlementsRevoked(let products) = $0 { return products == [Sample.levelPack] }
+                return false
+            }
+            #expect(revoked == .entitlementsRevoked(productIDs: [Sample.levelPack]))
+            let seenOnB = try history(onB)
+            #expect(seenOnB.first { $0.id == pack.id }?.revocationDate != nil, "B's history has the revocation")
+        }
+    }
+
+    @Test("an Ask to Buy request made on host B and approved through host A's control socket reaches B's observer")
+    func askToBuyApprovedElsewhere() throws {
+        try withFleet { fleet in
+            let onB = try Client(fleet.b)
+            _ = try onB.subscribe()
+            let asked = try onB.request { id in
+                .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.levelPack, quantity: 1,
+                                  simulatesAskToBuy: true))
+            }
+            let deferred = try #require(asked.updated.last)
+            #expect(deferred.state == .deferred)
+
+            _ = try fleet.a.ctlOK(["approve", String(deferred.id)])
+            let approved = updated(try push(onB, "of the approval on B") { updated($0).contains { $0.id == deferred.id } })
+            #expect(approved.first?.state == .purchased)
+            #expect(try onB.unfinished().map(\.id) == [deferred.id])
+            #expect(try onB.finish(deferred.id).code == .ok)
+        }
+    }
+
+    @Test("under a purchase load on both hosts, kill -9 of each daemon and a PostgreSQL restart lose and duplicate nothing")
+    func killsAndRestartUnderLoad() throws {
+        try withFleet { fleet in
+            let perHost = 200
+            let told = Mutex<(acknowledged: [String: UInt64], stray: [String], retries: [Int])>(([:], [], [0, 0]))
+            let threads = ClientThreads()
+            for (index, daemon) in [fleet.a, fleet.b].enumerated() {
+                threads.spawn("buyer on host \(index)") {
+                    var client: Client?
+                    for number in 0..<perHost {
+                        let key = "host\(index)-\(number)"
+                        let deadline = Date().addingTimeInterval(60)
+                        while Date() < deadline {
+                            do {
+                                if client == nil { client = try Client(daemon) }
+                                let reply = try client!.addPayment(Sample.coins, key: key)
+                                if reply.code == .ok {
+                                    told.withLock { told in
+                                        if let earlier = told.acknowledged[key], earlier != reply.value {
+                                            told.stray.append("\(key): \(earlier) then \(reply.value)")
+                                        }
+                                        told.acknowledged[key] = reply.value
+                                    }
+                                    break
+                                }
+                                told.withLock { $0.retries[index] += 1 }
+                                Thread.sleep(forTimeInterval: 0.05)   // refused (PostgreSQL away): the same key again
+                            } catch {
+                                told.withLock { $0.retries[index] += 1 }
+                                client?.close()
+                                client = nil
+                                Thread.sleep(forTimeInterval: 0.1)
+                            }
+                        }
+                    }
+                    client?.close()
+                }
+            }
+            /// Waits for `count` acknowledgements of each host, and checks that the load is still on.
+            func waitForAcknowledged(_ count: Int, before fault: String) {
+                _ = eventually(timeout: 60) {
+                    told.withLock { told in (0..<2).allSatisfy { host in told.acknowledged.keys.count { $0.hasPrefix("host\(host)-") } >= count } }
+                }
+                #expect(told.withLock { $0.acknowledged.count } < perHost * 2 - 20, "\(fault) comes during the load")
+            }
+            waitForAcknowledged(30, before: "kill -9 of host A")
+            fleet.a.kill()
+            try fleet.a.start()
+            waitForAcknowledged(70, before: "the PostgreSQL crash")
+            try fleet.server.stop(immediate: true)
+            Thread.sleep(forTimeInterval: 0.5)
+            try fleet.server.start()
+            waitForAcknowledged(110, before: "kill -9 of host B")
+            fleet.b.kill()
+            try fleet.b.start()
+            #expect(threads.join(timeout: 120))
+            let (acknowledged, stray, retries) = told.withLock { $0 }
+            #expect(retries.allSatisfy { $0 > 0 }, "both hosts' buyers met the faults: \(retries)")
+            #expect(stray.isEmpty, "\(stray)")
+            #expect(acknowledged.count == perHost * 2)
+            let rows = try fleet.server.sql("SELECT payment_key || '=' || id FROM transactions WHERE payment_key IS NOT NULL ORDER BY 1")
+                .split(separator: "\n").map(String.init)
+            #expect(rows.count == perHost * 2, "every acknowledged purchase once, nothing else: \(rows.count) rows")
+            let stored = Dictionary(uniqueKeysWithValues: rows.map { row in
+                let parts = row.split(separator: "=")
+                return (String(parts[0]), UInt64(parts[1]) ?? 0)
+            })
+            #expect(stored == acknowledged, "each under the id it was acknowledged with")
+            #expect(try fleet.server.sql("SELECT count(DISTINCT id) FROM transactions") == String(perHost * 2))
+        }
+    }
+}
