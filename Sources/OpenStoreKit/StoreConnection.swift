@@ -349,7 +349,7 @@ final class StoreConnection: Sendable {
         switch code {
         case .storeKit: skCode = SKError.Code(rawValue: Int(detail)) ?? .unknown
         case .unknownApp, .permissionDenied: skCode = .clientInvalid
-        case .storageFull, .storageFailure, .shuttingDown: skCode = .cloudServiceNetworkConnectionFailed
+        case .storageFull, .storageFailure, .storeUnreachable, .shuttingDown: skCode = .cloudServiceNetworkConnectionFailed
         default: skCode = .unknown
         }
         return SKError(skCode, userInfo: [NSLocalizedDescriptionKey: message, "StoreKitDaemonResult": code.name])

@@ -1,4 +1,5 @@
 import StoreKitStore
+import StoreKitWire
 
 /// The serving loop's narrow view of the durable store, and nothing more of it:
 ///
@@ -68,6 +69,14 @@ final class Ledger {
     /// Why the database server cannot be reached (stopped, restarting, the network); nil while it
     /// can. Only for a backend other than the SQLite file: its I/O errors are the disk's.
     private(set) var unreachable: String?
+
+    /// What a client is told of a request the store could not record: `storageFull` for a full
+    /// disk, `storeUnreachable` when the database server (not a file) cannot be reached, else
+    /// `storageFailure`.
+    func resultCode(for error: StoreError) -> ResultCode {
+        if error.code == .full { return .storageFull }
+        return sqlite == nil && error.code == .io ? .storeUnreachable : .storageFailure
+    }
 
     /// Said once when it starts; every request meanwhile is refused with its own journal entry.
     private func noteUnreachable(_ error: StoreError) {

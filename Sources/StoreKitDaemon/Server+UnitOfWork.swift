@@ -195,7 +195,7 @@ extension Server {
                 // Each request in its own savepoint: one that fails (e.g. a full disk refusing a new
                 // row) is answered with its error; the others in the batch still commit.
                 _ = isolated(&output, onFailure: { error, output in
-                    output.reply(session, .result(message.requestID ?? 0, error.code == .full ? .storageFull : .storageFailure,
+                    output.reply(session, .result(message.requestID ?? 0, ledger.resultCode(for: error),
                                                   "the store could not record this: \(error.message)"))
                 }) { (output: inout UnitOutput) throws(StoreError) in
                     try execute(message, for: session, into: &output, restoring: &restoring)
@@ -217,7 +217,7 @@ extension Server {
             undoSubscriptions(output.subscriptions)
             fleetChangesDue = fleetChangesWereDue && ledger.unreachable == nil
             statusStale = true   // STATUS= may now say the database is unreachable
-            let code: ResultCode = error.code == .full ? .storageFull : .storageFailure
+            let code = ledger.resultCode(for: error)
             logger.error("Failed to commit \(batch.count) requests to \(ledger.path): \(error.message)",
                          id: .storageFailure)
             var refusals = UnitOutput()

@@ -22,6 +22,9 @@ public enum ResultCode: UInt16, Sendable, CaseIterable {
     case rateLimited = 16
     /// The (uid, app) queue holds `MaxUnfinishedPerQueue=` unfinished transactions already.
     case quotaExceeded = 17
+    /// The ledger's database server (PostgreSQL) cannot be reached: stopped, restarting, or the
+    /// network. Nothing was recorded; the same request (with the same payment key) can be sent again.
+    case storeUnreachable = 18
 
     public var name: String {
         switch self {
@@ -43,6 +46,7 @@ public enum ResultCode: UInt16, Sendable, CaseIterable {
         case .internalError: "internal-error"
         case .rateLimited: "rate-limited"
         case .quotaExceeded: "quota-exceeded"
+        case .storeUnreachable: "store-unreachable"
         }
     }
 }

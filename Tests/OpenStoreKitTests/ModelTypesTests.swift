@@ -489,3 +489,19 @@ struct ProductTests {
         #expect(storefront.identifier == "143443")
     }
 }
+
+/// What an app sees of the daemon's refusals: the `SKError` StoreKit would give for each.
+@Suite struct DaemonRefusalMappingTests {
+    @Test("the store being unreachable, full or failing is StoreKit's network error; other refusals keep their meaning")
+    func refusalsBecomeStoreKitErrors() {
+        for code in [ResultCode.storeUnreachable, .storageFailure, .storageFull, .shuttingDown] {
+            let error = StoreConnection.error(code: code, detail: 0, message: "PostgreSQL is unreachable")
+            #expect(error.code == .cloudServiceNetworkConnectionFailed, "\(code.name)")
+            #expect(error.userInfo["StoreKitDaemonResult"] as? String == code.name)
+            #expect(error.localizedDescription == "PostgreSQL is unreachable")
+        }
+        #expect(StoreConnection.error(code: .storeKit, detail: 2, message: "").code == .paymentCancelled)
+        #expect(StoreConnection.error(code: .permissionDenied, detail: 0, message: "").code == .clientInvalid)
+        #expect(StoreConnection.error(code: .rateLimited, detail: 0, message: "").code == .unknown)
+    }
+}

@@ -67,14 +67,14 @@ struct PostgresLedgerFlowTests {
         #expect(try back.buy(Sample.coins).id > max(coins.id, levelPack.id, repeated.value))
     }
 
-    @Test("PostgreSQL stopped: payments are refused with storageFailure, observers stay connected, the daemon runs on; started again: payments go through")
+    @Test("PostgreSQL stopped: payments are refused with storeUnreachable, observers stay connected, the daemon runs on; started again: payments go through")
     func postgresGoesAwayAndComesBack() throws {
         try withRunningDaemon { server, daemon, buyer in
             let before = try buyer.buy(Sample.levelPack)
 
             try server.stop()
             let refused = try buyer.addPayment(Sample.coins)
-            #expect(refused.code == .storageFailure, "\(refused)")
+            #expect(refused.code == .storeUnreachable, "\(refused)")
             #expect(refused.message.contains("PostgreSQL"), "\(refused.message)")
             #expect(refused.updated.isEmpty, "nothing is said of a purchase that was not recorded")
             #expect(daemon.process?.isRunning == true)
@@ -121,7 +121,7 @@ struct PostgresLedgerFlowTests {
 
         try server.stop()
         let before = manager.notifications.count
-        for _ in 0..<3 { #expect(try buyer.addPayment(Sample.coins).code == .storageFailure) }
+        for _ in 0..<3 { #expect(try buyer.addPayment(Sample.coins).code == .storeUnreachable) }
         #expect(manager.waitFor(after: before) { $0.contains("STATUS=") && $0.contains("DATABASE UNREACHABLE") } != nil,
                 "\(manager.notifications.suffix(3))")
         #expect(daemon.log().components(separatedBy: "is unreachable; requests are refused").count == 2, "said once")
@@ -165,7 +165,7 @@ struct PostgresLedgerFlowTests {
                         acknowledged[key] = reply.value
                         break
                     }
-                    #expect(reply.code == .storageFailure, "\(reply)")
+                    #expect(reply.code == .storeUnreachable, "\(reply)")
                     refused += 1
                     guard Date() < deadline else { throw IntegrationFailure("\(key) never went through: \(reply)") }
                     Thread.sleep(forTimeInterval: 0.02)
