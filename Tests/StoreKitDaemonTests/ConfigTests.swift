@@ -67,7 +67,7 @@ struct ConfigTests {
             }
             return String(line)
         }
-        #expect(uncommented == 21)
+        #expect(uncommented == 23)
         try withTemporaryDirectory { dir in
             try write(lines.joined(separator: "\n"), to: dir + "/storekitd.conf")
             let config = try DaemonConfiguration.load(configFile: dir + "/storekitd.conf", required: true)
@@ -181,6 +181,9 @@ struct ConfigTests {
         ("[Store]\nDatabase=/var/lib/storekitd/storekitd.sqlite\n", 2, "Database"),
         ("[Store]\n\nDatabase=host=/run/postgresql colour=blue\n", 3, "Database"),
         ("[Store]\nDatabase=mysql://localhost/storekit\n", 2, "Database"),
+        ("[Store]\nHostName=host a\n", 2, "HostName"),
+        ("[Store]\nHostName=\(String(repeating: "h", count: 256))\n", 2, "HostName"),
+        ("[Store]\nAccountFrom=email\n", 2, "AccountFrom"),
     ])
     func badValueIsReportedWithFileAndLine(text: String, line: Int, key: String) throws {
         try withTemporaryDirectory { dir in
@@ -221,6 +224,19 @@ struct ConfigTests {
         try withTemporaryDirectory { dir in
             try write("[Store]\nDatabase=\(value)\n", to: dir + "/storekitd.conf")
             #expect(try DaemonConfiguration.load(configFile: dir + "/storekitd.conf", required: true).database == database)
+        }
+    }
+
+    @Test func hostNameAndAccountSourceOfAFleet() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/storekitd.conf"
+            try write("[Store]\nDatabase=host=/run/postgresql\nHostName=kiosk-07.example\nAccountFrom=uid\n", to: path)
+            let config = try DaemonConfiguration.load(configFile: path, required: true)
+            #expect(config.hostName == "kiosk-07.example")
+            #expect(config.accountFrom == .uid)
+            try write("[Store]\nHostName=\nAccountFrom=\n", to: path)
+            let defaults = try DaemonConfiguration.load(configFile: path, required: true)
+            #expect(defaults.hostName == nil && defaults.accountFrom == .userName, "empty: the machine id, user names")
         }
     }
 
