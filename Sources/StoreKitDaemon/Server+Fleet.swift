@@ -31,12 +31,15 @@ extension Server {
     }
 
     /// Inside a unit of work: what other hosts changed in the queues observed here, pushed to
-    /// this host's observers (a failure leaves it for the next unit of work).
+    /// this host's observers; queues with no observer and work waiting here start their apps'
+    /// observer units. A failure leaves it all for the next unit of work.
     func readChangesElsewhere(into output: inout UnitOutput) {
         guard fleetChangesDue || engine.store.hasChangesElsewhere else { return }
         let observed = Set(observers.compactMap { $0.value.isEmpty ? nil : $0.key })
         if isolated(&output, onFailure: { _, _ in }, { (output: inout UnitOutput) throws(StoreError) in
-            for effect in try engine.changesElsewhere(observed: observed) { route(effect, into: &output) }
+            let changes = try engine.changesElsewhere(observed: observed)
+            for effect in changes.effects { route(effect, into: &output) }
+            output.unobserved += changes.waiting
         }) {
             fleetChangesDue = false
         }

@@ -360,18 +360,20 @@ public final class PaymentQueueEngine {
     /// What other daemons of a fleet did to the queues `observed` (purchases approved, renewals,
     /// refunds, lapsed requests), as effects for this daemon's observers: a transaction in this
     /// host's queue is updated, a refunded purchase of the account (wherever it was made) revokes
-    /// its product. Runs inside a unit of work; nothing for a ledger no one else writes.
-    public func changesElsewhere(observed: Set<QueueKey>) throws(StoreError) -> [Effect] {
-        guard store.hasChangesElsewhere else { return [] }
+    /// its product. Also the unobserved queues with work waiting here after such a change (their
+    /// observers may be started). Runs inside a unit of work; nothing for a ledger no one else writes.
+    public func changesElsewhere(observed: Set<QueueKey>) throws(StoreError) -> (effects: [Effect], waiting: [QueueKey]) {
+        guard store.hasChangesElsewhere else { return ([], []) }
         synchronize()
         var effects: [Effect] = []
-        for record in try store.changesElsewhere(of: observed) {
+        let changes = try store.changesElsewhere(of: observed)
+        for record in changes.transactions {
             let queue = QueueKey(uid: record.uid, app: record.app)
             if !record.finished { effects.append(.updated(queue, [record])) }
             if record.revocationDate != nil { effects.append(.revoked(queue, [record.productID])) }
         }
         scheduleChanged()
-        return effects
+        return (effects, changes.waiting)
     }
 
     // MARK: Reads

@@ -484,7 +484,7 @@ public final class PostgresLedger: LedgerStorage {
     /// The transactions of `queues` that other daemons changed since this ledger last looked (or
     /// since the queue was first read), as this host sees them, in commit order; each at most
     /// once per change. Queues no longer asked for are forgotten (read afresh when watched again).
-    public func changesElsewhere(of queues: Set<TransactionStore.QueueKey>) throws(StoreError) -> [TransactionRecord] {
+    public func changesElsewhere(of queues: Set<TransactionStore.QueueKey>) throws(StoreError) -> ChangesElsewhere {
         precondition(isInTransaction, "changes read outside a unit of work")
         var watched: [String: (account: String, app: String)] = [:]
         for queue in queues {
@@ -504,10 +504,25 @@ public final class PostgresLedger: LedgerStorage {
             seen[name] = newest.record.sequence
             changed += found.filter { $0.changedBy != member.host && isSeenHere($0) }.map(\.record)
         }
+        // Queues with no observer here that were named, with work waiting in this host's queue.
+        var waiting: [TransactionStore.QueueKey] = []
+        if catchUpAll || notifiedQueues.contains(where: { watched[$0] == nil }) {
+            let rows = try connection.execute("""
+                SELECT account, app FROM transactions WHERE host = $1 AND finished = 0
+                UNION SELECT t.account, t.app FROM deliveries d JOIN transactions t ON t.id = d.transaction_id
+                WHERE d.host = $1 AND d.finished = 0
+                """, [member.host]).rows
+            for row in rows {
+                let (account, app) = (row[0] ?? "", row[1] ?? "")
+                let name = Self.queueName(account, app)
+                guard watched[name] == nil, catchUpAll || notifiedQueues.contains(name) else { continue }
+                waiting.append(TransactionStore.QueueKey(uid: accounts.uid(of: account), app: app))
+            }
+        }
         watermarks = seen
         catchUpAll = false
         notifiedQueues.removeAll()
-        return changed
+        return ChangesElsewhere(transactions: changed, waiting: waiting)
     }
 
     // MARK: Settings

@@ -74,9 +74,23 @@ public protocol LedgerStorage: AnyObject {
     var externalGeneration: UInt64 { get }
     /// Whether `changesElsewhere` may find something.
     var hasChangesElsewhere: Bool { get }
-    /// The transactions of `queues` others changed since the ledger last looked, as this host
-    /// sees them (see `PostgresLedger.changesElsewhere`). Inside a unit of work.
-    func changesElsewhere(of queues: Set<TransactionStore.QueueKey>) throws(StoreError) -> [TransactionRecord]
+    /// What others changed since the ledger last looked (see `PostgresLedger.changesElsewhere`).
+    /// Inside a unit of work.
+    func changesElsewhere(of queues: Set<TransactionStore.QueueKey>) throws(StoreError) -> ChangesElsewhere
+}
+
+/// What the other daemons of a fleet changed, as this host sees it.
+public struct ChangesElsewhere: Sendable, Equatable {
+    /// Transactions of the queues asked for, in commit order.
+    public var transactions: [TransactionRecord]
+    /// Queues not asked for (no observer here) that others changed and that hold unfinished
+    /// transactions here: their apps' observers may be started to process them.
+    public var waiting: [TransactionStore.QueueKey]
+
+    public init(transactions: [TransactionRecord] = [], waiting: [TransactionStore.QueueKey] = []) {
+        self.transactions = transactions
+        self.waiting = waiting
+    }
 }
 
 /// The defaults of the requirements above (protocol requirements cannot declare them).
@@ -98,5 +112,5 @@ extension LedgerStorage {
 extension TransactionStore: LedgerStorage {
     public var externalGeneration: UInt64 { 0 }
     public var hasChangesElsewhere: Bool { false }
-    public func changesElsewhere(of queues: Set<QueueKey>) throws(StoreError) -> [TransactionRecord] { [] }
+    public func changesElsewhere(of queues: Set<QueueKey>) throws(StoreError) -> ChangesElsewhere { ChangesElsewhere() }
 }

@@ -152,7 +152,7 @@ struct FleetLedgerTests {
         defer { listener.close() }
         let queue = TransactionStore.QueueKey(uid: 0, app: app)
         try b.begin()
-        #expect(try b.changesElsewhere(of: [queue]).isEmpty)
+        #expect(try b.changesElsewhere(of: [queue]).transactions.isEmpty)
         let asked = try purchase(b, uid: 0, state: .deferred)
         try b.insert(asked)
         _ = try b.unfinished(uid: 0, app: app)   // watched from here on
@@ -164,16 +164,16 @@ struct FleetLedgerTests {
         try a.commit()
         #expect(eventually(timeout: 5) { listener.receive() || b.hasChangesElsewhere }, "A's commit was heard")
         try b.begin()
-        let changes = try b.changesElsewhere(of: [queue])
+        let changes = try b.changesElsewhere(of: [queue]).transactions
         #expect(changes.map(\.id) == [asked.id] && changes.first?.state == .purchased && changes.first?.finished == false)
-        #expect(try b.changesElsewhere(of: [queue]).isEmpty, "once")
+        #expect(try b.changesElsewhere(of: [queue]).transactions.isEmpty, "once")
         // B's own change is not told back to B, nor heard as another's.
         #expect(try b.markFinished(id: asked.id, sequence: b.nextSequence(uid: 0, app: app)))
         try b.commit()
         Thread.sleep(forTimeInterval: 0.2)
         #expect(!listener.receive())
         try b.begin()
-        #expect(try b.changesElsewhere(of: [queue]).isEmpty)
+        #expect(try b.changesElsewhere(of: [queue]).transactions.isEmpty)
         b.rollback()
     }
 
@@ -194,10 +194,37 @@ struct FleetLedgerTests {
         try a.commit()
         #expect(b.noteNotification("a\n" + PostgresLedger.queueName("root", app)))
         try b.begin()
-        #expect(try b.changesElsewhere(of: [queue]).map(\.id) == [renewal.id])
+        #expect(try b.changesElsewhere(of: [queue]).transactions.map(\.id) == [renewal.id])
         b.rollback()
         try b.begin()
-        #expect(try b.changesElsewhere(of: [queue]).map(\.id) == [renewal.id], "read again after the rollback")
+        #expect(try b.changesElsewhere(of: [queue]).transactions.map(\.id) == [renewal.id], "read again after the rollback")
+        try b.commit()
+    }
+
+    @Test("a queue with no observer here, named by another host's change and holding work here, is said to be waiting")
+    func unobservedQueuesWithWorkAreWaiting() throws {
+        let conninfo = try PostgresServer.shared().freshConnectionString(label: "waiting")
+        let a = try PostgresLedger(conninfo: conninfo, member: FleetMember(host: "a"))
+        let b = try PostgresLedger(conninfo: conninfo, member: FleetMember(host: "b"))
+        defer { a.close(); b.close() }
+        try b.begin()
+        _ = try b.unfinished(uid: 0, app: app)   // B's app ran once: B uses the app
+        try b.commit()
+        try b.begin()
+        _ = try b.changesElsewhere(of: [])       // and its observer went away
+        try b.commit()
+        try a.begin()
+        var renewal = try purchase(a, uid: 0)
+        renewal.originalID = 2_000_000_000_000_001
+        try a.insert(renewal)
+        try a.markRenewal(transactionID: renewal.id)
+        try a.commit()
+        #expect(b.noteNotification("a\n" + PostgresLedger.queueName("root", app)))
+        try b.begin()
+        let changes = try b.changesElsewhere(of: [])
+        #expect(changes.transactions.isEmpty, "nobody observes it here")
+        #expect(changes.waiting == [TransactionStore.QueueKey(uid: 0, app: app)], "the renewal waits in B's queue")
+        #expect(try b.changesElsewhere(of: []).waiting.isEmpty, "said once per change")
         try b.commit()
     }
 }
