@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitEngine
+import StoreKitPostgres
 import StoreKitStore
 import StoreKitWire
 
@@ -88,6 +89,9 @@ struct ControlCommands {
             ("clock", .string(RFC3339.string(milliseconds: engine.clock.now()))),
             ("protocolVersion", .int(Int64(ProtocolVersion.current))),
             ("lowDiskSpace", .optional((engine.store as? TransactionStore)?.space.lowSpaceReason)),
+            // In a fleet sharing a PostgreSQL ledger: this host's name and how uids become accounts.
+            ("host", .optional((engine.store as? PostgresLedger)?.member.host)),
+            ("accountFrom", .optional((engine.store as? PostgresLedger)?.member.accountFrom.rawValue)),
         ]))
     }
 

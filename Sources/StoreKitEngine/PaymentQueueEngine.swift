@@ -256,7 +256,9 @@ public final class PaymentQueueEngine {
         }
         let sequence = try store.nextSequence(uid: uid, app: app)
         guard try store.markFinished(id: transactionID, sequence: sequence, of: QueueKey(uid: uid, app: app)) else {
-            return .refused(.notFinishable, "transaction \(transactionID) changed state while finishing")
+            // It changed state meanwhile, or (a fleet's ledger) it is in another host's queue.
+            return .refused(.notFinishable, "transaction \(transactionID) cannot be finished in this queue "
+                            + "(it changed state, or another host's queue holds it)")
         }
         var finished = record
         finished.finished = true

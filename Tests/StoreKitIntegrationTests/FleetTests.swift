@@ -69,6 +69,8 @@ struct FleetTests {
     @Test("a non-consumable bought through host A is restored through host B; A's consumable stays A's")
     func restoreOnAnotherHost() throws {
         try withFleet { fleet in
+            let status = try fleet.b.ctlObject(["status"])
+            #expect(status["host"] as? String == "host-b" && status["accountFrom"] as? String == "user-name", "\(status)")
             let onA = try Client(fleet.a)
             #expect(try onA.subscribe().isEmpty)
             let pack = try onA.buy(Sample.levelPack)
@@ -77,7 +79,8 @@ struct FleetTests {
 
             let onB = try Client(fleet.b)
             #expect(try onB.subscribe().isEmpty, "A's purchases are in A's queue, not B's")
-            #expect(try onB.finish(coins.id).code != .ok, "A's transaction is not B's to finish")
+            let notHers = try onB.finish(coins.id)
+            #expect(notHers.code == .notFinishable && notHers.message.contains("another host's queue"), "\(notHers)")
             #expect(try onA.unfinished().map(\.id) == [coins.id], "and it stays in A's queue")
             let seenOnB = try history(onB)
             #expect(seenOnB.map(\.id) == [pack.id], "B's history has A's non-consumable, not A's consumable: \(seenOnB)")
