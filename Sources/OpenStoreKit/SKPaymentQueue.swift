@@ -326,9 +326,12 @@ open class SKPaymentQueue: NSObject {
         // it reports even when `purchasing` and `purchased` arrive back to back. Pushes that arrive
         // while the queue has no observer (the connection is subscribed for StoreKit 2's
         // `Transaction.updates`) are not the queue's: it keeps no transactions without observers.
+        // A finished transaction in an update is not in this queue: a purchase made on another
+        // host of a fleet, announced for StoreKit 2's `Transaction.updates`; StoreKit 1 shows it
+        // only on restore.
         let pairs = withState { state -> [(SKPaymentTransaction, TransactionRecord)] in
             guard state.observers.contains(where: { $0.observer != nil }) else { return [] }
-            return records.map { record -> (SKPaymentTransaction, TransactionRecord) in
+            return records.filter { !$0.finished }.map { record -> (SKPaymentTransaction, TransactionRecord) in
                 if let existing = state.transactions[record.id] { return (existing, record) }
                 let transaction = SKPaymentTransaction(record: record, payment: nil)
                 state.transactions[record.id] = transaction

@@ -360,9 +360,10 @@ public final class PaymentQueueEngine {
     // MARK: Changes made elsewhere
 
     /// What other daemons of a fleet did to the queues `observed` (purchases approved, renewals,
-    /// refunds, lapsed requests), as effects for this daemon's observers: a transaction in this
-    /// host's queue is updated, a refunded purchase of the account (wherever it was made) revokes
-    /// its product. Also the unobserved queues with work waiting here after such a change (their
+    /// refunds, lapsed requests, the account's purchases made there), as effects for this daemon's
+    /// observers: a transaction in this host's queue is updated, a purchase made on another host
+    /// is announced as updated and finished, a refunded purchase of the account (wherever it was
+    /// made) revokes its product. Also the unobserved queues with work waiting here after such a change (their
     /// observers may be started). Runs inside a unit of work; nothing for a ledger no one else writes.
     public func changesElsewhere(observed: Set<QueueKey>) throws(StoreError) -> (effects: [Effect], waiting: [QueueKey]) {
         guard store.hasChangesElsewhere else { return ([], []) }
@@ -371,8 +372,15 @@ public final class PaymentQueueEngine {
         let changes = try store.changesElsewhere(of: observed)
         for record in changes.transactions {
             let queue = QueueKey(uid: record.uid, app: record.app)
-            if !record.finished { effects.append(.updated(queue, [record])) }
-            if record.revocationDate != nil { effects.append(.revoked(queue, [record.productID])) }
+            if record.revocationDate != nil {
+                effects.append(.revoked(queue, [record.productID]))
+                if !record.finished { effects.append(.updated(queue, [record])) }
+            } else if !record.finished || record.state == .purchased {
+                // In this host's queue; or (finished here) a purchase of the account made on
+                // another host: StoreKit 2's `Transaction.updates` announces it, StoreKit 1's
+                // queue ignores it (it is not in this queue).
+                effects.append(.updated(queue, [record]))
+            }
         }
         scheduleChanged()
         return (effects, changes.waiting)

@@ -331,7 +331,7 @@ public final class PostgresLedger: LedgerStorage {
         """
         t.id, t.original_id, t.account, t.app, t.product, t.quantity, t.state, t.sequence, t.date, \(finished),
         t.error_code, t.error_message, t.revocation_date, t.revocation_reason, t.app_username, t.expires_date,
-        t.host, d.host IS NOT NULL, t.changed_by
+        t.host, d.host IS NOT NULL, t.changed_by, t.finished
         """
     }
 
@@ -342,6 +342,8 @@ public final class PostgresLedger: LedgerStorage {
         var host: String
         var deliveredHere: Bool
         var changedBy: String
+        /// Finished in the queue of the host that made it (whatever this host sees).
+        var finishedThere: Bool
     }
 
     func rows(_ sql: String, _ parameters: [String?]) throws(StoreError) -> [Row] {
@@ -356,7 +358,8 @@ public final class PostgresLedger: LedgerStorage {
                 errorCode: int(10).map { Int32(truncatingIfNeeded: $0) }, errorMessage: row[11],
                 revocationDate: int(12), revocationReason: int(13).map { Int32(truncatingIfNeeded: $0) },
                 applicationUsername: row[14], expiresDate: int(15))
-            return Row(record: record, host: row[16] ?? "", deliveredHere: row[17] == "t", changedBy: row[18] ?? "")
+            return Row(record: record, host: row[16] ?? "", deliveredHere: row[17] == "t", changedBy: row[18] ?? "",
+                       finishedThere: row[19] == "1")
         }
     }
 
@@ -502,7 +505,12 @@ public final class PostgresLedger: LedgerStorage {
                 """, [member.host, queue.account, queue.app, String(last)])
             guard let newest = found.last else { continue }
             seen[name] = newest.record.sequence
-            changed += found.filter { $0.changedBy != member.host && isSeenHere($0) }.map(\.record)
+            changed += found.filter { row in
+                // Another host finishing its own transaction changes nothing this host tells.
+                let finishedThere = row.host == row.changedBy && row.host != member.host && row.finishedThere
+                    && row.record.revocationDate == nil
+                return row.changedBy != member.host && isSeenHere(row) && !finishedThere
+            }.map(\.record)
         }
         // Queues with no observer here that were named, with work waiting in this host's queue.
         var waiting: [TransactionStore.QueueKey] = []

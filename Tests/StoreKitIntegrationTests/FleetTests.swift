@@ -276,4 +276,28 @@ struct FleetTests {
             #expect(try fleet.server.sql("SELECT count(DISTINCT id) FROM transactions") == String(perHost * 2))
         }
     }
+
+    @Test("a purchase made on host A: StoreKit 2's Transaction.updates on host B announces it, B's entitlements include it; StoreKit 1's queue on B does not get it; a consumable stays A's")
+    func purchasesElsewhereReachStoreKit2() throws {
+        try withFleet { fleet in
+            let storeKit2 = try StoreKit2App(fleet.b)
+            defer { storeKit2.stop() }
+            let storeKit1 = try fleet.b.observer()
+            defer { storeKit1.stop() }
+            let onA = try Client(fleet.a)
+            _ = try onA.subscribe()
+            let coins = try onA.buy(Sample.coins)
+            let pack = try onA.buy(Sample.levelPack)
+
+            #expect(storeKit2.waitForUpdate { $0[string: "transactionIdentifier"] == String(pack.id) }, "\(storeKit2.transcript)")
+            #expect(try fleet.b.storeKit2List("entitlements").contains(String(pack.id)))
+            #expect(try onA.finish(pack.id).code == .ok)
+            // What B's apps heard by now: the level pack once, on StoreKit 2 only; nothing of the coins.
+            let marker = try onA.buy(Sample.seasonPass)
+            #expect(storeKit2.waitForUpdate { $0[string: "transactionIdentifier"] == String(marker.id) })
+            #expect(storeKit2.updates(of: String(pack.id)).count == 1, "A finishing its own purchase is not news: \(storeKit2.transcript)")
+            #expect(storeKit2.updates(of: String(coins.id)).isEmpty, "a consumable stays where it was bought")
+            #expect(updates(storeKit1.output).isEmpty, "StoreKit 1's queue on B holds none of A's purchases: \(storeKit1.transcript)")
+        }
+    }
 }
