@@ -94,7 +94,7 @@ install-files:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/storekitd/apps.d $(DESTDIR)/etc/storekitd/catalog \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/catalog $(DESTDIR)$(PREFIX)/lib/sysusers.d \
 	  $(DESTDIR)$(POLKIT_RULES_DIR) $(DESTDIR)$(PREFIX)/share/doc/storekitd/examples
-	install -m 0755 $(BUILD_DIR)/storekitd $(BUILD_DIR)/storekitctl $(BUILD_DIR)/storekit-example-app $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD_DIR)/storekitd $(BUILD_DIR)/storekitctl $(BUILD_DIR)/storekit-example-app $(BUILD_DIR)/storekit2-example-app $(DESTDIR)$(PREFIX)/bin/
 	for f in config/storekitd.conf config/apps.d/*.conf config/catalog/*.storekit; do \
 	  t=$(DESTDIR)/etc/storekitd/$${f#config/}; [ -e "$$t" ] || install -m 0644 "$$f" "$$t" || exit 1; done
 	for u in $(UNITS); do sed 's|/usr/bin/|$(PREFIX)/bin/|g' systemd/$$u > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$u || exit 1; done

@@ -277,6 +277,14 @@ receipt_ok() {
 check "b. uid 1000's app receipt validates against /var/lib/storekitd/root-certificate.pem (its finished consumables no longer listed)" \
     "$(tail -c 300 "$WORK/receipt.out"); $(IN stat -c '%a %U %n' /var/lib/storekitd /var/lib/storekitd/root-certificate.pem /var/lib/storekitd/signing | tr '\n' ' ')" \
     receipt_ok
+# The StoreKit 2 sample, from the package too: a level pack bought with Product.purchase(), its
+# signed transaction verified against the published root, then granted.
+AS 1000 timeout 60 storekit2-example-app buy com.example.game.level_pack >"$WORK/sk2.out" 2>&1 || true
+sk2_ok() {
+    json "any(l.get('event') == 'purchase' and l.get('result') == 'success' and l.get('verified') is True for l in lines) and lines[-1].get('levelPacks') == ['com.example.game.level_pack']" \
+        <"$WORK/sk2.out" | grep -q True
+}
+check "b. uid 1000's StoreKit 2 app (storekit2-example-app) buys a level pack, verifies its signed transaction, grants it" "$(tail -c 400 "$WORK/sk2.out" | tr '\n' ' ')" sk2_ok
 
 # ---------------------------------------------------------------------------------------------
 echo "== c. journal fields and catalog text"

@@ -152,7 +152,7 @@ struct UnitFileTests {
         let result = try ProcessRunner.run("/usr/bin/make", ["-C", Paths.repository, "install-files", "DESTDIR=\(destination.path)",
                                                              "PREFIX=/usr", "BUILD_DIR=\(Paths.buildDirectory)"], timeout: 120)
         #expect(result.status == 0, "\(result.stderr)")
-        var expected = ["/usr/bin/storekitd", "/usr/bin/storekitctl", "/usr/bin/storekit-example-app",
+        var expected = ["/usr/bin/storekitd", "/usr/bin/storekitctl", "/usr/bin/storekit-example-app", "/usr/bin/storekit2-example-app",
                         "/usr/lib/systemd/system/storekitd.service", "/usr/lib/systemd/system/storekitd.socket",
                         "/usr/lib/systemd/system/storekitd-control.socket", "/usr/lib/systemd/catalog/storekitd.catalog",
                         "/usr/lib/sysusers.d/storekitd.conf", "/usr/share/polkit-1/rules.d/storekitd.rules",
@@ -160,7 +160,7 @@ struct UnitFileTests {
                         "/usr/share/doc/storekitd/examples/storekit-example-app-observer@.service",
                         "/etc/storekitd/storekitd.conf", "/etc/storekitd/apps.d/com.example.game.conf",
                         "/etc/storekitd/catalog/example.storekit"]
-        for (page, section) in [("storekitd.8", "8"), ("storekitctl.1", "1"), ("storekitd.conf.5", "5")]
+        for (page, section) in [("storekitd.8", "8"), ("storekitctl.1", "1"), ("storekitd.conf.5", "5"), ("storekit2-example-app.1", "1")]
         where FileManager.default.fileExists(atPath: Paths.repository + "/man/" + page) {
             expected.append("/usr/share/man/man\(section)/\(page)")
         }
