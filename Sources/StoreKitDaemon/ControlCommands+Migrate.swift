@@ -44,7 +44,7 @@ extension ControlCommands {
             let message = Self.redacting(error.message, of: conninfo)
             server.logger.error("Migration of \(store.path) to \(target) failed: \(message)", id: .storageFailure)
             let code: ResultCode = switch error.code {
-            case .io, .busy, .full: .storageFailure
+            case .io, .busy, .full, .corrupt: .storageFailure
             default: .invalidArgument
             }
             return .failure(code, "migrate to \(target) failed: \(message)")
