@@ -65,6 +65,8 @@ struct ControlCommands {
             return try buy(arguments)
         case "backup":
             return backup(arguments)
+        case "migrate":
+            return migrate(arguments)
         case "certificate":
             return certificate()
         case "rotate-key":

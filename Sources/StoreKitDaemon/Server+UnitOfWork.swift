@@ -140,13 +140,13 @@ extension Server {
         // connection: everything acknowledged before them is committed to SQLite first.
         let control = batch.contains(where: { if case .control = $0.1 { true } else { false } })
         if control && !ledger.save() {
-            // A backup reads the database on another connection: without that save it would
-            // miss acknowledged changes. Refused; the other requests (and control commands, which
-            // read through this connection) go on.
+            // A backup or a migration reads the database on another connection: without that
+            // save it would miss acknowledged changes. Refused; the other requests (and control
+            // commands, which read through this connection) go on.
             var refusals = UnitOutput()
             let refusal = "the store could not save to \(ledger.path) first (see the journal); try again"
             batch.removeAll { session, message in
-                guard case .control(let id, "backup", _) = message else { return false }
+                guard case .control(let id, let command, _) = message, command == "backup" || command == "migrate" else { return false }
                 refusals.reply(session, .controlResult(requestID: id, code: .storageFailure, message: refusal,
                                                        json: JSONValue.object([("error", .string(refusal))]).serialized()))
                 return true

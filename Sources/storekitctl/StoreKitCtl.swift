@@ -38,7 +38,7 @@ enum StoreKitCtl {
         InterruptedCommand.self, AskToBuyCommand.self, StorefrontCommand.self, PromoteCommand.self,
         ClockCommand.self, EntitlementsCommand.self, HistoryCommand.self, SubscriptionsCommand.self,
         SwitchesCommand.self, ClearCommand.self, ResetCommand.self, BackupCommand.self,
-        CertificateCommand.self, RotateKeyCommand.self, ReceiptCommand.self,
+        MigrateCommand.self, CertificateCommand.self, RotateKeyCommand.self, ReceiptCommand.self,
     ]
 
     static var globalUsage: String {
