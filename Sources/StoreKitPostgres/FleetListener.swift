@@ -1,6 +1,6 @@
 import StoreKitStore
 
-/// The fleet's wake-up: a connection of its own that `LISTEN`s on `PostgresLedger.channel`, whose
+/// The fleet's wake-up: a connection of its own that `LISTEN`s on the ledger's `channel`, whose
 /// socket the serving loop watches. A notification says which queues another daemon changed;
 /// the rows stay the truth (`PostgresLedger.changesElsewhere` reads them by sequence), so a
 /// notification missed while this connection was down loses nothing: after every reconnection
@@ -15,7 +15,12 @@ public final class FleetListener {
     public init(conninfo: String, ledger: PostgresLedger) throws(StoreError) {
         self.ledger = ledger
         connection = try PostgresConnection(conninfo: conninfo)
-        try connection.execute("LISTEN \(PostgresLedger.channel)")
+        try listen()
+    }
+
+    /// The channel is the schema's (its name is letters, digits and underscores: an identifier).
+    private func listen() throws(StoreError) {
+        try connection.execute("LISTEN \(try PostgresLedger.channel(on: connection))")
     }
 
     /// The socket to watch for readability; -1 while disconnected.
@@ -42,7 +47,7 @@ public final class FleetListener {
         guard connection.isBroken, now >= nextReconnect else { return !connection.isBroken }
         do {
             try connection.reconnect()
-            try connection.execute("LISTEN \(PostgresLedger.channel)")
+            try listen()
             reconnectWait = PostgresLedger.reconnectInterval
             ledger.noteMissedNotifications()
             return true

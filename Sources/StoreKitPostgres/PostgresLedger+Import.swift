@@ -101,7 +101,7 @@ extension PostgresLedger {
             try connection.execute("SELECT pg_advisory_xact_lock(\(Self.importLock))")
             let report = try copy(from: store, progress: progress)
             // The fleet's daemons read everything again (settings may be new to them), with the commit.
-            try connection.execute("SELECT pg_notify($1, $2)", [Self.channel, member.host + "\n*"])
+            try connection.execute("SELECT pg_notify($1, $2)", [channel, member.host + "\n*"])
             try connection.execute("COMMIT")
             return report
         } catch {

@@ -32,8 +32,10 @@ public final class PostgresLedger: LedgerStorage {
     public static let schemaVersion = 2
     /// Transaction ids taken from `transaction_ids` at a time.
     static let idBlock = 64
-    /// The channel of the fleet's wake-ups.
-    public static let channel = "storekit_fleet"
+    /// The channel of the fleet's wake-ups: one per schema (fleets may share a database, each in
+    /// its schema), `storekit_fleet_` and 12 hex digits of the schema name's MD5 (a plain identifier).
+    public private(set) var channel = "storekit_fleet"
+    static let channelQuery = "SELECT 'storekit_fleet_' || left(md5(current_schema()), 12)"
 
     let connection: PostgresConnection
     public let member: FleetMember
@@ -86,6 +88,12 @@ public final class PostgresLedger: LedgerStorage {
         accounts = AccountDirectory(source: self.member.accountFrom)
         connection = try PostgresConnection(conninfo: conninfo)
         openReport = try migrate(to: schemaVersion)
+        channel = try Self.channel(on: connection)
+    }
+
+    /// The fleet's channel for the schema `connection` uses.
+    static func channel(on connection: PostgresConnection) throws(StoreError) -> String {
+        try connection.execute(channelQuery).rows.first?.first.flatMap { $0 } ?? "storekit_fleet"
     }
 
     /// Why `conninfo` is no libpq connection string; nil when it is one (for the config loader).
@@ -145,7 +153,7 @@ public final class PostgresLedger: LedgerStorage {
         do throws(StoreError) {
             if !changedQueues.isEmpty || changedOther {
                 // Delivered with the commit, never without it: the other daemons read the rows.
-                try connection.execute("SELECT pg_notify($1, $2)", [Self.channel, notification()])
+                try connection.execute("SELECT pg_notify($1, $2)", [channel, notification()])
             }
             try connection.execute("COMMIT")
             isInTransaction = false
