@@ -164,6 +164,51 @@ struct FleetTests {
         }
     }
 
+    @Test("a daemon killed (-9) while it fires due renewals: another daemon fires them, none lost, none doubled")
+    func killedWhileFiring() throws {
+        try withFleet { fleet in
+            let buyers: [UInt32] = Array(3000..<3060)
+            for uid in buyers {
+                _ = try fleet.a.ctlOK(["buy", Sample.app, Sample.monthly, "--uid", String(uid)])
+            }
+            #expect(fleet.a.stop() == 0)
+            #expect(fleet.b.stop() == 0)
+            // A free week and three years of months fall due for sixty subscriptions: some 2,400
+            // events, more than one unit of work fires (1,000), so the kill finds A mid-way.
+            let offset = Int64(try fleet.server.sql("SELECT coalesce((SELECT value FROM settings WHERE key = 'clock.offset'), '0')")) ?? 0
+            _ = try fleet.server.sql("""
+                INSERT INTO settings(key, value) VALUES('clock.offset', '\(offset + 1_100 * 86_400_000)')
+                ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                """)
+            // A starts and is killed as soon as its first unit of work of renewals committed.
+            let (process, exited) = try fleet.a.launch([Paths.binary("storekitd")] + fleet.a.arguments,
+                                                        environment: ProcessInfo.processInfo.environment)
+            #expect(eventually(timeout: 30) { (try? fleet.server.sql("SELECT count(*) FROM renewals")) != "0" })
+            kill(process.processIdentifier, SIGKILL)
+            _ = exited.wait(timeout: .now() + 10)
+            let firedByA = Int(try fleet.server.sql("SELECT count(*) FROM renewals")) ?? -1
+            try fleet.b.start()
+            // Done when every subscription has the same number of renewals, none is due, and the
+            // renewals are exactly those.
+            func settled() -> Bool {
+                guard let counts = try? fleet.server.sql("SELECT min(renewals) || ' ' || max(renewals) || ' ' || sum(renewals) FROM subscriptions"),
+                      let made = try? fleet.server.sql("SELECT count(*) FROM renewals") else { return false }
+                let parts = counts.split(separator: " ").compactMap { Int($0) }
+                return parts.count == 3 && parts[0] == parts[1] && parts[0] >= 36 && String(parts[2]) == made
+            }
+            #expect(eventually(timeout: 120) { settled() },
+                    "A fired \(firedByA) before it died; now \(String(describing: try? fleet.server.sql("SELECT min(renewals), max(renewals), (SELECT count(*) FROM renewals) FROM subscriptions")))")
+            let total = Int(try fleet.server.sql("SELECT count(*) FROM renewals")) ?? 0
+            #expect(firedByA < total, "the kill came before the last renewal (\(firedByA) of \(total))")
+            #expect(try fleet.server.sql("""
+                SELECT count(*) FROM (SELECT original_id, date FROM transactions WHERE id IN (SELECT transaction_id FROM renewals)
+                GROUP BY original_id, date HAVING count(*) > 1) AS twice
+                """) == "0", "no period renewed twice")
+            #expect(try fleet.server.sql("SELECT count(*) FROM transactions t JOIN renewals r ON r.transaction_id = t.id") == String(total),
+                    "every renewal is a transaction")
+        }
+    }
+
     @Test("a refund made through host A revokes the product on host B")
     func refundOnOneHostRevokesOnTheOther() throws {
         try withFleet { fleet in
