@@ -1,3 +1,4 @@
+import Foundation
 @testable import StoreKitPostgres
 import StoreKitStore
 import StoreKitTestSupport
@@ -130,5 +131,40 @@ struct PostgresLedgerTests {
             return true
         }, "reconnected")
         #expect(try ledger.transaction(uid: kept.uid, app: app, paymentKey: "before")?.id == kept.id)
+    }
+
+    @Test("while PostgreSQL stays away, reconnection backs off: 250 ms after the first failed try, twice as long after each, at most 8 s")
+    func reconnectionBacksOff() throws {
+        let server = try PostgresServer()
+        defer { server.remove() }
+        let ledger = try PostgresLedger(conninfo: server.connectionString())
+        defer { ledger.close() }
+        try server.stop()
+        _ = try? ledger.begin()   // the connection breaks
+        if ledger.isInTransaction { ledger.rollback() }
+        /// The wait the refusal announces ("trying again in N ms"), after a failed try.
+        func announcedWait() -> Int64? {
+            do {
+                try ledger.begin()
+                ledger.rollback()
+                return nil
+            } catch {
+                guard let range = error.message.range(of: "trying again in ") else { return nil }
+                return Int64(error.message[range.upperBound...].prefix { $0.isNumber })
+            }
+        }
+        var waits: [Int64] = []
+        _ = try? ledger.begin()   // the first try to reconnect fails
+        for _ in 0..<5 {
+            guard let wait = announcedWait() else { break }
+            waits.append(wait)
+            // Wait it out; the next try fails again.
+            Thread.sleep(forTimeInterval: Double(wait) / 1000 + 0.05)
+            #expect(throws: StoreError.self) { try ledger.begin() }
+        }
+        #expect(waits.count == 5)
+        for (earlier, later) in zip(waits, waits.dropFirst()) { #expect(later > earlier, "\(waits)") }
+        #expect(waits.allSatisfy { $0 <= PostgresLedger.longestReconnectInterval }, "\(waits)")
+        #expect((waits.last ?? 0) > 2_000, "the waits grew: \(waits)")
     }
 }
