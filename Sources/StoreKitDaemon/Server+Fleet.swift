@@ -13,6 +13,7 @@ extension Server {
         if fleet.receive() { fleetChangesDue = true }
         if !fleet.isConnected {
             epoll.remove(socket)
+            statusStale = true
             logger.warning("Lost the fleet's notification connection to \(ledger.path); reconnecting (changes made by "
                            + "other hosts meanwhile are read once it is back)", id: .storageFailure)
         }
@@ -24,6 +25,7 @@ extension Server {
         do {
             try epoll.add(fleet.socket, events: .readable, token: Token.fleet)
             fleetChangesDue = true
+            statusStale = true
             logger.notice("Listening to the fleet on \(ledger.path) again", id: .recovery)
         } catch {
             fleet.close()

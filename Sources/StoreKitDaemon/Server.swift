@@ -285,6 +285,7 @@ public final class Server {
         if let writesStoppedReason { line += "; WRITES STOPPED: \(writesStoppedReason)" }
         if let low = ledger.lowSpaceReason { line += "; LOW DISK SPACE: \(low)" }
         if let unreachable = ledger.unreachable { line += "; DATABASE UNREACHABLE: \(unreachable)" }
+        if let fleet, !fleet.isConnected { line += "; NOT HEARING THE FLEET (reconnecting)" }
         return line
     }
 

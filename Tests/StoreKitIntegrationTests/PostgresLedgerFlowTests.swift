@@ -125,6 +125,10 @@ struct PostgresLedgerFlowTests {
         #expect(manager.waitFor(after: before) { $0.contains("STATUS=") && $0.contains("DATABASE UNREACHABLE") } != nil,
                 "\(manager.notifications.suffix(3))")
         #expect(daemon.log().components(separatedBy: "is unreachable; requests are refused").count == 2, "said once")
+        // The fleet's LISTEN connection went with it.
+        #expect(manager.waitFor(after: before) { $0.contains("STATUS=") && $0.contains("NOT HEARING THE FLEET") } != nil,
+                "\(manager.notifications.suffix(3))")
+        #expect(daemon.log().contains("Lost the fleet's notification connection"))
 
         try server.start()
         let back = manager.notifications.count
@@ -132,6 +136,9 @@ struct PostgresLedgerFlowTests {
         #expect(manager.waitFor(after: back) { $0.contains("STATUS=Serving") && !$0.contains("UNREACHABLE") } != nil,
                 "\(manager.notifications.suffix(3))")
         #expect(daemon.log().contains("is reachable again"))
+        #expect(manager.waitFor(timeout: 20, after: back) { $0.contains("STATUS=Serving") && !$0.contains("UNREACHABLE") && !$0.contains("NOT HEARING") } != nil,
+                "\(manager.notifications.suffix(3))")
+        #expect(eventually(timeout: 20) { daemon.log().contains("Listening to the fleet on") })
     }
 
     @Test("PostgreSQL crashed and restarted twice under a purchase load: every acknowledged purchase is there once, nothing doubled")
