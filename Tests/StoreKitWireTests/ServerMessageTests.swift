@@ -65,8 +65,8 @@ struct ServerMessageTests {
         body[6] = 0x03
         #expect(throws: WireError(.invalidValue("result code 999"))) { try ServerMessage.decode(body) }
         var control = ServerMessage.controlResult(requestID: 1, code: .ok, message: "", json: "").encode()
-        control[5] = 18
-        #expect(throws: WireError(.invalidValue("result code 18"))) { try ServerMessage.decode(control) }
+        control[5] = UInt8(ResultCode.allCases.count)   // one past the last code
+        #expect(throws: WireError(.invalidValue("result code \(ResultCode.allCases.count)"))) { try ServerMessage.decode(control) }
     }
 
     @Test("an unknown transaction state is rejected", arguments: [5, 6, 0xFF] as [UInt8])
