@@ -62,7 +62,8 @@ enum Report {
         for row in rows { say(line(row)) }
     }
 
-    static func writeJSON(_ figures: [Figure], to path: String) throws {
+    /// Writes the figures as a JSON list, `extra` objects after them.
+    static func writeJSON(_ figures: [Figure], extra: [[String: Any]] = [], to path: String) throws {
         let list: [[String: Any]] = figures.map { figure in
             [
                 "figure": figure.name, "unit": figure.unit, "storekitd": figure.value,
@@ -71,7 +72,7 @@ enum Report {
                 "target": figure.target, "met": figure.met.map { $0 as Any } ?? NSNull(),
             ]
         }
-        let data = try JSONSerialization.data(withJSONObject: list, options: [.prettyPrinted, .sortedKeys])
+        let data = try JSONSerialization.data(withJSONObject: list + extra, options: [.prettyPrinted, .sortedKeys])
         try data.write(to: URL(fileURLWithPath: path))
     }
 }
