@@ -20,14 +20,7 @@ struct LedgerFigure {
             [figure.name, figure.unit, format(figure.postgres), figure.sqlite.map(format) ?? "-", figure.redis.map(format) ?? "-",
              figure.overSQLite.map { format($0) + "×" } ?? "-", figure.overRedis.map { format($0) + "×" } ?? "-"]
         }
-        var widths = header.map(\.count)
-        for row in rows { for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) } }
-        func line(_ cells: [String]) -> String {
-            cells.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
-        }
-        say(line(header))
-        say(line(widths.map { String(repeating: "-", count: $0) }))
-        for row in rows { say(line(row)) }
+        Report.printColumns(header, rows)
         for note in notes { say(note) }
     }
 

@@ -51,12 +51,17 @@ enum Report {
              figure.ratio.map { format($0) + "×" } ?? "-", figure.target,
              figure.met.map { $0 ? "yes" : "NO" } ?? "-"]
         }
+        say("")
+        printColumns(header, rows)
+    }
+
+    /// Prints a header, a rule and the rows, each column as wide as its widest cell.
+    static func printColumns(_ header: [String], _ rows: [[String]]) {
         var widths = header.map(\.count)
         for row in rows { for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) } }
         func line(_ cells: [String]) -> String {
             cells.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
         }
-        say("")
         say(line(header))
         say(line(widths.map { String(repeating: "-", count: $0) }))
         for row in rows { say(line(row)) }
