@@ -31,7 +31,9 @@ final class BenchDaemon {
             [Limits]
             MaxConnections=20000
             MaxConnectionsPerUID=20000
-            OutputHighWaterMark=256M
+            OutputHighWaterMark=1G
+            # The replay figure queues 100,000 signed transactions (~3.3 KB each) to one observer.
+            OutputBudget=1G
             # The throughput figures are one uid's; the replay figure holds 100,000 unfinished.
             MaxRequestsPerUIDPerSecond=0
             MaxUnfinishedPerQueue=1000000
