@@ -20,7 +20,7 @@ struct LedgerFigure {
             [figure.name, figure.unit, format(figure.postgres), figure.sqlite.map(format) ?? "-", figure.redis.map(format) ?? "-",
              figure.overSQLite.map { format($0) + "×" } ?? "-", figure.overRedis.map { format($0) + "×" } ?? "-"]
         }
-        Report.printColumns(header, rows)
+        if !rows.isEmpty { Report.printColumns(header, rows) }
         for note in notes { say(note) }
     }
 
