@@ -59,9 +59,9 @@ extension Bench {
                                           postgres: same50, sqlite: nil, redis: nil))
         ledgerFigures.append(LedgerFigure(name: "same-host delivery p99 (approve on B → push on B)", unit: "ms",
                                           postgres: same99, sqlite: nil, redis: nil))
-        ledgerNotes.append("Delivery: \(crossHost.count) Ask to Buy requests made by an observer's app on host B, each approved "
-                           + "through a control socket (alternately host A's and host B's), timed from sending `approve` "
-                           + "to the observer on B receiving the purchased transaction; then finished on B.")
+        ledgerNotes.append("Delivery: \(crossHost.count + sameHost.count) Ask to Buy requests made by an observer's app on host B, "
+                           + "approved alternately through host A's and host B's control socket, each timed from sending `approve` "
+                           + "to the observer on B receiving the purchased transaction, then finished on B.")
     }
 
     /// The machine's 1-minute load average, as text (other builds on it make every figure noisy).
