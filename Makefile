@@ -64,10 +64,12 @@ fuzz: test-deps
 test-sanitize: test-deps
 	scripts/test-sanitize.sh
 
+# BENCH_FLAGS passes flags to storekitd-bench, e.g. `make bench BENCH_FLAGS="--only postgres"`.
+BENCH_FLAGS ?=
 bench: test-deps
 	$(SWIFT) build -c release --product storekitd-bench
 	$(SWIFT) build -c release --product storekitd
-	.build/release/storekitd-bench
+	.build/release/storekitd-bench $(BENCH_FLAGS)
 
 # `make install` builds in release mode; `install-files` only copies (BUILD_DIR selects the build).
 BUILD_DIR ?= .build/release

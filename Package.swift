@@ -49,7 +49,8 @@ let package = Package(
         .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekit2-example-app", dependencies: ["OpenStoreKit"]),
-        .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore", "StoreKitSigning"]),
+        .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore", "StoreKitSigning",
+                                                               "StoreKitTestSupport"]),
         // Requests through the engine and the store, checked after each: libFuzzer's target with
         // `make fuzz`, a seeded random driver in `make test` (Entry.swift).
         .executableTarget(name: "storekitd-fuzz", dependencies: ["StoreKitEngine", "StoreKitStore", "StoreKitWire", "StoreKitTestSupport"]),

@@ -14,6 +14,9 @@ final class Bench {
     let redis: RedisPeer
     let cycleSeconds: Double
     static let appCount = 110
+    /// The PostgreSQL phase's rows and notes (its settings, the rate used, or why it was skipped).
+    var ledgerFigures: [LedgerFigure] = []
+    var ledgerNotes: [String] = []
 
     init(quick: Bool, only: Set<String> = []) throws {
         self.quick = quick
@@ -75,6 +78,10 @@ final class Bench {
                                   targetRatio: 1, targetAbsolute: nil, better: .lower))
             figures.append(Figure(name: "latency p99 at 1,000/s", unit: "ms", value: ours99, peer: peer99,
                                   targetRatio: 2, targetAbsolute: nil, better: .lower))
+        }
+
+        if wants("postgres") {
+            try runPostgres()
         }
 
         if wants("signing") {
@@ -203,18 +210,24 @@ final class Bench {
     /// Payments at a steady rate (one every `interval` ns), each timed from send to its
     /// `purchased` push; p50 and p99 in ms.
     func storekitLatency(app: String, count requested: Int? = nil, interval: UInt64 = 1_000_000, keyPrefix: String = "lat") throws -> (Double, Double) {
-        let connection = try WireConnection(path: daemon.clientSocket)
+        Self.percentiles(try storekitLatencySamples(socket: daemon.clientSocket, app: app, count: requested ?? (quick ? 1_000 : 5_000),
+                                                    interval: interval, keyPrefix: keyPrefix))
+    }
+
+    /// The latency figure's samples (ms) in the order the payments were sent, against the daemon
+    /// listening on `socket`.
+    func storekitLatencySamples(socket: String, app: String, count: Int, interval: UInt64, keyPrefix: String) throws -> [Double] {
+        let connection = try WireConnection(path: socket)
         _ = try connection.hello(app: app)
         try connection.send(.subscribe(requestID: 1))
         _ = try connection.awaitResult(1)
-        let count = requested ?? (quick ? 1_000 : 5_000)
         let sendTimes = sendPacedPayments(on: connection, count: count, interval: interval, keyPrefix: keyPrefix)
         // One connection keeps order: the n-th purchased push answers the n-th payment. Like the
         // peer's consumer (one XREADGROUP for all that is pending, one timestamp, one XACK), the
         // observer takes what has arrived, times it at once, then finishes those transactions
         // and waits for the answers, as an app does after unlocking the content. Finishing goes
         // over a second connection of the app: the first one's sends belong to the sender thread.
-        let finisher = try WireConnection(path: daemon.clientSocket)
+        let finisher = try WireConnection(path: socket)
         _ = try finisher.hello(app: app)
         var samples: [Double] = []
         samples.reserveCapacity(count)
@@ -235,7 +248,7 @@ final class Bench {
             }
             for requestID in first..<(finishID + 1) { _ = try finisher.awaitResult(requestID) }
         }
-        return Self.percentiles(samples)
+        return samples
     }
 
     // MARK: Noisy neighbour
@@ -308,22 +321,24 @@ final class Bench {
         return poll(&ready, 1, 0) > 0
     }
 
-    func redisLatency() throws -> (Double, Double) {
+    /// The peer's latency figure: entries added one every `interval` ns to `stream`, each timed
+    /// from its XADD to its arrival at the consumer; p50 and p99 in ms.
+    func redisLatency(stream: String = "latency", interval: UInt64 = 1_000_000, count requested: Int? = nil) throws -> (Double, Double) {
         let producer = try RESPClient(path: redis.socketPath)
         let consumer = try RESPClient(path: redis.socketPath)
-        _ = try? producer.command(["XGROUP", "CREATE", "latency", "g", "$", "MKSTREAM"])
-        let count = quick ? 1_000 : 5_000
+        _ = try? producer.command(["XGROUP", "CREATE", stream, "g", "$", "MKSTREAM"])
+        let count = requested ?? (quick ? 1_000 : 5_000)
         let start = monotonicNanoseconds() + 50_000_000
         let box = SendableRedis(producer)
         Thread.detachNewThread {
             for index in 0..<count {
-                Worker.waitUntil(start + UInt64(index) * 1_000_000)
-                _ = try? box.client.command(["XADD", "latency", "*", "sent", String(monotonicNanoseconds())])
+                Worker.waitUntil(start + UInt64(index) * interval)
+                _ = try? box.client.command(["XADD", stream, "*", "sent", String(monotonicNanoseconds())])
             }
         }
         var samples: [Double] = []
         while samples.count < count {
-            let reply = try consumer.command(["XREADGROUP", "GROUP", "g", "c", "COUNT", "100", "BLOCK", "0", "STREAMS", "latency", ">"])
+            let reply = try consumer.command(["XREADGROUP", "GROUP", "g", "c", "COUNT", "100", "BLOCK", "0", "STREAMS", stream, ">"])
             let now = monotonicNanoseconds()
             guard case .array(let streams?) = reply, case .array(let pair?) = streams.first, pair.count == 2,
                   case .array(let entries?) = pair[1] else { continue }
@@ -334,7 +349,7 @@ final class Bench {
                 ids.append(id)
                 samples.append(Double(now - sent) / 1e6)
             }
-            _ = try consumer.command(["XACK", "latency", "g"] + ids)
+            _ = try consumer.command(["XACK", stream, "g"] + ids)
         }
         return Self.percentiles(samples)
     }

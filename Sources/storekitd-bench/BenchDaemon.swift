@@ -4,7 +4,8 @@ import Glibc
 #endif
 
 /// storekitd on temporary directories, started the way systemd would (NOTIFY_SOCKET), so that
-/// the time to READY=1 is measured exactly.
+/// the time to READY=1 is measured exactly. `dropIn` (e.g. a `[Store]` section naming a
+/// PostgreSQL ledger) goes into `storekitd.conf.d/`.
 final class BenchDaemon {
     let directory: String
     let binary: String
@@ -14,7 +15,7 @@ final class BenchDaemon {
     var controlSocket: String { directory + "/run/control.sock" }
     var databasePath: String { directory + "/state/storekitd.sqlite" }
 
-    init(directory: String, binary: String, appCount: Int) throws {
+    init(directory: String, binary: String, appCount: Int, dropIn: String? = nil) throws {
         self.directory = directory
         self.binary = binary
         self.appCount = appCount
@@ -30,11 +31,17 @@ final class BenchDaemon {
             [Limits]
             MaxConnections=20000
             MaxConnectionsPerUID=20000
-            OutputHighWaterMark=256M
+            OutputHighWaterMark=1G
+            # The replay figure queues 100,000 signed transactions (~3.3 KB each) to one observer.
+            OutputBudget=1G
             # The throughput figures are one uid's; the replay figure holds 100,000 unfinished.
             MaxRequestsPerUIDPerSecond=0
             MaxUnfinishedPerQueue=1000000
             """)
+        if let dropIn {
+            mkdir(directory + "/config/storekitd.conf.d", 0o755)
+            try write(directory + "/config/storekitd.conf.d/bench.conf", dropIn)
+        }
         for index in 0..<appCount {
             try write(directory + "/config/apps.d/bench-\(index).conf", "[App]\nID=bench.app\(index)\nCatalog=catalog.storekit\n")
         }

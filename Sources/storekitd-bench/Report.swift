@@ -51,18 +51,24 @@ enum Report {
              figure.ratio.map { format($0) + "×" } ?? "-", figure.target,
              figure.met.map { $0 ? "yes" : "NO" } ?? "-"]
         }
+        say("")
+        printColumns(header, rows)
+    }
+
+    /// Prints a header, a rule and the rows, each column as wide as its widest cell.
+    static func printColumns(_ header: [String], _ rows: [[String]]) {
         var widths = header.map(\.count)
         for row in rows { for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) } }
         func line(_ cells: [String]) -> String {
             cells.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: "  ")
         }
-        say("")
         say(line(header))
         say(line(widths.map { String(repeating: "-", count: $0) }))
         for row in rows { say(line(row)) }
     }
 
-    static func writeJSON(_ figures: [Figure], to path: String) throws {
+    /// Writes the figures as a JSON list, `extra` objects after them.
+    static func writeJSON(_ figures: [Figure], extra: [[String: Any]] = [], to path: String) throws {
         let list: [[String: Any]] = figures.map { figure in
             [
                 "figure": figure.name, "unit": figure.unit, "storekitd": figure.value,
@@ -71,7 +77,7 @@ enum Report {
                 "target": figure.target, "met": figure.met.map { $0 as Any } ?? NSNull(),
             ]
         }
-        let data = try JSONSerialization.data(withJSONObject: list, options: [.prettyPrinted, .sortedKeys])
+        let data = try JSONSerialization.data(withJSONObject: list + extra, options: [.prettyPrinted, .sortedKeys])
         try data.write(to: URL(fileURLWithPath: path))
     }
 }

@@ -14,7 +14,10 @@ if arguments.contains("-h") || arguments.contains("--help") {
         measures purchase cycles, latency, replay, fan-out, start-up, RSS and the machine's limits.
         --quick shortens every phase (for a smoke test); --output sets the JSON file
         (default bench-results.json in the current directory). --only runs some phases, a comma-separated
-        list of cycles, latency, signing, noisy, replay, fanout and startup (the limits and idle RSS always run).
+        list of cycles, latency, postgres, signing, noisy, replay, fanout and startup (the limits and idle
+        RSS always run). postgres starts a PostgreSQL 15 of its own (as root, postgresql-15 installed;
+        skipped with the reason otherwise) and measures storekitd on it beside SQLite and the peer:
+        purchase cycles, latency, and a fleet's cross-host delivery (two daemons on one database).
         """)
     exit(0)
 }
@@ -36,7 +39,10 @@ do {
     }
     bench.cleanUp()
     Report.printTable(figures)
-    try Report.writeJSON(figures, to: outputPath)
+    if !bench.ledgerFigures.isEmpty || !bench.ledgerNotes.isEmpty {
+        LedgerFigure.printTable(bench.ledgerFigures, notes: bench.ledgerNotes)
+    }
+    try Report.writeJSON(figures, extra: LedgerFigure.json(bench.ledgerFigures, notes: bench.ledgerNotes), to: outputPath)
     say("\nWrote \(outputPath)")
 } catch {
     FileHandle.standardError.write(Data("storekitd-bench: \(error)\n".utf8))
