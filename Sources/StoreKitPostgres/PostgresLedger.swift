@@ -89,6 +89,10 @@ public final class PostgresLedger: LedgerStorage {
         connection = try PostgresConnection(conninfo: conninfo)
         openReport = try migrate(to: schemaVersion)
         channel = try Self.channel(on: connection)
+        // Fresh statistics for the planner (a new or just-moved ledger has none until autovacuum
+        // gets to it, and a payment-key lookup would scan the queue meanwhile). Only the tables'
+        // owner may; anyone else leaves it to autovacuum.
+        _ = try? connection.execute("ANALYZE transactions, deliveries, sequences, subscriptions, purchase_requests")
     }
 
     /// The fleet's channel for the schema `connection` uses.
@@ -421,11 +425,16 @@ public final class PostgresLedger: LedgerStorage {
             watermarks[name] = UInt64(try connection.execute("SELECT last FROM sequences WHERE account = $1 AND app = $2",
                                                              [account, app]).firstInt ?? 0)
         }
+        // Two index scans (this host's unfinished rows; its unfinished deliveries), not an OR
+        // across the join, which would read the queue's whole history.
         return try records("""
             SELECT \(Self.columns(finished: "0")) FROM \(Self.view)
+            WHERE t.host = $1 AND t.account = $2 AND t.app = $3 AND t.finished = 0
+            UNION ALL
+            SELECT \(Self.columns(finished: "0")) FROM transactions t
+                JOIN deliveries d ON d.transaction_id = t.id AND d.host = $1 AND d.finished = 0
             WHERE t.account = $2 AND t.app = $3
-              AND ((t.host = $1 AND t.finished = 0) OR (d.host IS NOT NULL AND d.finished = 0))
-            ORDER BY t.id
+            ORDER BY 1
             """, scope(uid: uid, app: app))
     }
 
@@ -456,9 +465,11 @@ public final class PostgresLedger: LedgerStorage {
     }
 
     public func unfinishedCount(of queue: TransactionStore.QueueKey) throws(StoreError) -> Int {
+        // Counted in two index scans, as `unfinished` reads them.
         Int(try connection.execute("""
-            SELECT count(*) FROM \(Self.view) WHERE t.account = $2 AND t.app = $3
-                AND ((t.host = $1 AND t.finished = 0) OR (d.host IS NOT NULL AND d.finished = 0))
+            SELECT (SELECT count(*) FROM transactions WHERE host = $1 AND account = $2 AND app = $3 AND finished = 0)
+                 + (SELECT count(*) FROM deliveries d JOIN transactions t ON t.id = d.transaction_id
+                    WHERE d.host = $1 AND d.finished = 0 AND t.account = $2 AND t.app = $3)
             """, scope(uid: queue.uid, app: queue.app)).firstInt ?? 0)
     }
 
