@@ -51,11 +51,14 @@ extension Server {
                                 fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(uid))])
                 }
             }
-            // Every registration gets every unfinished transaction, signed, in frames of bounded size.
+            // Every registration gets every unfinished transaction, in frames of bounded size;
+            // unsigned: StoreKit 1 needs no JWS, and StoreKit 2 reads the signed queue with
+            // `unfinished` (a snapshot of 100,000 signed transactions is 330 MB and seconds of
+            // signing on the serving loop). Changes pushed from now on are signed.
             let unfinished = try engine.unfinished(uid: uid, app: app)
             var start = 0
             while start < unfinished.count {
-                let page = signedPage(unfinished[start...])
+                let page = page(unfinished[start...], signed: false)
                 output.reply(session, .updated(page))
                 start += page.count
             }
@@ -96,10 +99,10 @@ extension Server {
             output.reply(session, .products(requestID: id, products: products, invalidIdentifiers: invalid))
         case .unfinished(let id, let afterID):
             let records = try engine.unfinished(uid: uid, app: app).filter { $0.id > afterID }
-            output.reply(session, .transactions(requestID: id, transactions: signedPage(records[...])))
+            output.reply(session, .transactions(requestID: id, transactions: page(records[...], signed: true)))
         case .history(let id, let afterID):
             let records = try engine.history(uid: uid, app: app).filter { $0.id > afterID }
-            output.reply(session, .transactions(requestID: id, transactions: signedPage(records[...])))
+            output.reply(session, .transactions(requestID: id, transactions: page(records[...], signed: true)))
         case .subscriptionStatus(let id, let groupID):
             output.reply(session, try signedReply(id) {
                 .subscriptionStatus(requestID: id, statuses: try proof.subscriptionStatuses(
@@ -134,15 +137,16 @@ extension Server {
         }
     }
 
-    /// The first records of `records`, signed, that fit one frame's page budget (at least one).
-    func signedPage(_ records: ArraySlice<TransactionRecord>) -> [TransactionRecord] {
+    /// As many of `records` as fit in `ServerMessage.pageBudget` bytes (at least one), each
+    /// with its JWS when `signed`.
+    func page(_ records: ArraySlice<TransactionRecord>, signed: Bool) -> [TransactionRecord] {
         var page: [TransactionRecord] = []
         var bytes = 0
         for record in records {
-            let signed = signedForSending([record])[0]
-            bytes += signed.encodedSize
+            let sent = signed ? signedForSending([record])[0] : record
+            bytes += sent.encodedSize
             if !page.isEmpty, bytes > ServerMessage.pageBudget { break }
-            page.append(signed)
+            page.append(sent)
         }
         return page
     }

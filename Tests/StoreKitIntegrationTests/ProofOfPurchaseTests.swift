@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitTestSupport
+import StoreKitWire
 import Testing
 
 // Receipts and signed transactions through the real daemon, checked by verifiers this project
@@ -87,6 +88,27 @@ struct ProofOfPurchaseTests {
         let info = try IndependentVerifier.verifyJWS(renewalInfo, root: daemon.directory.file("root.pem"))
         #expect(info.status == 0, "\(info.stderr)")
         #expect(try Self.payload(info)["autoRenewStatus"] as? Int == 1)
+    }
+
+    @Test("the snapshot after subscribe is unsigned; the unfinished reply and the pushes that follow carry every purchase's JWS")
+    func snapshotUnsignedRepliesAndPushesSigned() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let buyer = try Client(daemon)
+        let first = try buyer.addPayment(Sample.levelPack)
+        #expect(first.code == .ok)
+        let observer = try Client(daemon)
+        let snapshot = try observer.subscribe()
+        #expect(snapshot.map(\.id) == [first.value])
+        #expect(snapshot.allSatisfy { $0.jwsRepresentation == nil }, "StoreKit 1's snapshot needs no JWS")
+        #expect(try observer.unfinished().first?.jwsRepresentation != nil, "the queue read with `unfinished` is signed")
+        let second = try buyer.addPayment(Sample.seasonPass).value
+        var purchased: TransactionRecord?
+        while purchased == nil {
+            if case .updated(let records) = try observer.nextPush() { purchased = records.first { $0.id == second && $0.state == .purchased } }
+        }
+        #expect(purchased?.jwsRepresentation != nil, "pushes are signed")
     }
 
     @Test("Apple's App Store Server Library, given storekitd's root in place of Apple's, verifies Sandbox transactions and renewal info and refuses changed ones",

@@ -152,6 +152,18 @@ private struct Pipeline {
     }
 
     private mutating func receive(_ records: [TransactionRecord], feed: TransactionFeed) async {
+        var records = records
+        // The snapshot after `subscribe` comes unsigned (StoreKit 1 needs no JWS): a purchase
+        // without its JWS is read again, signed, from the queue (still without one only if the
+        // daemon could not sign it: then it is delivered unverified, as it is).
+        if records.contains(where: { $0.isTransaction && $0.jwsRepresentation == nil }),
+           let signed = try? await feed.connection.allTransactions({ .unfinished(requestID: $0, afterID: $1) }) {
+            let byID = Dictionary(signed.map { ($0.id, $0) }, uniquingKeysWith: { $1 })
+            records = records.compactMap { record in
+                guard record.isTransaction, record.jwsRepresentation == nil else { return record }
+                return byID[record.id]   // finished meanwhile: nothing to announce
+            }
+        }
         for record in records {
             if feed.isPurchaseInFlight(of: record.productID) {
                 held.append(record)
