@@ -23,8 +23,7 @@ extension ControlCommands {
         if let problem = PostgresLedger.problem(with: conninfo) {
             return .failure(.invalidArgument, "bad connection string: \(Self.redacting(problem, of: conninfo))")
         }
-        let member = FleetMember(host: configuration.hostName ?? FleetMember.machineID() ?? "localhost",
-                                 accountFrom: configuration.accountFrom)
+        let member = configuration.fleetMember
         let started = ServiceNotifier.monotonicMilliseconds()
         let report: PostgresLedger.ImportReport
         let schema: String

@@ -30,6 +30,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
     public var hostName: String?
     /// `AccountFrom=`: how a local uid becomes the fleet account its purchases belong to.
     public var accountFrom: FleetMember.AccountSource
+    /// This host in the fleet: `HostName=` (else the machine id) and `AccountFrom=`.
+    public var fleetMember: FleetMember { FleetMember(host: hostName ?? FleetMember.defaultHost, accountFrom: accountFrom) }
 
     // [Limits]
     /// `MaxFrameSize=`: largest frame body in bytes (K/M/G suffixes, 1024-based).

@@ -14,8 +14,7 @@ struct OpenedLedger {
 
     static func open(configuration: DaemonConfiguration, databasePath: String, logger: Logger) throws(StoreError) -> OpenedLedger {
         if let conninfo = configuration.database {
-            let member = FleetMember(host: configuration.hostName ?? FleetMember.machineID() ?? "localhost",
-                                     accountFrom: configuration.accountFrom)
+            let member = configuration.fleetMember
             let ledger = try PostgresLedger(conninfo: conninfo, member: member)
             let listener = try FleetListener(conninfo: conninfo, ledger: ledger)
             logger.info("Opened database \(ledger.path) as host \(member.host) (accounts from \(member.accountFrom.rawValue)): "

@@ -37,6 +37,9 @@ public struct FleetMember: Sendable, Equatable {
         return nil
     }
 
+    /// The host name when `HostName=` sets none: the machine id, else "localhost".
+    public static var defaultHost: String { machineID() ?? "localhost" }
+
     /// The machine id (`/etc/machine-id`), the default host name; nil when there is none.
     public static func machineID(path: String = "/etc/machine-id") -> String? {
         guard let file = fopen(path, "r") else { return nil }

@@ -84,7 +84,7 @@ public final class PostgresLedger: LedgerStorage {
         if let problem = PostgresConnection.problem(with: conninfo) {
             throw StoreError(.io, path: PostgresConnection.describe(conninfo), message: "bad connection string: \(problem)")
         }
-        self.member = member ?? FleetMember(host: FleetMember.machineID() ?? "localhost")
+        self.member = member ?? FleetMember(host: FleetMember.defaultHost)
         accounts = AccountDirectory(source: self.member.accountFrom)
         connection = try PostgresConnection(conninfo: conninfo)
         openReport = try migrate(to: schemaVersion)
@@ -238,8 +238,9 @@ public final class PostgresLedger: LedgerStorage {
         let name = Self.queueName(account, app)
         guard isInTransaction, !registeredQueues.contains(name) else { return }
         try connection.execute("""
-            INSERT INTO fleet_queues(host, account, app, since) VALUES($1, $2, $3, $4) ON CONFLICT DO NOTHING
-            """, [member.host, account, app, String(Self.realTimeMilliseconds())])
+            INSERT INTO fleet_queues(host, account, app, since)
+            VALUES($1, $2, $3, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) ON CONFLICT DO NOTHING
+            """, [member.host, account, app])
         registeredQueues.insert(name)
     }
 
@@ -389,12 +390,6 @@ public final class PostgresLedger: LedgerStorage {
     /// `$1` this host, `$2` the account of `uid`, `$3` the app.
     func scope(uid: UInt32?, app: String?) -> [String?] {
         [member.host, uid.map { accounts.account(of: $0) }, app]
-    }
-
-    static func realTimeMilliseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
     /// Ids are bigint: an id above `Int64.max` (from a client or the command line) names no row.

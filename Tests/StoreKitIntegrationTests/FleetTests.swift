@@ -52,6 +52,29 @@ struct FleetTests {
         return []
     }
 
+    /// Buys the monthly subscription for each of `buyers` through A, stops both daemons, and
+    /// moves the fleet's clock on `days` days, so that renewals fall due while the fleet is down.
+    private func subscriptionsDueWhileDown(_ fleet: Fleet, buyers: [UInt32], days: Int64) throws {
+        for uid in buyers {
+            _ = try fleet.a.ctlOK(["buy", Sample.app, Sample.monthly, "--uid", String(uid)])
+        }
+        #expect(fleet.a.stop() == 0)
+        #expect(fleet.b.stop() == 0)
+        let offset = Int64(try fleet.server.sql("SELECT coalesce((SELECT value FROM settings WHERE key = 'clock.offset'), '0')")) ?? 0
+        _ = try fleet.server.sql("""
+            INSERT INTO settings(key, value) VALUES('clock.offset', '\(offset + days * 86_400_000)')
+            ON CONFLICT (key) DO UPDATE SET value = excluded.value
+            """)
+    }
+
+    /// Subscription periods that were renewed more than once.
+    private func periodsRenewedTwice(_ fleet: Fleet) throws -> String {
+        try fleet.server.sql("""
+            SELECT count(*) FROM (SELECT original_id, date FROM transactions WHERE id IN (SELECT transaction_id FROM renewals)
+            GROUP BY original_id, date HAVING count(*) > 1) AS twice
+            """)
+    }
+
     /// The `history` request: the account's transactions as this host's app sees them.
     private func history(_ client: Client) throws -> [TransactionRecord] {
         let id = client.makeRequestID()
@@ -133,18 +156,9 @@ struct FleetTests {
     @Test("due renewals found by two daemons starting at once are fired exactly once each (SKIP LOCKED)")
     func dueRenewalsFireOnceAcrossTheFleet() throws {
         try withFleet { fleet in
-            let buyers: [UInt32] = Array(2000..<2040)
-            for uid in buyers {
-                _ = try fleet.a.ctlOK(["buy", Sample.app, Sample.monthly, "--uid", String(uid)])
-            }
-            #expect(fleet.a.stop() == 0)
-            #expect(fleet.b.stop() == 0)
             // Forty subscriptions fall due while the fleet is down (the fleet's clock moves on 40 days).
-            let offset = Int64(try fleet.server.sql("SELECT coalesce((SELECT value FROM settings WHERE key = 'clock.offset'), '0')")) ?? 0
-            _ = try fleet.server.sql("""
-                INSERT INTO settings(key, value) VALUES('clock.offset', '\(offset + 40 * 86_400_000)')
-                ON CONFLICT (key) DO UPDATE SET value = excluded.value
-                """)
+            let buyers: [UInt32] = Array(2000..<2040)
+            try subscriptionsDueWhileDown(fleet, buyers: buyers, days: 40)
             let failures = Mutex<[String]>([])
             let (a, b) = (fleet.a, fleet.b)
             DispatchQueue.concurrentPerform(iterations: 2) { index in
@@ -156,10 +170,7 @@ struct FleetTests {
             // The free week and the first month have both passed: two renewals each, none twice.
             #expect(eventually(timeout: 30) { (try? fleet.server.sql("SELECT count(*) FROM renewals")) == String(buyers.count * 2) },
                     "\(String(describing: try? fleet.server.sql("SELECT count(*) FROM renewals")))")
-            #expect(try fleet.server.sql("""
-                SELECT count(*) FROM (SELECT original_id, date FROM transactions WHERE id IN (SELECT transaction_id FROM renewals)
-                GROUP BY original_id, date HAVING count(*) > 1) AS twice
-                """) == "0", "no period renewed twice")
+            #expect(try periodsRenewedTwice(fleet) == "0", "no period renewed twice")
             #expect(try fleet.server.sql("SELECT count(*) FROM subscriptions WHERE renewals = 2") == String(buyers.count))
         }
     }
@@ -167,19 +178,9 @@ struct FleetTests {
     @Test("a daemon killed (-9) while it fires due renewals: another daemon fires them, none lost, none doubled")
     func killedWhileFiring() throws {
         try withFleet { fleet in
-            let buyers: [UInt32] = Array(3000..<3060)
-            for uid in buyers {
-                _ = try fleet.a.ctlOK(["buy", Sample.app, Sample.monthly, "--uid", String(uid)])
-            }
-            #expect(fleet.a.stop() == 0)
-            #expect(fleet.b.stop() == 0)
             // A free week and three years of months fall due for sixty subscriptions: some 2,400
             // events, more than one unit of work fires (1,000), so the kill finds A mid-way.
-            let offset = Int64(try fleet.server.sql("SELECT coalesce((SELECT value FROM settings WHERE key = 'clock.offset'), '0')")) ?? 0
-            _ = try fleet.server.sql("""
-                INSERT INTO settings(key, value) VALUES('clock.offset', '\(offset + 1_100 * 86_400_000)')
-                ON CONFLICT (key) DO UPDATE SET value = excluded.value
-                """)
+            try subscriptionsDueWhileDown(fleet, buyers: Array(3000..<3060), days: 1_100)
             // A starts and is killed as soon as its first unit of work of renewals committed.
             let (process, exited) = try fleet.a.launch([Paths.binary("storekitd")] + fleet.a.arguments,
                                                         environment: ProcessInfo.processInfo.environment)
@@ -200,10 +201,7 @@ struct FleetTests {
                     "A fired \(firedByA) before it died; now \(String(describing: try? fleet.server.sql("SELECT min(renewals), max(renewals), (SELECT count(*) FROM renewals) FROM subscriptions")))")
             let total = Int(try fleet.server.sql("SELECT count(*) FROM renewals")) ?? 0
             #expect(firedByA < total, "the kill came before the last renewal (\(firedByA) of \(total))")
-            #expect(try fleet.server.sql("""
-                SELECT count(*) FROM (SELECT original_id, date FROM transactions WHERE id IN (SELECT transaction_id FROM renewals)
-                GROUP BY original_id, date HAVING count(*) > 1) AS twice
-                """) == "0", "no period renewed twice")
+            #expect(try periodsRenewedTwice(fleet) == "0", "no period renewed twice")
             #expect(try fleet.server.sql("SELECT count(*) FROM transactions t JOIN renewals r ON r.transaction_id = t.id") == String(total),
                     "every renewal is a transaction")
         }

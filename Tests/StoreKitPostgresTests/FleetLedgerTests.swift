@@ -106,6 +106,7 @@ struct FleetLedgerTests {
         let history = try b.all(uid: 0, app: app)
         #expect(history.map(\.id) == [pack.id], "A's consumable and deferred request are A's alone")
         #expect(history.first?.finished == true, "not in B's queue")
+        #expect(try b.all(uid: 4_242_424, app: app).isEmpty, "another account sees none of it")
         #expect(try b.transaction(id: deferred.id)?.finished == false, "named by id, the request can be answered anywhere")
         try b.begin()
         #expect(try !b.markFinished(id: pack.id, sequence: b.nextSequence(uid: 0, app: app)), "B cannot finish A's transaction")
