@@ -382,7 +382,6 @@ public final class PaymentQueueEngine {
                 effects.append(.updated(queue, [record]))
             }
         }
-        scheduleChanged()
         return (effects, changes.waiting)
     }
 

@@ -42,8 +42,9 @@ public final class PostgresLedger: LedgerStorage {
     let accounts: AccountDirectory
     public var path: String { connection.description }
     public private(set) var generation: UInt64 = 0
-    /// Grows when another daemon of the fleet changed the ledger (the engine reloads the clock,
-    /// the switches and the schedule).
+    /// Grows when another daemon of the fleet changed more than transactions (settings, the
+    /// schedule), or may have while nobody listened: the engine reloads the clock, the switches
+    /// and the schedule.
     public private(set) var externalGeneration: UInt64 = 0
     public private(set) var isInTransaction = false
     /// Whether a product's transactions are seen on the account's other hosts (set by the daemon
@@ -482,9 +483,14 @@ public final class PostgresLedger: LedgerStorage {
     public func noteNotification(_ payload: String) -> Bool {
         let lines = payload.split(separator: "\n", omittingEmptySubsequences: false)
         guard let host = lines.first, host != member.host else { return false }
-        externalGeneration &+= 1
         for line in lines.dropFirst() {
-            if line == "*" { catchUpAll = true } else { notifiedQueues.insert(String(line)) }
+            if line == "*" {
+                // More than transactions changed (settings, the schedule): the engine reloads them.
+                catchUpAll = true
+                externalGeneration &+= 1
+            } else {
+                notifiedQueues.insert(String(line))
+            }
         }
         return true
     }
