@@ -9,9 +9,10 @@ import StoreKitWire
 /// and app receipts (docs/receipts.md). Owns the signing identity, which `storekitctl rotate-key`
 /// replaces while the daemon runs.
 ///
-/// Signing happens on the serving thread when a record leaves it (about 40 µs for a transaction);
-/// a record signed once keeps its JWS in a small cache until its payload changes, so the `removed`
-/// push after a finish and re-sending unfinished transactions at every launch do not sign again.
+/// Pushes are signed on the `Signer`'s thread; replies to requests for signed data (and control
+/// commands) on the serving thread, about 40 µs for a transaction. A record signed once keeps its
+/// JWS in a small cache until its payload changes, so the `removed` push after a finish and
+/// re-sending unfinished transactions at every launch do not sign again.
 public final class ProofOfPurchase {
     private(set) var identity: SigningIdentity
     let keyDirectory: String
@@ -69,15 +70,31 @@ public final class ProofOfPurchase {
     }
 
     func jws(for record: TransactionRecord, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> String? {
-        if let cached = cache[record.id], cached.state == record.state, cached.revocationDate == record.revocationDate,
-           cached.expiresDate == record.expiresDate {
-            return cached.jws
-        }
+        if let cached = cachedJWS(for: record) { return cached }
+        guard let payload = try payload(for: record, engine: engine, configuration: configuration) else { return nil }
+        var signed = record
+        signed.jwsRepresentation = try identity.signJWS(payload: Array(payload.serialized().utf8))
+        remember(signed, signedBy: identity)
+        return signed.jwsRepresentation
+    }
+
+    /// The JWS signed earlier for `record`, if its payload has not changed since.
+    func cachedJWS(for record: TransactionRecord) -> String? {
+        guard let cached = cache[record.id], cached.state == record.state, cached.revocationDate == record.revocationDate,
+              cached.expiresDate == record.expiresDate else { return nil }
+        return cached.jws
+    }
+
+    /// What `record`'s JWS says (Apple's `JWSTransactionDecodedPayload`); nil when it is not signed.
+    func payload(for record: TransactionRecord, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> JSONValue? {
         let environment = configuration.app(record.app)?.environment ?? .xcode
-        guard let payload = try engine.transactionPayload(record, environment: environment.rawValue, signedDate: Self.now) else {
-            return nil
-        }
-        let jws = try identity.signJWS(payload: Array(payload.serialized().utf8))
+        return try engine.transactionPayload(record, environment: environment.rawValue, signedDate: Self.now)
+    }
+
+    /// Keeps `record`'s JWS for the next time it leaves, unless the key was rotated since
+    /// `signer` made it (what the old leaf signed stays valid, but is not handed out again).
+    func remember(_ record: TransactionRecord, signedBy signer: SigningIdentity) {
+        guard signer === identity, let jws = record.jwsRepresentation else { return }
         if cache.updateValue((record.state, record.revocationDate, record.expiresDate, jws), forKey: record.id) == nil {
             cacheOrder.append(record.id)
             if cacheOrder.count > Self.cacheLimit {
@@ -86,7 +103,6 @@ public final class ProofOfPurchase {
                 cacheOrder.removeFirst(evicted.count)
             }
         }
-        return jws
     }
 
     /// `subscriptionStatus`: each subscription of the queue (in `groupID`, when not empty).

@@ -166,7 +166,7 @@ extension Server {
     /// or `OutputHighWaterMark=`), output while some is queued, and the peer closing.
     func updateInterest(_ session: Session) {
         var events: Epoll.Events = [.peerClosed]
-        if !session.backlogged && !session.heldForOutput { events.insert(.readable) }
+        if !session.backlogged && !session.heldForOutput && session.pacedUntil == nil { events.insert(.readable) }
         if session.pollingWritable { events.insert(.writable) }
         try? epoll.modify(session.fd, events: events, token: session.token)
     }

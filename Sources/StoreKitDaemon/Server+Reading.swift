@@ -15,7 +15,7 @@ extension Server {
     func readAvailable(_ session: Session) {
         var budget = 16
         let inFlightBefore = session.inFlight
-        while budget > 0 && !session.closeAfterSending && !session.backlogged && !session.heldForOutput {
+        while budget > 0 && !session.closeAfterSending && !session.backlogged && !session.heldForOutput && session.pacedUntil == nil {
             budget -= 1
             let result = readBuffer.withUnsafeMutableBytes { raw in
                 Result { () throws(Errno) -> IOResult in try UnixSocket.read(session.fd, into: raw) }
@@ -53,6 +53,14 @@ extension Server {
                     pauseReading(session)
                     return
                 }
+                // Pacing: a uid that used up its requests per second is not read until its bucket
+                // refills; the kernel's socket buffer holds it back meanwhile, at no cost here.
+                if session.kind == .client, session.app != nil, session.decoder.bufferedByteCount > 0,
+                   let until = requestRates.emptyUntil(uid: session.peer.uid, now: ServiceNotifier.monotonicMilliseconds(),
+                                                       perSecond: configuration.maxRequestsPerUIDPerSecond) {
+                    pace(session, until: until)
+                    return
+                }
                 guard let body = try session.decoder.next() else { return }
                 dispatch(session, try ClientMessage.decode(body))
             }
@@ -60,6 +68,32 @@ extension Server {
             refuse(session, .malformedRequest, "protocol error: \(error)", id: .protocolError)
         }
     }
+
+    func pace(_ session: Session, until: Int64) {
+        guard session.pacedUntil == nil else { return }
+        session.pacedUntil = until
+        paced.append(session)
+        updateInterest(session)
+    }
+
+    /// Reads the paced sessions again whose uid's bucket has refilled.
+    func resumePaced(now: Int64) {
+        guard let first = nextPacedResume, first <= now else { return }
+        let waiting = paced
+        paced.removeAll(keepingCapacity: true)
+        for session in waiting where sessions[session.token] != nil {
+            guard let until = session.pacedUntil, until <= now else {
+                paced.append(session)
+                continue
+            }
+            session.pacedUntil = nil
+            decodeFrames(session)
+            if session.pacedUntil == nil && !session.backlogged { updateInterest(session) }
+        }
+    }
+
+    /// When the first paced session may be read again.
+    var nextPacedResume: Int64? { paced.lazy.compactMap(\.pacedUntil).min() }
 
     func pauseReading(_ session: Session) {
         guard !session.backlogged else { return }

@@ -68,7 +68,7 @@ extension Server {
         }
         switch message {
         case .updated(let records), .removed(let records):
-            // Signed once the unit of work is handed to the commit log's sync (UnitOutput.signPending).
+            // Signed once the unit of work is committed, on the signer's thread (Server.signingJob).
             if records.contains(where: PaymentQueueEngine.isSignable) {
                 output.appendToSign(message, to: tokens)
                 return

@@ -32,9 +32,9 @@ extension Server {
             bytes[token, default: 0] += frame.count
         }
 
-        /// Pushes whose transactions are signed after the unit of work is handed to the commit
-        /// log's sync (`signPending`): the signatures are made while the disk works. `frames`
-        /// holds their unsigned encodings until then, at `indices`.
+        /// Pushes whose transactions are signed once the unit of work is committed (`deliver`),
+        /// mostly on the `Signer`'s thread. `frames` holds their unsigned encodings until then, at
+        /// `indices`.
         private(set) var pendingSignatures: [(indices: [Int], message: ServerMessage)] = []
 
         /// Queues `message` (an `updated` or `removed` push) for `tokens`, to be signed later.
@@ -48,22 +48,26 @@ extension Server {
             pendingSignatures.append((indices, message))
         }
 
-        /// Replaces the unsigned pushes by `sign`'s signed ones, in place.
-        mutating func signPending(_ sign: ([TransactionRecord]) -> [TransactionRecord]) {
-            for (indices, message) in pendingSignatures {
-                let signed: ServerMessage = switch message {
-                case .updated(let records): .updated(sign(records))
-                case .removed(let records): .removed(sign(records))
-                default: message
-                }
-                let frame = Frame.encode(body: signed.encode())
+        /// The pushes to sign; their frames stay unsigned until `replaceFrames`.
+        mutating func takePendingSignatures() -> [(indices: [Int], message: ServerMessage)] {
+            defer { pendingSignatures.removeAll() }
+            return pendingSignatures
+        }
+
+        /// Puts each signed frame at its indices, in place of the unsigned one; returns how many
+        /// bytes each session's output grew.
+        mutating func replaceFrames(_ signed: [(indices: [Int], frame: [UInt8])]) -> [UInt64: Int] {
+            var growth: [UInt64: Int] = [:]
+            for (indices, frame) in signed {
                 for index in indices {
                     let token = frames[index].token
-                    bytes[token, default: 0] += frame.count - frames[index].frame.count
+                    let delta = frame.count - frames[index].frame.count
+                    bytes[token, default: 0] += delta
+                    growth[token, default: 0] += delta
                     frames[index].frame = frame
                 }
             }
-            pendingSignatures.removeAll()
+            return growth
         }
 
         /// Drops the frames from `index` on (a request undone in its savepoint).
@@ -203,10 +207,9 @@ extension Server {
             }
             let executed = ServiceNotifier.monotonicMicroseconds()
             // Hand the fsync to the sync thread only when there is other work to do meanwhile
-            // (requests waiting, earlier units of work still syncing, or pushes to sign).
-            let toSign = !output.pendingSignatures.isEmpty
-            try ledger.commit(deferSync: toSign || !gate.isEmpty || epoll.hasReadyEvents())
-            if toSign { output.signPending { signedForSending($0) } }
+            // (requests waiting, earlier units of work still syncing, or pushes to sign: the
+            // signer signs while the disk syncs).
+            try ledger.commit(deferSync: !output.pendingSignatures.isEmpty || !gate.isEmpty || epoll.hasReadyEvents())
             statusStale = true
             if logger.maximumPriority >= .debug {
                 let now = ServiceNotifier.monotonicMicroseconds()
@@ -239,12 +242,19 @@ extension Server {
     }
 
     /// Hands a unit of work's output to the durability gate: it reaches clients now if the
-    /// commit log is already synced past it, else when the sync thread gets there.
+    /// commit log is already synced past it and it has nothing to sign, else when the sync thread
+    /// and the signer get there.
     func deliver(_ output: UnitOutput) {
         var output = output
-        output.signPending { signedForSending($0) }   // already done after the commit; nothing left here
+        let job = signingJob(for: &output)
         for (token, count) in output.bytes { sessions[token]?.outputInGate += count }
-        for ready in gate.enter(output, lsn: ledger.committedLSN, durable: ledger.durableLSN) { release(ready) }
+        var ticket: UInt64?
+        if let job {
+            signer.submit(job)
+            signingJobs += 1
+            ticket = job.ticket
+        }
+        for ready in gate.enter(output, lsn: ledger.committedLSN, durable: ledger.durableLSN, signing: ticket) { release(ready) }
     }
 
     /// Releases the outputs whose units of work the sync thread made durable.

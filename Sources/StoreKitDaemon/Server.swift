@@ -65,6 +65,11 @@ public final class Server {
     let ledger: Ledger
     /// Signs what leaves the daemon (JWS, receipts).
     let proof: ProofOfPurchase
+    /// Signs pushes off the serving thread; `nextSigningTicket` numbers its jobs.
+    let signer: Signer
+    var nextSigningTicket: UInt64 = 0
+    /// Jobs handed to the signer and not yet collected.
+    var signingJobs = 0
     var configuration: DaemonConfiguration
     let logger: Logger
     let notifier: ServiceNotifier
@@ -86,6 +91,8 @@ public final class Server {
     var received: [(Session, ClientMessage)] = []
     /// Sessions that stopped reading at `MaxRequestsInFlight=`, resumed after the unit of work.
     var backlog: [Session] = []
+    /// Sessions not read until their uid's request rate allows (`Session.pacedUntil`).
+    var paced: [Session] = []
     /// Sessions with output queued since the last send.
     var sessionsToSend: [Session] = []
     var running = true
@@ -137,7 +144,9 @@ public final class Server {
         self.access = AccessPolicy(adminGroup: configuration.adminGroup)
         epoll = try Epoll()
         signalFD = try retryingSyscall { storekit_signalfd() }
-        wakeup = try WakeupEvent()
+        let wakeup = try WakeupEvent()
+        self.wakeup = wakeup
+        signer = Signer(onDone: { wakeup.signal() })
         try epoll.add(signalFD, events: .readable, token: Token.signals)
         try epoll.add(wakeup.fd, events: .readable, token: Token.wakeup)
         for (index, listener) in listeners.enumerated() {
@@ -178,16 +187,18 @@ public final class Server {
             // After a failed save, the next one is tried `Ledger.saveRetryDelay` ms later.
             let waitsForSave = received.isEmpty && ledger.hasUnsavedChanges
             let saveWait = Int32(clamping: max(Int64(Self.idleSaveDelay), ledger.saveRetryAt - ServiceNotifier.monotonicMilliseconds()))
+            let canExecute = !received.isEmpty && signerHasRoom
             var events = 0
-            try epoll.wait(timeout: received.isEmpty ? (waitsForSave ? min(nextTimeout(), saveWait) : nextTimeout()) : 0) {
+            try epoll.wait(timeout: canExecute ? 0 : (waitsForSave ? min(nextTimeout(), saveWait) : nextTimeout())) {
                 token, flags in
                 events += 1
                 handle(token: token, events: flags)
             }
             guard running else { break }
             if waitsForSave && events == 0 && received.isEmpty { ledger.save(retrying: true) }
-            executeReceived()
+            if signerHasRoom { executeReceived() }
             resumeBacklog()
+            resumePaced(now: ServiceNotifier.monotonicMilliseconds())
             sendQueuedOutput()
             let now = ServiceNotifier.monotonicMilliseconds()
             ledger.writeHeldRows(now: now)
@@ -198,6 +209,13 @@ public final class Server {
         if let fatalFailure { throw Stopped(description: fatalFailure) }
     }
 
+    /// Signing jobs that may wait for the signer before the loop runs no further units of work:
+    /// requests wait where they are chosen fairly (`takeFairShare`), not in the signer's queue
+    /// behind one uid's pushes.
+    static let signingDepth = 2
+
+    var signerHasRoom: Bool { signingJobs < Self.signingDepth }
+
     /// How long the loop must have had nothing to do before it saves the SQLite transaction
     /// (ms). Not at once: at a steady trickle of requests, many share one save.
     static let idleSaveDelay: Int32 = 2
@@ -205,6 +223,7 @@ public final class Server {
     func nextTimeout() -> Int32 {
         var timeout: Int64 = 1000
         if let interval = notifier.watchdogPingInterval { timeout = min(timeout, interval) }
+        if let resume = nextPacedResume { timeout = min(timeout, max(resume - ServiceNotifier.monotonicMilliseconds(), 0)) }
         if writesStoppedReason == nil, let due = try? engine.millisecondsUntilNextEvent() {
             timeout = min(timeout, max(due, 0))
         }
@@ -224,6 +243,7 @@ public final class Server {
         case Token.wakeup:
             wakeup.drain()
             handleBackgroundResults()
+            collectSignatures()
             releaseDurable()
         case Token.fleet:
             hearFleet()
@@ -311,6 +331,8 @@ public final class Server {
             executeReceived()
             ledger.save()
             ledger.waitUntilDurable()
+            signer.waitUntilIdle()
+            collectSignatures()
             releaseDurable()
             for session in sessions.values { queueForSending(session) }
             let deadline = ServiceNotifier.monotonicMilliseconds() + 2000
@@ -321,6 +343,7 @@ public final class Server {
                 sendQueuedOutput()
             }
         }
+        signer.stop()
         for session in Array(sessions.values) { close(session, keepStored: true) }
         if let fatalFailure {
             logger.error("Stopped: \(fatalFailure)", id: .stopped)

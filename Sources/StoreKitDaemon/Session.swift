@@ -35,6 +35,8 @@ final class Session {
     var inFlight = 0
     /// Reading is paused: the session has `MaxRequestsInFlight=` requests waiting.
     var backlogged = false
+    /// Reading is paused until then (ms): its uid sent `MaxRequestsPerUIDPerSecond=` requests.
+    var pacedUntil: Int64?
     /// Its queued output passed `OutputHighWaterMark=`: it is not read, and its requests wait in
     /// `heldRequests`, until it has read its output.
     var heldForOutput = false

@@ -18,9 +18,14 @@ final class Bench {
     var ledgerFigures: [LedgerFigure] = []
     var ledgerNotes: [String] = []
 
-    init(quick: Bool, only: Set<String> = []) throws {
+    /// `--noisy-rate N`: the flooding uid's `MaxRequestsPerUIDPerSecond=` in the noisy figure;
+    /// empty: the shipped default.
+    let noisyRate: String
+
+    init(quick: Bool, only: Set<String> = [], noisyRate: String = "") throws {
         self.quick = quick
         self.only = only
+        self.noisyRate = noisyRate
         cycleSeconds = quick ? 1 : 4
         var template = Array(("/tmp/skbench-" + String(repeating: "X", count: 6)).utf8CString)   // mkdtemp template
         guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
@@ -94,13 +99,31 @@ final class Bench {
         }
 
         if wants("noisy") {
-            log("noisy neighbour: a victim's purchases while another uid floods…")
-            let (alone50, alone99, flooded50, flooded99, floodRate) = try noisyNeighbour()
-            figures.append(Figure(name: "victim p99, another uid flooding (alone: \(String(format: "%.2f", alone99)) ms)", unit: "ms",
-                                  value: flooded99, peer: alone99, targetRatio: 2, targetAbsolute: nil, better: .lower))
-            figures.append(Figure(name: "victim p50, another uid flooding (alone: \(String(format: "%.2f", alone50)) ms)", unit: "ms",
-                                  value: flooded50, peer: alone50, targetRatio: nil, targetAbsolute: nil, better: .lower))
-            figures.append(Figure(name: "the flooding uid's purchase cycles/s meanwhile", unit: "cycles/s", value: floodRate,
+            // With the shipped limits: the flooding uid is paced at `MaxRequestsPerUIDPerSecond=`'s
+            // default, which is what protects the victim; then with the rate limit off, where only
+            // the fair share of each unit of work does.
+            log("noisy neighbour: a victim's purchases while another uid floods, shipped limits…")
+            daemon.stop()
+            mkdir(directory + "/daemon-shipped-limits", 0o755)
+            let paced = try BenchDaemon(directory: directory + "/daemon-shipped-limits", binary: daemon.binary,
+                                        appCount: Self.appCount, dropIn: "[Limits]\nMaxRequestsPerUIDPerSecond=\(noisyRate)\n")
+            try paced.start()
+            let shipped = try noisyNeighbour(socket: paced.clientSocket)
+            paced.stop()
+            try daemon.start()
+            figures.append(Figure(name: "victim p99, another uid flooding (alone: \(String(format: "%.2f", shipped.1)) ms)", unit: "ms",
+                                  value: shipped.3, peer: shipped.1, targetRatio: 2, targetAbsolute: nil, better: .lower))
+            figures.append(Figure(name: "victim p50, another uid flooding (alone: \(String(format: "%.2f", shipped.0)) ms)", unit: "ms",
+                                  value: shipped.2, peer: shipped.0, targetRatio: nil, targetAbsolute: nil, better: .lower))
+            figures.append(Figure(name: "the flooding uid's purchase cycles/s meanwhile (paced)", unit: "cycles/s", value: shipped.4,
+                                  peer: nil, targetRatio: nil, targetAbsolute: nil, better: .higher))
+            log("noisy neighbour without a request rate (MaxRequestsPerUIDPerSecond=0)…")
+            let unpaced = try noisyNeighbour(socket: daemon.clientSocket)
+            figures.append(Figure(name: "victim p99, unpaced flood (alone: \(String(format: "%.2f", unpaced.1)) ms)", unit: "ms",
+                                  value: unpaced.3, peer: unpaced.1, targetRatio: nil, targetAbsolute: nil, better: .lower))
+            figures.append(Figure(name: "victim p50, unpaced flood (alone: \(String(format: "%.2f", unpaced.0)) ms)", unit: "ms",
+                                  value: unpaced.2, peer: unpaced.0, targetRatio: nil, targetAbsolute: nil, better: .lower))
+            figures.append(Figure(name: "the unpaced flooding uid's purchase cycles/s", unit: "cycles/s", value: unpaced.4,
                                   peer: nil, targetRatio: nil, targetAbsolute: nil, better: .higher))
         }
 
@@ -256,10 +279,10 @@ final class Bench {
     /// The victim (this process's uid) buys at 500/s, timed as in the latency figure, first
     /// alone, then while 100 clients of another uid (nobody, 65534) run purchase cycles as fast
     /// as they can. Returns the victim's p50 and p99 alone and flooded, and the flood's rate.
-    func noisyNeighbour() throws -> (Double, Double, Double, Double, Double) {
+    func noisyNeighbour(socket: String) throws -> (Double, Double, Double, Double, Double) {
         let victims = quick ? 500 : 2_500
         settleDisk()
-        let (alone50, alone99) = try victimLatency(app: BenchDaemon.appID(104), count: victims, keyPrefix: "alone")
+        let (alone50, alone99) = try victimLatency(socket: socket, app: BenchDaemon.appID(104), count: victims, keyPrefix: "alone")
         settleDisk()
         // The flood starts 1.5 s after it is spawned and outlasts the victim's run.
         let seconds = Double(victims) / 500 + 2
@@ -269,13 +292,13 @@ final class Bench {
         for process in 0..<4 {
             let output = directory + "/worker-flood-\(process).out"
             let pid = try spawn("/usr/bin/setpriv", ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", executable,
-                                                     "--worker", "storekit", "--socket", daemon.clientSocket, "--clients", "25",
+                                                     "--worker", "storekit", "--socket", socket, "--clients", "25",
                                                      "--first", String(process * 25), "--seconds", String(seconds),
                                                      "--start-at", String(startAt)], stdoutPath: output)
             workers.append((pid, output))
         }
         Worker.waitUntil(startAt + 500_000_000)
-        let (flooded50, flooded99) = try victimLatency(app: BenchDaemon.appID(105), count: victims, keyPrefix: "flooded")
+        let (flooded50, flooded99) = try victimLatency(socket: socket, app: BenchDaemon.appID(105), count: victims, keyPrefix: "flooded")
         return (alone50, alone99, flooded50, flooded99, Double(try cyclesOf(workers, kind: "flood")) / seconds)
     }
 
@@ -283,12 +306,12 @@ final class Bench {
     /// from its send to the arrival of its `purchased` push. Unlike the latency figure's reader,
     /// which finishes what it received before it reads on, the victim finishes on another thread
     /// and connection, so the wait for a finish never delays the timing of the next push.
-    func victimLatency(app: String, count: Int, keyPrefix: String) throws -> (Double, Double) {
-        let connection = try WireConnection(path: daemon.clientSocket)
+    func victimLatency(socket: String, app: String, count: Int, keyPrefix: String) throws -> (Double, Double) {
+        let connection = try WireConnection(path: socket)
         _ = try connection.hello(app: app)
         try connection.send(.subscribe(requestID: 1))
         _ = try connection.awaitResult(1)
-        let finisher = try WireConnection(path: daemon.clientSocket)
+        let finisher = try WireConnection(path: socket)
         _ = try finisher.hello(app: app)
         let toFinish = FinishQueue()
         let finishing = SendableConnection(finisher)

@@ -60,22 +60,47 @@ enum Worker {
         var cycles = 0
         let prefix = "\(getpid())-\(app)-"
         while monotonicNanoseconds() < deadline {
-            try connection.send(.addPayment(.init(requestID: requestID, key: prefix + String(requestID),
-                                                  productID: "bench.coins", quantity: 1)))
+            // A request refused at the uid's rate (`rateLimited`) is sent again at once, as a
+            // flood would: the daemon paces the uid instead of spending its time on refusals.
+            let key = prefix + String(requestID)
             var purchased: UInt64 = 0
-            while purchased == 0 {
-                if case .updated(let records) = try connection.receive(), let record = records.first, record.state == .purchased {
-                    purchased = record.id
+            var acknowledged = false
+            try connection.send(.addPayment(.init(requestID: requestID, key: key, productID: "bench.coins", quantity: 1)))
+            while purchased == 0 || !acknowledged {
+                switch try connection.receive() {
+                case .updated(let records):
+                    if let record = records.first(where: { $0.state == .purchased }) { purchased = record.id }
+                case .result(let id, let code, _, _, let message) where id == requestID:
+                    if code == .rateLimited {
+                        try connection.send(.addPayment(.init(requestID: requestID, key: key, productID: "bench.coins", quantity: 1)))
+                    } else if code == .ok {
+                        acknowledged = true
+                    } else {
+                        throw BenchError("payment refused: \(code.name) \(message)")
+                    }
+                default:
+                    break
                 }
             }
-            _ = try connection.awaitResult(requestID)
             try connection.send(.finish(requestID: requestID + 1, transactionID: purchased))
             var removed = false
-            while !removed {
-                let message = try connection.receive()
-                if case .removed(let records) = message, records.contains(where: { $0.id == purchased }) { removed = true }
+            acknowledged = false
+            while !removed || !acknowledged {
+                switch try connection.receive() {
+                case .removed(let records):
+                    if records.contains(where: { $0.id == purchased }) { removed = true }
+                case .result(let id, let code, _, _, let message) where id == requestID + 1:
+                    if code == .rateLimited {
+                        try connection.send(.finish(requestID: requestID + 1, transactionID: purchased))
+                    } else if code == .ok {
+                        acknowledged = true
+                    } else {
+                        throw BenchError("finish refused: \(code.name) \(message)")
+                    }
+                default:
+                    break
+                }
             }
-            _ = try connection.awaitResult(requestID + 1)
             requestID += 2
             cycles += 1
         }

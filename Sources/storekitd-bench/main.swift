@@ -8,7 +8,7 @@ if arguments.first == "--worker" {
 }
 if arguments.contains("-h") || arguments.contains("--help") {
     say("""
-        Usage: storekitd-bench [--quick] [--only PHASES] [--output FILE]
+        Usage: storekitd-bench [--quick] [--only PHASES] [--output FILE] [--noisy-rate N]
 
         Starts storekitd (built next to this binary) and redis-server on temporary directories and
         measures purchase cycles, latency, replay, fan-out, start-up, RSS and the machine's limits.
@@ -18,6 +18,8 @@ if arguments.contains("-h") || arguments.contains("--help") {
         RSS always run). postgres starts a PostgreSQL 15 of its own (as root, postgresql-15 installed;
         skipped with the reason otherwise) and measures storekitd on it beside SQLite and the peer:
         purchase cycles, latency, and a fleet's cross-host delivery (two daemons on one database).
+        noisy measures a victim's purchases while another uid floods, on a daemon with the shipped
+        limits (--noisy-rate N sets its MaxRequestsPerUIDPerSecond= instead) and with the rate off.
         """)
     exit(0)
 }
@@ -29,7 +31,8 @@ raiseFileLimit()
 do {
     let only = arguments.firstIndex(of: "--only").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
         .map { Set($0.split(separator: ",").map(String.init)) } ?? []
-    let bench = try Bench(quick: quick, only: only)
+    let noisyRate = arguments.firstIndex(of: "--noisy-rate").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil } ?? ""
+    let bench = try Bench(quick: quick, only: only, noisyRate: noisyRate)
     let figures: [Figure]
     do {
         figures = try bench.runAll()

@@ -1,0 +1,63 @@
+import StoreKitEngine
+import StoreKitWire
+
+// Signing a unit of work's pushes off the serving thread: the loop builds the payloads (they
+// read the store) and fills in what the cache holds; the signer's thread makes the rest.
+
+extension Server {
+    /// Takes `output`'s pushes to sign. Those whose records are all signed already (the cache:
+    /// a `removed` push after a finish) are encoded here; the others become the returned job,
+    /// nil when there are none.
+    func signingJob(for output: inout UnitOutput) -> Signer.Job? {
+        var pushes: [Signer.Push] = []
+        var encodedHere: [(indices: [Int], frame: [UInt8])] = []
+        for (indices, message) in output.takePendingSignatures() {
+            var records: [TransactionRecord]
+            switch message {
+            case .updated(let list), .removed(let list): records = list
+            default: continue
+            }
+            var payloads: [(index: Int, payload: JSONValue)] = []
+            var filled = false
+            for index in records.indices where PaymentQueueEngine.isSignable(records[index]) {
+                if let cached = proof.cachedJWS(for: records[index]) {
+                    records[index].jwsRepresentation = cached
+                    filled = true
+                    continue
+                }
+                do {
+                    if let payload = try proof.payload(for: records[index], engine: engine, configuration: configuration) {
+                        payloads.append((index, payload))
+                    }
+                } catch {
+                    logger.error("Failed to sign transaction \(records[index].id): \(error)", id: .signingKey)
+                }
+            }
+            let message: ServerMessage = if case .removed = message { .removed(records) } else { .updated(records) }
+            if !payloads.isEmpty {
+                pushes.append(Signer.Push(indices: indices, message: message, payloads: payloads))
+            } else if filled {
+                encodedHere.append((indices, Frame.encode(body: message.encode())))
+            }
+        }
+        _ = output.replaceFrames(encodedHere)
+        guard !pushes.isEmpty else { return nil }
+        nextSigningTicket += 1
+        return Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes)
+    }
+
+    /// Puts the signer's finished jobs into their outputs in the gate, and releases what is
+    /// now durable and signed.
+    func collectSignatures() {
+        for done in signer.takeDone() {
+            signingJobs -= 1
+            for record in done.signed { proof.remember(record, signedBy: done.identity) }
+            for failure in done.failures { logger.error("Failed to sign \(failure)", id: .signingKey) }
+            guard fatalFailure == nil else { continue }
+            let ready = gate.signed(done.ticket, durable: ledger.durableLSN) { output in
+                for (token, growth) in output.replaceFrames(done.frames) { sessions[token]?.outputInGate += growth }
+            }
+            for output in ready { release(output) }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import StoreKitSigning
+import StoreKitStore
+import StoreKitWire
+
+/// Signs the transactions of a unit of work's pushes on a thread of its own.
+///
+/// An ES256 JWS costs 40–90 µs with its encoding, most of a purchase's work on the serving thread
+/// when it was signed there: every other client waited for it. The loop now builds each payload
+/// (it reads the store), hands the unit's pushes here, and goes on serving; the unit's output
+/// waits in the durability gate until both its commit-log record is on disk and its pushes are
+/// signed (`DurabilityGate`), so clients still hear of changes in the order they were made.
+/// Jobs are signed in the order they were submitted; the loop is woken after each.
+final class Signer: @unchecked Sendable {
+    /// One push to sign: its records, with the payload of each record to sign by its index.
+    struct Push: Sendable {
+        /// Where the push's frames are in the unit's output.
+        var indices: [Int]
+        var message: ServerMessage
+        var payloads: [(index: Int, payload: JSONValue)]
+    }
+
+    /// A unit of work's pushes.
+    struct Job: Sendable {
+        var ticket: UInt64
+        var identity: SigningIdentity
+        var pushes: [Push]
+    }
+
+    /// A signed job: each push's signed frame, the records signed (for the cache), failures.
+    struct Done: Sendable {
+        var ticket: UInt64
+        var identity: SigningIdentity
+        var frames: [(indices: [Int], frame: [UInt8])]
+        var signed: [TransactionRecord]
+        var failures: [String]
+    }
+
+    private let condition = NSCondition()
+    /// Guarded by `condition`.
+    private var jobs: [Job] = []
+    private var done: [Done] = []
+    private var busy = false
+    private var running = true
+    private let onDone: @Sendable () -> Void
+
+    /// `onDone` runs on the signing thread after each job (the loop's wake-up).
+    init(onDone: @escaping @Sendable () -> Void) {
+        self.onDone = onDone
+        Thread.startNamed("storekitd-sign") { [self] in loop() }
+    }
+
+    func submit(_ job: Job) {
+        condition.lock()
+        jobs.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Signed jobs, oldest first.
+    func takeDone() -> [Done] {
+        condition.lock()
+        defer {
+            done.removeAll()
+            condition.unlock()
+        }
+        return done
+    }
+
+    /// Blocks until every submitted job is signed (at shutdown).
+    func waitUntilIdle() {
+        condition.lock()
+        while !jobs.isEmpty || busy { condition.wait() }
+        condition.unlock()
+    }
+
+    func stop() {
+        condition.lock()
+        running = false
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            while running && jobs.isEmpty { condition.wait() }
+            guard running || !jobs.isEmpty else {
+                condition.unlock()
+                return
+            }
+            let job = jobs.removeFirst()
+            busy = true
+            condition.unlock()
+            let result = Self.sign(job)
+            condition.lock()
+            done.append(result)
+            busy = false
+            condition.broadcast()
+            condition.unlock()
+            onDone()
+        }
+    }
+
+    static func sign(_ job: Job) -> Done {
+        var result = Done(ticket: job.ticket, identity: job.identity, frames: [], signed: [], failures: [])
+        for push in job.pushes {
+            var records: [TransactionRecord]
+            switch push.message {
+            case .updated(let list), .removed(let list): records = list
+            default: continue
+            }
+            for (index, payload) in push.payloads {
+                do {
+                    records[index].jwsRepresentation = try job.identity.signJWS(payload: Array(payload.serialized().utf8))
+                    result.signed.append(records[index])
+                } catch {
+                    result.failures.append("transaction \(records[index].id): \(error)")
+                }
+            }
+            let signed: ServerMessage = if case .removed = push.message { .removed(records) } else { .updated(records) }
+            result.frames.append((push.indices, Frame.encode(body: signed.encode())))
+        }
+        return result
+    }
+}
