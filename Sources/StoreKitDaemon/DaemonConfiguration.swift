@@ -97,7 +97,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         maxControlConnections = 64
         helloTimeout = TimeSpan(seconds: 10)
         maxApplicationUsernameLength = 256
-        maxRequestsPerUIDPerSecond = 20_000
+        maxRequestsPerUIDPerSecond = 2_000
         maxUnfinishedPerQueue = 10_000
         observerActivationInterval = TimeSpan(seconds: 30)
         apps = []

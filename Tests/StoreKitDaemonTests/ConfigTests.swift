@@ -100,7 +100,7 @@ struct ConfigTests {
         #expect(defaults.maxControlConnections == 64)
         #expect(defaults.helloTimeout == TimeSpan(seconds: 10))
         #expect(defaults.maxApplicationUsernameLength == 256)
-        #expect(defaults.maxRequestsPerUIDPerSecond == 20_000)
+        #expect(defaults.maxRequestsPerUIDPerSecond == 2_000)
         #expect(defaults.maxUnfinishedPerQueue == 10_000)
         #expect(defaults.observerActivationInterval == TimeSpan(seconds: 30))
         #expect(defaults.apps.isEmpty && defaults.sourceFiles.isEmpty)

@@ -48,4 +48,32 @@ struct DurabilityGateTests {
         #expect(gate.discardAll() == 2)
         #expect(gate.release(durable: .max).isEmpty)
     }
+
+    @Test("an output with pushes being signed waits for them even when durable, and what follows waits behind it")
+    func waitsForSignatures() {
+        var gate = DurabilityGate<String>()
+        #expect(gate.enter("a", lsn: 3, durable: 5, signing: 1).isEmpty)
+        #expect(gate.enter("b", lsn: 4, durable: 5).isEmpty)
+        #expect(gate.release(durable: 9).isEmpty)
+        #expect(gate.signed(1, durable: 9) { $0 += "-signed" } == ["a-signed", "b"])
+        #expect(gate.isEmpty)
+    }
+
+    @Test("signatures that arrive before the sync wait for it; an unknown ticket changes nothing")
+    func signedBeforeDurable() {
+        var gate = DurabilityGate<String>()
+        #expect(gate.enter("a", lsn: 7, durable: 6, signing: 2).isEmpty)
+        #expect(gate.signed(2, durable: 6) { $0 += "!" }.isEmpty)
+        #expect(gate.signed(99, durable: 6) { $0 += "?" }.isEmpty)
+        #expect(gate.release(durable: 7) == ["a!"])
+    }
+
+    @Test("a later unit's signatures done first do not let it pass an earlier one")
+    func signaturesKeepOrder() {
+        var gate = DurabilityGate<String>()
+        _ = gate.enter("a", lsn: 1, durable: 0, signing: 1)
+        _ = gate.enter("b", lsn: 2, durable: 0, signing: 2)
+        #expect(gate.signed(2, durable: 2) { _ in }.isEmpty)
+        #expect(gate.signed(1, durable: 2) { _ in } == ["a", "b"])
+    }
 }

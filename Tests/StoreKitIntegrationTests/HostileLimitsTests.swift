@@ -177,6 +177,43 @@ struct HostileLimitsTests {
         #expect(try flooder.result(for: 1).code == .ok)
     }
 
+    @Test("a uid past MaxRequestsPerUIDPerSecond= that waits for each answer is paced, not refused, and the daemon does not spin on it")
+    func requestRatePaces() throws {
+        let daemon = try Self.daemon(limits: "MaxRequestsPerUIDPerSecond=200")
+        defer { daemon.remove() }
+        let flooder = try daemon.connect()
+        flooder.setReceiveTimeout(10)
+        // One request at a time, sent again at once when refused: a flood that retries.
+        let started = Date()
+        var codes: [ResultCode: Int] = [:]
+        var requestID: UInt32 = 1000
+        var done = 0
+        while done < 1000 {
+            requestID += 1
+            try flooder.send(.ping(requestID: requestID))
+            let code = try flooder.result(for: requestID).code
+            codes[code, default: 0] += 1
+            if code == .ok { done += 1 }
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        // The burst (two seconds' worth, 400) is served at once, the other 600 at 200/s.
+        #expect(elapsed >= 2.5 && elapsed < 6, "\(elapsed) s")
+        #expect((codes[.rateLimited] ?? 0) == 0, "\(codes)")
+        // The daemon did not spin on the paced uid meanwhile: its CPU time stays far below the wall time.
+        #expect(Self.cpuSeconds(daemon) < elapsed / 4, "\(Self.cpuSeconds(daemon)) s of CPU in \(elapsed) s")
+    }
+
+    /// User and system CPU time of the daemon so far, in seconds.
+    static func cpuSeconds(_ daemon: DaemonProcess) -> Double {
+        guard let pid = daemon.process?.processIdentifier,
+              let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return .infinity }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3; utime and stime are fields 14 and 15.
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return .infinity }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     @Test("past MaxUnfinishedPerQueue= payments are refused with quotaExceeded until one is finished")
     func unfinishedQuota() throws {
         let daemon = try Self.daemon(limits: "MaxUnfinishedPerQueue=3")
