@@ -56,7 +56,7 @@ struct WarningRateLimit {
 
 /// `MaxRequestsPerUIDPerSecond=`: a token bucket per uid, refilled at the rate and holding at
 /// most two seconds' worth, so that a burst is served and a flood is paced: a uid whose bucket is
-/// empty is not read (`emptyUntil`), and what it had pipelined beyond the bucket is refused.
+/// empty is not read (`Server.pace`), and what it had pipelined beyond the bucket is refused.
 struct RequestRateLimit {
     private struct Bucket {
         var tokens: Double
@@ -78,20 +78,18 @@ struct RequestRateLimit {
         return true
     }
 
-    /// nil while `uid` has a request left at `now`; else when (ms) its bucket holds a
-    /// `resumeFraction` of a second's worth again (at least one request). Consumes nothing.
-    func emptyUntil(uid: UInt32, now: Int64, perSecond: Int) -> Int64? {
-        guard perSecond > 0, let bucket = buckets[uid] else { return nil }
-        let tokens = bucket.tokens + Double(max(now - bucket.updated, 0)) * Double(perSecond) / 1000
-        guard tokens < 1 else { return nil }
-        let wanted = max(1, Double(perSecond) / Self.resumeFraction)
-        return now + Int64(((wanted - tokens) * 1000 / Double(perSecond)).rounded(.up))
+    /// Requests `uid` may send at `now` (whole or not); consumes nothing.
+    func available(uid: UInt32, now: Int64, perSecond: Int) -> Double {
+        guard perSecond > 0 else { return .infinity }
+        guard let bucket = buckets[uid] else { return Double(perSecond) * 2 }
+        return min(Double(perSecond) * 2, bucket.tokens + Double(max(now - bucket.updated, 0)) * Double(perSecond) / 1000)
     }
 
-    /// A uid's connections paused at its rate are read again once its bucket holds
-    /// 1/`resumeFraction` s of requests: not at every single token, which would wake the loop
-    /// per request of a flood.
-    static let resumeFraction: Double = 20
+    /// When (ms, after `now`) `uid`'s bucket holds `requests` more than it holds at `now`.
+    func refilled(_ requests: Double, uid: UInt32, now: Int64, perSecond: Int) -> Int64 {
+        guard perSecond > 0 else { return now }
+        return now + max(1, Int64((requests * 1000 / Double(perSecond)).rounded(.up)))
+    }
 
     /// Forgets uids idle long enough for their bucket to be full again.
     mutating func expire(now: Int64) {

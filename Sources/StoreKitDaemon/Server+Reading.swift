@@ -55,11 +55,14 @@ extension Server {
                 }
                 // Pacing: a uid that used up its requests per second is not read until its bucket
                 // refills; the kernel's socket buffer holds it back meanwhile, at no cost here.
-                if session.kind == .client, session.app != nil, session.decoder.bufferedByteCount > 0,
-                   let until = requestRates.emptyUntil(uid: session.peer.uid, now: ServiceNotifier.monotonicMilliseconds(),
-                                                       perSecond: configuration.maxRequestsPerUIDPerSecond) {
-                    pace(session, until: until)
-                    return
+                if session.kind == .client, session.app != nil, session.decoder.bufferedByteCount > 0 {
+                    let now = ServiceNotifier.monotonicMilliseconds()
+                    let rate = configuration.maxRequestsPerUIDPerSecond
+                    let left = requestRates.available(uid: session.peer.uid, now: now, perSecond: rate)
+                    if left < 1 {
+                        pace(session, until: requestRates.refilled(1 - left, uid: session.peer.uid, now: now, perSecond: rate))
+                        return
+                    }
                 }
                 guard let body = try session.decoder.next() else { return }
                 dispatch(session, try ClientMessage.decode(body))
@@ -71,21 +74,30 @@ extension Server {
 
     func pace(_ session: Session, until: Int64) {
         guard session.pacedUntil == nil else { return }
+        // Not read meanwhile: its frames wait in the kernel's socket buffer.
         session.pacedUntil = until
         paced.append(session)
         updateInterest(session)
     }
 
-    /// Reads the paced sessions again whose uid's bucket has refilled.
+    /// Reads paced sessions again, longest paced first, as many of each uid as its bucket has
+    /// requests for: a flood is read a few requests at a time, as its rate allows, not in bursts
+    /// that would fill units of work ahead of everyone else.
     func resumePaced(now: Int64) {
         guard let first = nextPacedResume, first <= now else { return }
         let waiting = paced
         paced.removeAll(keepingCapacity: true)
-        for session in waiting where sessions[session.token] != nil {
-            guard let until = session.pacedUntil, until <= now else {
+        let rate = configuration.maxRequestsPerUIDPerSecond
+        var granted: [UInt32: Double] = [:]
+        for session in waiting where sessions[session.token] != nil && session.pacedUntil != nil {
+            let uid = session.peer.uid
+            let left = requestRates.available(uid: uid, now: now, perSecond: rate) - granted[uid, default: 0]
+            guard left >= 1 else {
+                session.pacedUntil = requestRates.refilled(1 - left, uid: uid, now: now, perSecond: rate)
                 paced.append(session)
                 continue
             }
+            granted[uid, default: 0] += 1
             session.pacedUntil = nil
             decodeFrames(session)
             if session.pacedUntil == nil && !session.backlogged { updateInterest(session) }

@@ -46,18 +46,31 @@ extension Server {
         return Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes)
     }
 
+    /// Signatures up to which a unit's pushes are signed on the loop, after the commit, while
+    /// the disk syncs: a hand-off to the signer's thread and back costs more than one or two
+    /// signatures when the cores are busy. More go to the signer.
+    static let signedOnTheLoop = 2
+
     /// Puts the signer's finished jobs into their outputs in the gate, and releases what is
     /// now durable and signed.
     func collectSignatures() {
         for done in signer.takeDone() {
             signingJobs -= 1
-            for record in done.signed { proof.remember(record, signedBy: done.identity) }
-            for failure in done.failures { logger.error("Failed to sign \(failure)", id: .signingKey) }
             guard fatalFailure == nil else { continue }
             let ready = gate.signed(done.ticket, durable: ledger.durableLSN) { output in
-                for (token, growth) in output.replaceFrames(done.frames) { sessions[token]?.outputInGate += growth }
+                // In the gate, its bytes are counted already: the signed frames' growth is added.
+                for (token, growth) in apply(done, to: &output) { sessions[token]?.outputInGate += growth }
             }
             for output in ready { release(output) }
         }
+    }
+
+    /// Puts a signed job's frames into `output` (the cache keeps its signatures); returns how
+    /// many bytes each session's output grew.
+    @discardableResult
+    func apply(_ done: Signer.Done, to output: inout UnitOutput) -> [UInt64: Int] {
+        for record in done.signed { proof.remember(record, signedBy: done.identity) }
+        for failure in done.failures { logger.error("Failed to sign \(failure)", id: .signingKey) }
+        return output.replaceFrames(done.frames)
     }
 }

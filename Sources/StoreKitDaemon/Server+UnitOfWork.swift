@@ -246,14 +246,19 @@ extension Server {
     /// and the signer get there.
     func deliver(_ output: UnitOutput) {
         var output = output
-        let job = signingJob(for: &output)
-        for (token, count) in output.bytes { sessions[token]?.outputInGate += count }
         var ticket: UInt64?
-        if let job {
-            signer.submit(job)
-            signingJobs += 1
-            ticket = job.ticket
+        if let job = signingJob(for: &output) {
+            if job.signatureCount <= Self.signedOnTheLoop {
+                // A few signatures cost less here than waking the signer's thread (the disk syncs
+                // meanwhile, on its own thread).
+                apply(Signer.sign(job), to: &output)
+            } else {
+                signer.submit(job)
+                signingJobs += 1
+                ticket = job.ticket
+            }
         }
+        for (token, count) in output.bytes { sessions[token]?.outputInGate += count }
         for ready in gate.enter(output, lsn: ledger.committedLSN, durable: ledger.durableLSN, signing: ticket) { release(ready) }
     }
 

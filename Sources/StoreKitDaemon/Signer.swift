@@ -25,6 +25,8 @@ final class Signer: @unchecked Sendable {
         var ticket: UInt64
         var identity: SigningIdentity
         var pushes: [Push]
+
+        var signatureCount: Int { pushes.reduce(0) { $0 + $1.payloads.count } }
     }
 
     /// A signed job: each push's signed frame, the records signed (for the cache), failures.
