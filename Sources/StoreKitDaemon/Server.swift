@@ -189,13 +189,17 @@ public final class Server {
             let saveWait = Int32(clamping: max(Int64(Self.idleSaveDelay), ledger.saveRetryAt - ServiceNotifier.monotonicMilliseconds()))
             let canExecute = !received.isEmpty && signerHasRoom
             var events = 0
+            let waitStarted = ServiceNotifier.monotonicMilliseconds()
             try epoll.wait(timeout: canExecute ? 0 : (waitsForSave ? min(nextTimeout(), saveWait) : nextTimeout())) {
                 token, flags in
                 events += 1
                 handle(token: token, events: flags)
             }
             guard running else { break }
-            if waitsForSave && events == 0 && received.isEmpty { ledger.save(retrying: true) }
+            // Idle for the whole delay, not woken sooner by a timer of its own (a paced uid's
+            // next read, the watchdog): a flood paced every millisecond is not idleness.
+            let idle = events == 0 && ServiceNotifier.monotonicMilliseconds() - waitStarted >= Int64(saveWait)
+            if waitsForSave && idle && received.isEmpty { ledger.save(retrying: true) }
             if signerHasRoom { executeReceived() }
             resumeBacklog()
             resumePaced(now: ServiceNotifier.monotonicMilliseconds())

@@ -129,7 +129,10 @@ final class PostgresConnection {
             ?? connection.map { Self.text(PQerrorMessage($0)) } ?? "no connection"
         let state = result.flatMap { PQresultErrorField($0, Self.sqlStateField) }.map { Self.text($0) } ?? ""
         let trimmed = message.trimmingSuffix()
-        if lost || state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03" {
+        // An error without a SQLSTATE is libpq's own (the server sends one with every error): the
+        // connection broke, although PQstatus may not say so yet ("server closed the connection
+        // unexpectedly" while PostgreSQL crashes).
+        if lost || state.isEmpty || state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03" {
             return StoreError(.io, path: description, message: "PostgreSQL connection lost: \(trimmed)")
         }
         switch state {
