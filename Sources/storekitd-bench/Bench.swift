@@ -111,7 +111,7 @@ final class Bench {
             let shipped = try noisyNeighbour(socket: paced.clientSocket)
             paced.stop()
             try daemon.start()
-            figures.append(Figure(name: "victim p99, another uid flooding (alone: \(String(format: "%.2f", shipped.1)) ms)", unit: "ms",
+            figures.append(Figure(name: "victim p99, another uid flooding, median of rounds (alone: \(String(format: "%.2f", shipped.1)) ms)", unit: "ms",
                                   value: shipped.3, peer: shipped.1, targetRatio: 2, targetAbsolute: nil, better: .lower))
             figures.append(Figure(name: "victim p50, another uid flooding (alone: \(String(format: "%.2f", shipped.0)) ms)", unit: "ms",
                                   value: shipped.2, peer: shipped.0, targetRatio: nil, targetAbsolute: nil, better: .lower))
@@ -279,10 +279,28 @@ final class Bench {
     /// The victim (this process's uid) buys at 500/s, timed as in the latency figure, first
     /// alone, then while 100 clients of another uid (nobody, 65534) run purchase cycles as fast
     /// as they can. Returns the victim's p50 and p99 alone and flooded, and the flood's rate.
+    /// The noisy-neighbour figure on the daemon at `socket`: rounds of the victim alone, then
+    /// flooded; the medians over the rounds (p50 alone, p99 alone, p50 flooded, p99 flooded, the
+    /// flood's cycles/s). One short run's p99 swings with the disk's stalls, alone as much as
+    /// flooded, so each round is logged and the figure is the median of three.
     func noisyNeighbour(socket: String) throws -> (Double, Double, Double, Double, Double) {
+        let rounds = quick ? 1 : 3
+        var results: [(Double, Double, Double, Double, Double)] = []
+        for round in 1...rounds {
+            let result = try noisyRound(socket: socket, round: round)
+            log(String(format: "  round %d: alone p50 %.2f p99 %.2f ms; flooded p50 %.2f p99 %.2f ms (%.2f×); the flood %.0f cycles/s",
+                       round, result.0, result.1, result.2, result.3, result.3 / result.1, result.4))
+            results.append(result)
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        return (median(results.map(\.0)), median(results.map(\.1)), median(results.map(\.2)), median(results.map(\.3)),
+                median(results.map(\.4)))
+    }
+
+    func noisyRound(socket: String, round: Int) throws -> (Double, Double, Double, Double, Double) {
         let victims = quick ? 500 : 2_500
         settleDisk()
-        let (alone50, alone99) = try victimLatency(socket: socket, app: BenchDaemon.appID(104), count: victims, keyPrefix: "alone")
+        let (alone50, alone99) = try victimLatency(socket: socket, app: BenchDaemon.appID(104), count: victims, keyPrefix: "alone-\(round)")
         settleDisk()
         // The flood starts 1.5 s after it is spawned and outlasts the victim's run.
         let seconds = Double(victims) / 500 + 2
@@ -298,7 +316,8 @@ final class Bench {
             workers.append((pid, output))
         }
         Worker.waitUntil(startAt + 500_000_000)
-        let (flooded50, flooded99) = try victimLatency(socket: socket, app: BenchDaemon.appID(105), count: victims, keyPrefix: "flooded")
+        let (flooded50, flooded99) = try victimLatency(socket: socket, app: BenchDaemon.appID(105), count: victims,
+                                                       keyPrefix: "flooded-\(round)")
         return (alone50, alone99, flooded50, flooded99, Double(try cyclesOf(workers, kind: "flood")) / seconds)
     }
 

@@ -19,7 +19,8 @@ if arguments.contains("-h") || arguments.contains("--help") {
         skipped with the reason otherwise) and measures storekitd on it beside SQLite and the peer:
         purchase cycles, latency, and a fleet's cross-host delivery (two daemons on one database).
         noisy measures a victim's purchases while another uid floods, on a daemon with the shipped
-        limits (--noisy-rate N sets its MaxRequestsPerUIDPerSecond= instead) and with the rate off.
+        limits (--noisy-rate N sets its MaxRequestsPerUIDPerSecond= instead) and with the rate off:
+        three rounds of the victim alone and flooded each, the medians reported.
         """)
     exit(0)
 }
