@@ -206,6 +206,7 @@ extension Server {
     func releaseHeldRequests(of session: Session) {
         session.heldForOutput = false
         received.insert(contentsOf: session.heldRequests.map { (session, $0) }, at: 0)
+        if session.kind == .client { queuedPerUID[session.peer.uid, default: 0] += session.heldRequests.count }
         session.heldRequests.removeAll()
         updateInterest(session)
     }

@@ -36,15 +36,22 @@ extension Server {
         }
         // The deadline is for a client that stalls inside a frame: it restarts whenever a whole
         // frame arrived, and does not run while the session is held back with complete frames.
-        if session.decoder.bufferedByteCount == 0 || session.backlogged || session.inFlight > inFlightBefore {
-            session.partialSince = session.decoder.bufferedByteCount > 0 && !session.backlogged
-                ? ServiceNotifier.monotonicMilliseconds() : nil
+        if session.decoder.bufferedByteCount == 0 || session.backlogged || session.pacedUntil != nil || session.inFlight > inFlightBefore {
+            restartPartialFrameDeadline(session)
         } else if session.partialSince == nil {
             session.partialSince = ServiceNotifier.monotonicMilliseconds()
         }
     }
 
+    /// After whole frames were taken: a deadline runs only for a frame left half sent, and not
+    /// while the session is held back (backlogged or paced) with complete frames buffered.
+    func restartPartialFrameDeadline(_ session: Session) {
+        let waitsForClient = session.decoder.bufferedByteCount > 0 && !session.backlogged && session.pacedUntil == nil
+        session.partialSince = waitsForClient ? ServiceNotifier.monotonicMilliseconds() : nil
+    }
+
     func decodeFrames(_ session: Session) {
+        var ratePassed = false
         do {
             while !session.closeAfterSending {
                 // Backpressure: with MaxRequestsInFlight= requests waiting, stop decoding and stop
@@ -55,10 +62,14 @@ extension Server {
                 }
                 // Pacing: a uid that used up its requests per second is not read until its bucket
                 // refills; the kernel's socket buffer holds it back meanwhile, at no cost here.
-                if session.kind == .client, session.app != nil, session.decoder.bufferedByteCount > 0 {
+                // Checked before the first frame of a pass only: what a client pipelined in one go
+                // beyond its bucket is decoded and refused (`rateLimited`), as documented.
+                if !ratePassed, session.kind == .client, session.app != nil, session.decoder.bufferedByteCount > 0 {
+                    ratePassed = true
                     let now = ServiceNotifier.monotonicMilliseconds()
                     let rate = configuration.maxRequestsPerUIDPerSecond
                     let left = requestRates.available(uid: session.peer.uid, now: now, perSecond: rate)
+                        - Double(queuedPerUID[session.peer.uid] ?? 0)
                     if left < 1 {
                         pace(session, until: requestRates.refilled(1 - left, uid: session.peer.uid, now: now, perSecond: rate))
                         return
@@ -92,6 +103,7 @@ extension Server {
         for session in waiting where sessions[session.token] != nil && session.pacedUntil != nil {
             let uid = session.peer.uid
             let left = requestRates.available(uid: uid, now: now, perSecond: rate) - granted[uid, default: 0]
+                - Double(queuedPerUID[uid] ?? 0)
             guard left >= 1 else {
                 session.pacedUntil = requestRates.refilled(1 - left, uid: uid, now: now, perSecond: rate)
                 paced.append(session)
@@ -100,6 +112,7 @@ extension Server {
             granted[uid, default: 0] += 1
             session.pacedUntil = nil
             decodeFrames(session)
+            restartPartialFrameDeadline(session)
             if session.pacedUntil == nil && !session.backlogged { updateInterest(session) }
         }
     }
@@ -122,6 +135,7 @@ extension Server {
         for session in paused where sessions[session.token] != nil {
             session.backlogged = false
             decodeFrames(session)
+            restartPartialFrameDeadline(session)
             if !session.backlogged { updateInterest(session) }
         }
     }
@@ -148,6 +162,7 @@ extension Server {
         }
         session.inFlight += 1
         received.append((session, message))
+        if session.kind == .client { queuedPerUID[session.peer.uid, default: 0] += 1 }
     }
 
     func isControlMessage(_ message: ClientMessage) -> Bool {

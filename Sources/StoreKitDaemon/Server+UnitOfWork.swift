@@ -97,6 +97,10 @@ extension Server {
             if taken[uid, default: 0] < Self.fairShare {
                 taken[uid, default: 0] += 1
                 batch.append(entry)
+                if entry.0.kind == .client {
+                    queuedPerUID[uid, default: 0] -= 1
+                    if queuedPerUID[uid] == 0 { queuedPerUID[uid] = nil }
+                }
             } else {
                 rest.append(entry)
             }

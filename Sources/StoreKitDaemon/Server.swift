@@ -93,6 +93,9 @@ public final class Server {
     var backlog: [Session] = []
     /// Sessions not read until their uid's request rate allows (`Session.pacedUntil`).
     var paced: [Session] = []
+    /// Client requests per uid in `received`: decoded, not yet executed, so not yet counted by
+    /// the uid's rate (a paced uid is read again only for what its bucket holds beyond them).
+    var queuedPerUID: [UInt32: Int] = [:]
     /// Sessions with output queued since the last send.
     var sessionsToSend: [Session] = []
     var running = true
@@ -144,9 +147,7 @@ public final class Server {
         self.access = AccessPolicy(adminGroup: configuration.adminGroup)
         epoll = try Epoll()
         signalFD = try retryingSyscall { storekit_signalfd() }
-        let wakeup = try WakeupEvent()
-        self.wakeup = wakeup
-        signer = Signer(onDone: { wakeup.signal() })
+        wakeup = try WakeupEvent()
         try epoll.add(signalFD, events: .readable, token: Token.signals)
         try epoll.add(wakeup.fd, events: .readable, token: Token.wakeup)
         for (index, listener) in listeners.enumerated() {
@@ -159,6 +160,9 @@ public final class Server {
             try epoll.add(fleet.socket, events: .readable, token: Token.fleet)
             fleetChangesDue = true
         }
+        // Last: nothing after it throws, so its thread is never left behind by a failed init.
+        let wakeup = self.wakeup
+        signer = Signer(onDone: { wakeup.signal() })
         for (fd, name) in resumedSessions { resume(fd: fd, name: name) }
     }
 
@@ -181,6 +185,7 @@ public final class Server {
     /// to stop because something it depends on failed (after the same shutdown).
     public func run() throws {
         notifier.ready(status: statusLine())
+        defer { signer.stop() }   // also when the loop throws and shutdown() is skipped
         while running {
             // Units of work waiting in the SQLite transaction are saved once the loop has been
             // idle for `idleSaveDelay` ms, or once the transaction is old (`Ledger.saveIsDue`).
@@ -228,7 +233,8 @@ public final class Server {
         var timeout: Int64 = 1000
         if let interval = notifier.watchdogPingInterval { timeout = min(timeout, interval) }
         if let resume = nextPacedResume { timeout = min(timeout, max(resume - ServiceNotifier.monotonicMilliseconds(), 0)) }
-        if writesStoppedReason == nil, let due = try? engine.millisecondsUntilNextEvent() {
+        // A due event waits for room at the signer like any unit of work: its wake-up ends the wait.
+        if writesStoppedReason == nil, signerHasRoom, let due = try? engine.millisecondsUntilNextEvent() {
             timeout = min(timeout, max(due, 0))
         }
         return Int32(timeout)
@@ -255,6 +261,12 @@ public final class Server {
             if let listener = listeners[token] {
                 acceptAll(listener)
             } else if let session = sessions[token] {
+                // A paced session is not read, so its peer's hang-up would be reported at every
+                // wait (level-triggered): the peer is gone, close it now.
+                if session.pacedUntil != nil, !events.intersection([.hangup, .error, .peerClosed]).isEmpty {
+                    close(session)
+                    return
+                }
                 if events.contains(.readable) || events.contains(.hangup) || events.contains(.error) {
                     readAvailable(session)
                 }
@@ -332,7 +344,8 @@ public final class Server {
         }
         listeners.removeAll()
         if fatalFailure == nil {
-            executeReceived()
+            // Every request read is answered: a unit takes at most `fairShare` per uid.
+            repeat { executeReceived() } while !received.isEmpty && fatalFailure == nil
             ledger.save()
             ledger.waitUntilDurable()
             signer.waitUntilIdle()

@@ -129,10 +129,11 @@ final class PostgresConnection {
             ?? connection.map { Self.text(PQerrorMessage($0)) } ?? "no connection"
         let state = result.flatMap { PQresultErrorField($0, Self.sqlStateField) }.map { Self.text($0) } ?? ""
         let trimmed = message.trimmingSuffix()
-        // An error without a SQLSTATE is libpq's own (the server sends one with every error): the
-        // connection broke, although PQstatus may not say so yet ("server closed the connection
-        // unexpectedly" while PostgreSQL crashes).
-        if lost || state.isEmpty || state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03" {
+        // A failed statement without a SQLSTATE is libpq's own error (the server sends one with
+        // every error): the connection broke, although PQstatus may not say so yet ("server
+        // closed the connection unexpectedly" while PostgreSQL crashes).
+        let failedWithoutState = state.isEmpty && (result.map { PQresultStatus($0) == PGRES_FATAL_ERROR } ?? true)
+        if lost || failedWithoutState || state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03" {
             return StoreError(.io, path: description, message: "PostgreSQL connection lost: \(trimmed)")
         }
         switch state {
