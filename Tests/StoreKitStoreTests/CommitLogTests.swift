@@ -177,7 +177,12 @@ struct CommitLogTests {
         // The child lets go 50 ms after the open starts; the open waits for it.
         let writeEnd = stdinPipe[1]
         let started = Date()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { close(writeEnd) }
+        // A thread of its own: under a parallel test run, Dispatch's shared pool can be busy for
+        // longer than the open's one second of waiting.
+        Thread.detachNewThread {
+            usleep(50_000)
+            close(writeEnd)
+        }
         let log = try CommitLog(databasePath: path, database: 7)
         #expect(Date().timeIntervalSince(started) >= 0.04)
         _ = log
