@@ -68,10 +68,7 @@ struct RequestRateLimit {
     /// One request of `uid` at `now` (ms) under `perSecond` (0: no limit): true when allowed.
     mutating func admit(uid: UInt32, now: Int64, perSecond: Int) -> Bool {
         guard perSecond > 0 else { return true }
-        let capacity = Double(perSecond) * 2
-        var bucket = buckets[uid] ?? Bucket(tokens: capacity, updated: now)
-        bucket.tokens = min(capacity, bucket.tokens + Double(max(now - bucket.updated, 0)) * Double(perSecond) / 1000)
-        bucket.updated = now
+        var bucket = Bucket(tokens: available(uid: uid, now: now, perSecond: perSecond), updated: now)
         defer { buckets[uid] = bucket }
         guard bucket.tokens >= 1 else { return false }
         bucket.tokens -= 1
@@ -85,8 +82,8 @@ struct RequestRateLimit {
         return min(Double(perSecond) * 2, bucket.tokens + Double(max(now - bucket.updated, 0)) * Double(perSecond) / 1000)
     }
 
-    /// When (ms, after `now`) `uid`'s bucket holds `requests` more than it holds at `now`.
-    func refilled(_ requests: Double, uid: UInt32, now: Int64, perSecond: Int) -> Int64 {
+    /// When (ms, after `now`) a bucket holds `requests` more than it holds at `now`.
+    static func refilled(_ requests: Double, now: Int64, perSecond: Int) -> Int64 {
         guard perSecond > 0 else { return now }
         return now + max(1, Int64((requests * 1000 / Double(perSecond)).rounded(.up)))
     }

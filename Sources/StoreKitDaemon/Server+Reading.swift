@@ -71,7 +71,7 @@ extension Server {
                     let left = requestRates.available(uid: session.peer.uid, now: now, perSecond: rate)
                         - Double(queuedPerUID[session.peer.uid] ?? 0)
                     if left < 1 {
-                        pace(session, until: requestRates.refilled(1 - left, uid: session.peer.uid, now: now, perSecond: rate))
+                        pace(session, until: RequestRateLimit.refilled(1 - left, now: now, perSecond: rate))
                         return
                     }
                 }
@@ -105,7 +105,7 @@ extension Server {
             let left = requestRates.available(uid: uid, now: now, perSecond: rate) - granted[uid, default: 0]
                 - Double(queuedPerUID[uid] ?? 0)
             guard left >= 1 else {
-                session.pacedUntil = requestRates.refilled(1 - left, uid: uid, now: now, perSecond: rate)
+                session.pacedUntil = RequestRateLimit.refilled(1 - left, now: now, perSecond: rate)
                 paced.append(session)
                 continue
             }

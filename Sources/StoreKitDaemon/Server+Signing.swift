@@ -12,11 +12,7 @@ extension Server {
         var pushes: [Signer.Push] = []
         var encodedHere: [(indices: [Int], frame: [UInt8])] = []
         for (indices, message) in output.takePendingSignatures() {
-            var records: [TransactionRecord]
-            switch message {
-            case .updated(let list), .removed(let list): records = list
-            default: continue
-            }
+            guard var records = message.pushedRecords else { continue }
             var payloads: [(index: Int, payload: JSONValue)] = []
             var filled = false
             for index in records.indices where PaymentQueueEngine.isSignable(records[index]) {
@@ -33,7 +29,7 @@ extension Server {
                     logger.error("Failed to sign transaction \(records[index].id): \(error)", id: .signingKey)
                 }
             }
-            let message: ServerMessage = if case .removed = message { .removed(records) } else { .updated(records) }
+            let message = message.replacingRecords(records)
             if !payloads.isEmpty {
                 pushes.append(Signer.Push(indices: indices, message: message, payloads: payloads))
             } else if filled {

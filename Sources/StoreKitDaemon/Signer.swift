@@ -107,11 +107,7 @@ final class Signer: @unchecked Sendable {
     static func sign(_ job: Job) -> Done {
         var result = Done(ticket: job.ticket, identity: job.identity, frames: [], signed: [], failures: [])
         for push in job.pushes {
-            var records: [TransactionRecord]
-            switch push.message {
-            case .updated(let list), .removed(let list): records = list
-            default: continue
-            }
+            guard var records = push.message.pushedRecords else { continue }
             for (index, payload) in push.payloads {
                 do {
                     records[index].jwsRepresentation = try job.identity.signJWS(payload: Array(payload.serialized().utf8))
@@ -120,9 +116,23 @@ final class Signer: @unchecked Sendable {
                     result.failures.append("transaction \(records[index].id): \(error)")
                 }
             }
-            let signed: ServerMessage = if case .removed = push.message { .removed(records) } else { .updated(records) }
-            result.frames.append((push.indices, Frame.encode(body: signed.encode())))
+            result.frames.append((push.indices, Frame.encode(body: push.message.replacingRecords(records).encode())))
         }
         return result
+    }
+}
+
+extension ServerMessage {
+    /// The records of an `updated` or `removed` push; nil for any other message.
+    var pushedRecords: [TransactionRecord]? {
+        switch self {
+        case .updated(let records), .removed(let records): records
+        default: nil
+        }
+    }
+
+    /// The same push with `records` in place of its own.
+    func replacingRecords(_ records: [TransactionRecord]) -> ServerMessage {
+        if case .removed = self { .removed(records) } else { .updated(records) }
     }
 }
