@@ -111,6 +111,37 @@ struct ProofOfPurchaseTests {
         #expect(purchased?.jwsRepresentation != nil, "pushes are signed")
     }
 
+    @Test("a unit of work with many purchases is signed on the signer's thread: every push verifies with openssl and names its transaction")
+    func pipelinedPurchasesAreSignedOffTheLoop() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        let connection = try daemon.connect()
+        connection.setReceiveTimeout(10)
+        try connection.send(.subscribe(requestID: 1))
+        while true { if case .result(1, _, _, _, _) = try connection.receive() { break } }
+        // Six payments in one write: one unit of work, six signatures (more than the loop makes itself).
+        try HostileLimitsTests.pipeline(connection, { .addPayment(.init(requestID: $0, key: "pipelined-\($0)", productID: Sample.coins,
+                                                                           quantity: 1)) }, count: 6)
+        var signed: [UInt64: String] = [:]
+        var answered = 0
+        while signed.count < 6 || answered < 6 {
+            switch try connection.receive() {
+            case .updated(let records):
+                for record in records where record.state == .purchased { signed[record.id] = record.jwsRepresentation ?? "" }
+            case .result(let id, let code, _, _, _) where id >= 1000:
+                #expect(code == .ok)
+                answered += 1
+            default:
+                break
+            }
+        }
+        for (id, jws) in signed {
+            let verified = try IndependentVerifier.verifyJWS(jws, root: daemon.directory.file("root.pem"))
+            #expect(verified.status == 0, "\(id): \(verified.stderr)")
+            #expect(try Self.payload(verified)["transactionId"] as? String == String(id))
+        }
+    }
+
     @Test("Apple's App Store Server Library, given storekitd's root in place of Apple's, verifies Sandbox transactions and renewal info and refuses changed ones",
           .enabled(if: IndependentVerifier.appleLibraryPython != nil, "Apple's app-store-server-library could not be installed from PyPI (make test-deps)"))
     func appleLibraryAccepts() throws {
