@@ -21,7 +21,7 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .systemLibrary(name: "CPosix"),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CPostgres"),   // libpq-dev's header; libpq itself is loaded when needed
 
         // Foundations: no dependency on anything else of ours.
         .target(name: "StoreKitPosix", dependencies: ["CPosix"]),

@@ -1,2 +1,3 @@
-// libpq from Debian's libpq-dev (pkg-config libpq: -I/usr/include/postgresql -lpq).
-#include <libpq-fe.h>
+// libpq's header from Debian's libpq-dev (pkg-config libpq: -I/usr/include/postgresql). Its types and
+// constants only: the functions are not linked but loaded when needed (StoreKitPostgres/LibPQ.swift).
+#include <postgresql/libpq-fe.h>

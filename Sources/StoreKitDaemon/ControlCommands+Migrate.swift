@@ -19,6 +19,9 @@ extension ControlCommands {
         guard let store = engine.store as? TransactionStore else {
             return .failure(.invalidArgument, "the daemon is already on \(engine.store.path); migrate copies an SQLite ledger")
         }
+        if let missing = PostgresLedger.libraryProblem {
+            return .failure(.invalidArgument, "migrate needs libpq: \(missing)")
+        }
         let target = PostgresLedger.describe(conninfo)
         if let problem = PostgresLedger.problem(with: conninfo) {
             return .failure(.invalidArgument, "bad connection string: \(Self.redacting(problem, of: conninfo))")

@@ -255,6 +255,9 @@ private struct ValueParser {
 
     /// A libpq connection string; the value is not repeated in the error (it may hold a password).
     func connectionString() throws(ConfigError) -> String {
+        if let missing = PostgresLedger.libraryProblem {
+            throw ConfigError(file: file, line: entry.line, message: "\(entry.key)= names a PostgreSQL database, but \(missing)")
+        }
         if let problem = PostgresLedger.problem(with: entry.value) {
             throw ConfigError(file: file, line: entry.line, message: "invalid value for \(entry.key)=: expected a PostgreSQL "
                               + "connection string (postgresql://… or key=value …), or nothing for the SQLite file: \(problem)")

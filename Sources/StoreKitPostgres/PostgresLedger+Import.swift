@@ -328,8 +328,8 @@ extension PostgresLedger {
     /// `conninfo` with a connection timeout (10 s) unless it names one: a host that does not
     /// answer must not hold the caller (the daemon's serving loop) for libpq's default, forever.
     public static func withConnectTimeout(_ conninfo: String, seconds: Int = 10) -> String {
-        guard let options = PQconninfoParse(conninfo, nil) else { return conninfo }
-        defer { PQconninfoFree(options) }
+        guard let pq = try? LibPQ.loaded(), let options = pq.conninfoParse(conninfo, nil) else { return conninfo }
+        defer { pq.conninfoFree(options) }
         var option = options
         while let keyword = option.pointee.keyword {
             if String(cString: keyword) == "connect_timeout", option.pointee.val != nil { return conninfo }

@@ -82,6 +82,7 @@ public final class PostgresLedger: LedgerStorage {
 
     /// Opening at an older `schemaVersion` is for the migration tests.
     init(conninfo: String, member: FleetMember?, schemaVersion: Int) throws(StoreError) {
+        _ = try LibPQ.loaded()
         if let problem = PostgresConnection.problem(with: conninfo) {
             throw StoreError(.io, path: PostgresConnection.describe(conninfo), message: "bad connection string: \(problem)")
         }
@@ -103,6 +104,12 @@ public final class PostgresLedger: LedgerStorage {
 
     /// Why `conninfo` is no libpq connection string; nil when it is one (for the config loader).
     public static func problem(with conninfo: String) -> String? { PostgresConnection.problem(with: conninfo) }
+
+    /// Why libpq cannot be loaded (LibPQ.swift), with the package to install; nil when it can.
+    public static var libraryProblem: String? {
+        guard case .failure(let error) = LibPQ.shared else { return nil }
+        return "\(error.path): \(error.message)"
+    }
 
     /// The database `conninfo` names, for messages (never its password).
     public static func describe(_ conninfo: String) -> String { PostgresConnection.describe(conninfo) }

@@ -128,6 +128,17 @@ public final class DaemonProcess: @unchecked Sendable {
         return text.split(separator: "\n").suffix(tail).joined(separator: "\n")
     }
 
+    /// The files the running daemon has mapped (`/proc/PID/maps`, read to its end: a `/proc` file
+    /// says it is empty, and a read by its size would stop at the first page).
+    public func mappedFiles() throws -> Set<String> {
+        guard let pid = process?.processIdentifier, let maps = FileHandle(forReadingAtPath: "/proc/\(pid)/maps") else {
+            throw DaemonError.notRunning
+        }
+        defer { try? maps.close() }
+        let text = String(decoding: maps.readDataToEndOfFile(), as: UTF8.self)
+        return Set(text.split(separator: "\n").compactMap { line in line.firstIndex(of: "/").map { String(line[$0...]) } })
+    }
+
     /// Runs `storekitctl` against this daemon.
     public func ctl(_ arguments: [String], uid: UInt32? = nil) throws -> ProcessResult {
         try ProcessRunner.run(Paths.binary("storekitctl"), arguments, environment: clientEnvironment, uid: uid)
@@ -168,11 +179,13 @@ public enum DaemonError: Error, CustomStringConvertible {
     case exited(status: Int32, log: String)
     case timeout(log: String)
     case command([String], ProcessResult)
+    case notRunning
 
     public var description: String {
         switch self {
         case .exited(let status, let log): "storekitd exited with \(status):\n\(log)"
         case .timeout(let log): "storekitd did not become ready:\n\(log)"
+        case .notRunning: "storekitd is not running"
         case .command(let arguments, let result): "storekitctl \(arguments) failed (\(result.status)): \(result.stderr)"
         }
     }

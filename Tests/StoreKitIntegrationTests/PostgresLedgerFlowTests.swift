@@ -36,6 +36,8 @@ struct PostgresLedgerFlowTests {
         try daemon.start()
         #expect(daemon.log().contains("Opened database PostgreSQL database postgres on \(server.socketDirectory) as host "))
         #expect(daemon.log().contains(": created schema \(2)"))
+        #expect(try daemon.mappedFiles().contains { $0.hasSuffix("/libpq.so.5") || $0.contains("/libpq.so.5.") },
+                "libpq is loaded when the configuration names a PostgreSQL ledger")
 
         let buyer = try Client(daemon)
         #expect(try buyer.subscribe().isEmpty)

@@ -6,6 +6,21 @@ import Testing
 
 /// A purchase from payment to removal, over the raw protocol and through the real example app.
 @Suite struct PurchaseFlowTests {
+    @Test("a daemon on SQLite never loads libpq or the libraries it needs")
+    func sqliteDaemonDoesNotLoadLibpq() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let buyer = try Client(daemon)
+        #expect(try buyer.subscribe().isEmpty)
+        #expect(try buyer.addPayment(Sample.coins).code == .ok)
+        let mapped = try daemon.mappedFiles()
+        #expect(mapped.contains { $0.contains("/libsqlite3.so") }, "\(mapped.sorted())")
+        for library in ["/libpq.so", "/libldap", "/libgssapi_krb5", "/libgnutls"] {
+            #expect(!mapped.contains { $0.contains(library) }, "\(library) is mapped")
+        }
+    }
+
     @Test func purchaseIsPushedAsPurchasingThenPurchasedAndFinishRemovesIt() throws {
         let daemon = try DaemonProcess()
         defer { daemon.remove() }
