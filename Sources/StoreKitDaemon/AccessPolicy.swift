@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import CPosix
 import StoreKitPosix
 #if canImport(Glibc)
@@ -97,7 +97,7 @@ func peerPidfd(_ socket: Int32) -> Int32? {
 func pidOfPidfd(_ pidfd: Int32) -> Int32? {
     guard let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(pidfd)", encoding: .utf8),
           let line = info.split(separator: "\n").first(where: { $0.hasPrefix("Pid:") }) else { return nil }
-    return Int32(line.dropFirst(4).trimmingCharacters(in: .whitespaces))
+    return Int32(line.dropFirst(4).trimmingWhitespace())
 }
 
 /// Reads `/proc/PID/exe`; nil when the process is gone or unreadable.

@@ -5,7 +5,11 @@
 // allowed); blank lines; a line ending in an unescaped backslash continues on the next line (the
 // backslash becomes a space, comment lines inside a continuation are skipped). There are no inline
 // comments: `Key=1 # one` has the value `1 # one`. Anything else is an error with file:line.
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+import StoreKitPosix
 
 struct ConfigFile: Sendable, Equatable {
     struct Entry: Sendable, Equatable {
@@ -29,13 +33,13 @@ struct ConfigFile: Sendable, Equatable {
 
     /// Reads and parses the file at `path`.
     static func read(path: String) throws(ConfigError) -> ConfigFile {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let bytes: [UInt8]
+        do throws(Errno) {
+            bytes = try FileSystem.readContents(of: path, followingSymlinks: true)
         } catch {
-            throw ConfigError(file: path, line: nil, message: "cannot read file: \(Self.reason(error))")
+            throw ConfigError(file: path, line: nil, message: "cannot read file: \(error)")
         }
-        guard let text = String(data: data, encoding: .utf8) else {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
             throw ConfigError(file: path, line: nil, message: "file is not valid UTF-8")
         }
         return try parse(text, path: path)
@@ -54,7 +58,7 @@ struct ConfigFile: Sendable, Equatable {
             let number = index + 1
             var physical = raw
             if physical.hasSuffix("\r") { physical.removeLast() }
-            let trimmed = physical.trimmingCharacters(in: .whitespaces)
+            let trimmed = physical.trimmingWhitespace()
             if trimmed.hasPrefix("#") || trimmed.hasPrefix(";") { continue }
 
             let continues = Self.endsWithContinuation(physical)
@@ -77,7 +81,7 @@ struct ConfigFile: Sendable, Equatable {
     }
 
     private mutating func consume(_ text: String, line: Int) throws(ConfigError) {
-        let content = text.trimmingCharacters(in: .whitespaces)
+        let content = text.trimmingWhitespace()
         if content.isEmpty { return }
         if content.hasPrefix("[") {
             guard content.hasSuffix("]"), content.count >= 2 else {
@@ -93,8 +97,8 @@ struct ConfigFile: Sendable, Equatable {
         guard let equals = content.firstIndex(of: "=") else {
             throw ConfigError(file: path, line: line, message: "missing '=' in line '\(content)'")
         }
-        let key = content[..<equals].trimmingCharacters(in: .whitespaces)
-        let value = content[content.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+        let key = content[..<equals].trimmingWhitespace()
+        let value = content[content.index(after: equals)...].trimmingWhitespace()
         guard !key.isEmpty else {
             throw ConfigError(file: path, line: line, message: "missing key name before '='")
         }
@@ -112,20 +116,5 @@ struct ConfigFile: Sendable, Equatable {
             count += 1
         }
         return count % 2 == 1
-    }
-
-    static func reason(_ error: any Error) -> String {
-        if let cocoa = error as? CocoaError, let underlying = cocoa.userInfo[NSUnderlyingErrorKey] as? NSError,
-           underlying.domain == NSPOSIXErrorDomain, let code = POSIXErrorCode(rawValue: Int32(underlying.code)) {
-            return String(cString: strerror(code.rawValue))
-        }
-        if let cocoa = error as? CocoaError {
-            switch cocoa.code {
-            case .fileReadNoSuchFile, .fileNoSuchFile: return "No such file or directory"
-            case .fileReadNoPermission: return "Permission denied"
-            default: break
-            }
-        }
-        return error.localizedDescription
     }
 }

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import StoreKitPostgres
 import StoreKitStore
 import StoreKitWire
@@ -88,7 +91,7 @@ extension ControlCommands {
     static func redacting(_ text: String, of conninfo: String) -> String {
         var secrets: [Substring] = []
         var rest = conninfo[...]
-        while let found = rest.range(of: "password") {
+        while let found = rest.firstRange(of: "password") {
             var value = rest[found.upperBound...].drop { $0 == " " }
             guard value.first == "=" else { rest = value; continue }
             value = value.dropFirst().drop { $0 == " " }
@@ -98,7 +101,7 @@ extension ControlCommands {
             secrets.append(value[..<end])
             rest = value[end...]
         }
-        if let scheme = conninfo.range(of: "://") {
+        if let scheme = conninfo.firstRange(of: "://") {
             let authority = conninfo[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" }
             if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
                 secrets.append(authority[authority.index(after: colon)..<at])
@@ -106,7 +109,7 @@ extension ControlCommands {
         }
         var redacted = text
         for secret in secrets where !secret.isEmpty {
-            redacted = redacted.replacingOccurrences(of: String(secret), with: "********")
+            redacted = redacted.replacing(secret, with: "********")
         }
         return redacted
     }

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import StoreKitEngine
 import StoreKitPosix
 import StoreKitPostgres
@@ -71,7 +74,7 @@ public enum Daemon {
         logger.maximumPriority = LogPriority(rawValue: (options.logLevel ?? configuration.logLevel).rawValue) ?? .info
         if let unit = options.verifyObserverUnit {
             guard let app = configuration.apps.first(where: { ObserverActivator.isInstance(unit, of: $0.observerUnit) }) else {
-                FileHandle.standardError.write(Data("storekitd: \(unit) is not an instance of a registered ObserverUnit=\n".utf8))
+                writeToStandardError("storekitd: \(unit) is not an instance of a registered ObserverUnit=\n")
                 return 1
             }
             print("\(unit) is the observer of \(app.id)")
@@ -231,7 +234,7 @@ public enum Daemon {
             return index < arguments.count ? arguments[index] : nil
         }
         func fail(_ message: String) -> Result<Options, ParseExit> {
-            FileHandle.standardError.write(Data("storekitd: \(message)\n\(usage)".utf8))
+            writeToStandardError("storekitd: \(message)\n\(usage)")
             return .failure(.exit(64))
         }
         while index < arguments.count {
@@ -282,4 +285,10 @@ public enum Daemon {
         }
         return .success(options)
     }
+}
+
+/// Writes `text` to standard error, unbuffered (usage and command-line errors).
+private func writeToStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
 }

@@ -1,7 +1,11 @@
 // Reading storekitd.conf, its drop-ins and apps.d into a DaemonConfiguration, and deciding which
 // files and directories to use from command line, environment and config (DESIGN.md, "Sockets,
 // paths, environment"). Every rejected line is reported as FILE:LINE: message.
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+import StoreKitPosix
 import StoreKitPostgres
 
 extension DaemonConfiguration {
@@ -310,7 +314,7 @@ private struct ValueParser {
     func size(in range: ClosedRange<Int>) throws(ConfigError) -> Int {
         let value = entry.value
         let digits = value.prefix { $0.isASCII && $0.isNumber }
-        let suffix = value.dropFirst(digits.count).trimmingCharacters(in: .whitespaces)
+        let suffix = value.dropFirst(digits.count).trimmingWhitespace()
         let scales: [String: Int] = ["": 1, "B": 1, "K": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MiB": 1 << 20,
                                      "G": 1 << 30, "GiB": 1 << 30]
         let scale = scales[suffix] ?? scales[suffix.uppercased()]
@@ -345,16 +349,19 @@ private struct ValueParser {
 extension DaemonConfiguration {
     /// The `*.conf` files of `directory` in lexical (byte) order; none when it does not exist.
     static func dropIns(in directory: String) throws(ConfigError) -> [String] {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) else { return [] }
-        guard isDirectory.boolValue else {
-            throw ConfigError(file: directory, line: nil, message: "not a directory")
-        }
-        let names: [String]
-        do {
-            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        let info: stat
+        do throws(Errno) {
+            info = try FileSystem.status(of: directory)
         } catch {
-            throw ConfigError(file: directory, line: nil, message: "cannot read directory: \(ConfigFile.reason(error))")
+            if error == .notFound { return [] }
+            throw ConfigError(file: directory, line: nil, message: "cannot read directory: \(error)")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw ConfigError(file: directory, line: nil, message: "not a directory") }
+        let names: [String]
+        do throws(Errno) {
+            names = try FileSystem.names(inDirectory: directory)
+        } catch {
+            throw ConfigError(file: directory, line: nil, message: "cannot read directory: \(error)")
         }
         return names
             .filter { $0.hasSuffix(".conf") && !$0.hasPrefix(".") }

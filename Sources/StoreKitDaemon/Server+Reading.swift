@@ -1,5 +1,5 @@
 import CPosix
-import Foundation
+import FoundationEssentials
 import StoreKitEngine
 import StoreKitPosix
 import StoreKitStore

@@ -1,6 +1,6 @@
 import CPosix
 import Synchronization
-import Foundation
+import FoundationEssentials
 import StoreKitPosix
 import StoreKitStore
 import StoreKitWire
@@ -70,7 +70,7 @@ extension Server {
         let path = ledger.path
         let results = backgroundResults
         let wakeup = self.wakeup
-        Thread.detachNewThread {
+        NamedThread.start("storekitd-check") {
             let failure: String?
             do {
                 failure = try IntegrityCheck.run(path: path)

@@ -1,5 +1,5 @@
 import CPosix
-import Foundation
+import FoundationEssentials
 import Synchronization
 import StoreKitEngine
 import StoreKitPosix

@@ -1,4 +1,8 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+import StoreKitPosix
 import StoreKitSigning
 import StoreKitStore
 import StoreKitWire
@@ -38,7 +42,7 @@ final class Signer: @unchecked Sendable {
         var failures: [String]
     }
 
-    private let condition = NSCondition()
+    private let condition = Condition()
     /// Guarded by `condition`.
     private var jobs: [Job] = []
     private var done: [Done] = []
@@ -49,7 +53,7 @@ final class Signer: @unchecked Sendable {
     /// `onDone` runs on the signing thread after each job (the loop's wake-up).
     init(onDone: @escaping @Sendable () -> Void) {
         self.onDone = onDone
-        Thread.startNamed("storekitd-sign") { [self] in loop() }
+        NamedThread.start("storekitd-sign") { [self] in loop() }
     }
 
     func submit(_ job: Job) {

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import StoreKitWire
 
 // Reading Xcode's `.storekit` format (JSON, format versions 1.x–5.x).
@@ -158,7 +161,7 @@ private struct StoreKitFileDecoder {
         let priceLocation = join(location, key)
         let text: String
         switch fields[key] {
-        case .string(let string)?: text = string.trimmingCharacters(in: .whitespaces)
+        case .string(let string)?: text = string.trimmingWhitespace()
         case .number(let number)?: text = number
         case nil, .null?: throw fail(priceLocation, "missing required key \"displayPrice\"")
         case let other?: throw fail(priceLocation, "expected a price like \"0.99\", found \(other.kindDescription)")
@@ -484,7 +487,12 @@ private struct StoreKitJSONParser {
         guard position < bytes.count else { return "end of file" }
         let byte = bytes[position]
         if byte >= 0x21 && byte < 0x7F { return "character '\(Character(Unicode.Scalar(byte)))'" }
-        return String(format: "byte 0x%02X", byte)
+        return "byte " + Self.hex(byte)
+    }
+
+    /// `0x0A`: a byte as two upper-case hexadecimal digits.
+    private static func hex(_ byte: UInt8) -> String {
+        "0x" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16, uppercase: true)
     }
 
     private func error(_ reason: String) -> StoreKitJSONSyntaxError {
@@ -635,7 +643,7 @@ private struct StoreKitJSONParser {
             case UInt8(ascii: "\\"):
                 try escape(into: &buffer)
             default:
-                throw error("control character \(String(format: "0x%02X", bytes[position])) in a string (escape it)")
+                throw error("control character \(Self.hex(bytes[position])) in a string (escape it)")
             }
         }
     }

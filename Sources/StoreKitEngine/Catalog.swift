@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import StoreKitWire
 
 /// The products an app sells and the initial test switches, loaded from an Xcode `.storekit` file.
@@ -36,16 +39,16 @@ public struct Catalog: Sendable, Equatable {
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
         } catch {
-            var isDirectory: ObjCBool = false
+            var info = stat()
             let reason: String
-            if !FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
-                reason = "no such file"
-            } else if isDirectory.boolValue {
+            if stat(path, &info) != 0 {
+                reason = errno == ENOENT ? "no such file" : "cannot read the file: \(String(cString: strerror(errno)))"
+            } else if info.st_mode & S_IFMT == S_IFDIR {
                 reason = "is a directory, not a .storekit file"
-            } else if !FileManager.default.isReadableFile(atPath: path) {
+            } else if access(path, R_OK) != 0 {
                 reason = "permission denied"
             } else {
-                reason = "cannot read the file: \(error.localizedDescription)"
+                reason = "cannot read the file: \(error)"
             }
             throw CatalogError(path: path, location: "", reason: reason)
         }

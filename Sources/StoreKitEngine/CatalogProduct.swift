@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import StoreKitWire
 
 /// One product of a `.storekit` catalogue: what Xcode's editor shows for it.
@@ -100,7 +103,7 @@ public struct CatalogProduct: Sendable, Equatable {
     }
 
     private static func normalizedLocale(_ locale: String) -> String {
-        locale.replacingOccurrences(of: "-", with: "_").lowercased()
+        locale.replacing("-", with: "_").lowercased()
     }
 
     private static func language(of normalizedLocale: String) -> Substring {

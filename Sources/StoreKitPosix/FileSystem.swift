@@ -53,13 +53,29 @@ public enum FileSystem {
         try rename(temporary, to: path)
     }
 
-    /// The whole file at `path`, refusing a symbolic link in its last component.
-    public static func readContents(of path: String) throws(Errno) -> [UInt8] {
-        let file = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec])
+    /// The whole file at `path`, refusing a symbolic link in its last component unless
+    /// `followingSymlinks` (a directory: `EISDIR`).
+    public static func readContents(of path: String, followingSymlinks: Bool = false) throws(Errno) -> [UInt8] {
+        let file = try FileDescriptor.open(path, .readOnly, options: followingSymlinks ? [.closeOnExec] : [.noFollow, .closeOnExec])
         let size = Int(try file.status().st_size)
         let bytes = try file.read(atAbsoluteOffset: 0, count: size)
         try file.close()
         return bytes
+    }
+
+    /// The names in the directory at `path`, without `.` and `..`, in no particular order.
+    public static func names(inDirectory path: String) throws(Errno) -> [String] {
+        guard let directory = opendir(path) else { throw Errno.current }
+        defer { closedir(directory) }
+        var names: [String] = []
+        errno = 0
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+            errno = 0
+        }
+        if errno != 0 { throw Errno.current }
+        return names
     }
 
     /// `statvfs(3)`: the file system holding `path`.

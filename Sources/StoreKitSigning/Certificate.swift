@@ -1,5 +1,8 @@
 import CCrypto
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An X.509 certificate (OpenSSL `X509`), immutable once made.
 public final class Certificate: @unchecked Sendable {

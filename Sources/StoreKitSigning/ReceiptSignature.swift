@@ -1,5 +1,8 @@
 import CCrypto
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // The app receipt's envelope: PKCS#7 signed data (RFC 2315) with the payload inside, signed by
 // the leaf with SHA-256, carrying leaf, intermediate and root as Apple's receipts do.
@@ -101,7 +104,7 @@ public enum DeviceIdentifier {
         guard let text = try? String(contentsOfFile: machineIDPath, encoding: .utf8) else {
             throw SigningError("Cannot read the machine id at \(machineIDPath)")
         }
-        let hex = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        let hex = Array(text.trimmingWhitespace().utf8)
         guard hex.count == 32 else { throw SigningError("\(machineIDPath) is not a machine id") }
         var machineID: [UInt8] = []
         for index in stride(from: 0, to: 32, by: 2) {

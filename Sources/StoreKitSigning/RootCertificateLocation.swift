@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import StoreKitPosix
 
 /// Where apps find the root certificate they verify storekitd's signatures against.

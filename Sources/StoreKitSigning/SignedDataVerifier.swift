@@ -1,5 +1,8 @@
 import CCrypto
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Why signed data was not trusted.
 public struct SignedDataVerificationError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -49,13 +52,13 @@ public struct SignedDataVerifier: Sendable {
               let signature = Base64URL.decode(parts[2]) else {
             return .failure(.init(.invalidEncoding, "a part is not base64url"))
         }
-        guard let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any] else {
+        guard let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)) else {
             return .failure(.init(.invalidEncoding, "the header is not a JSON object"))
         }
-        guard header["alg"] as? String == "ES256" else {
+        guard header.alg == "ES256" else {
             return .failure(.init(.invalidEncoding, "the header's alg is not ES256"))
         }
-        guard let x5c = header["x5c"] as? [String], x5c.count >= 2 else {
+        guard let x5c = header.x5c, x5c.count >= 2 else {
             return .failure(.init(.invalidCertificateChain, "the header has no x5c chain of leaf and intermediate"))
         }
         var chain: [Certificate] = []
@@ -65,10 +68,10 @@ public struct SignedDataVerifier: Sendable {
             }
             chain.append(certificate)
         }
-        guard let body = (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any] else {
+        guard let body = try? JSONDecoder().decode(Payload.self, from: Data(payload)) else {
             return .failure(.init(.invalidEncoding, "the payload is not a JSON object"))
         }
-        let signedDate = (body["signedDate"] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue / 1000) }
+        let signedDate = body.signedDate.map { Date(timeIntervalSince1970: $0 / 1000) }
         if let problem = verifyChain(leaf: chain[0], intermediate: chain[1], at: date ?? signedDate ?? Date()) {
             return .failure(.init(.invalidCertificateChain, problem))
         }
@@ -80,6 +83,28 @@ public struct SignedDataVerifier: Sendable {
             return .failure(.init(.invalidSignature, "the signature does not verify with the leaf's key"))
         }
         return .success(payload)
+    }
+
+    /// What is read of a JWS header: a member of another type counts as absent.
+    private struct Header: Decodable {
+        let alg: String?
+        let x5c: [String]?
+        enum CodingKeys: String, CodingKey { case alg, x5c }
+        init(from decoder: any Decoder) throws {
+            let object = try decoder.container(keyedBy: CodingKeys.self)
+            alg = try? object.decode(String.self, forKey: .alg)
+            x5c = try? object.decode([String].self, forKey: .x5c)
+        }
+    }
+
+    /// What is read of the payload before its signature is checked: `signedDate` (ms), if a number.
+    private struct Payload: Decodable {
+        let signedDate: Double?
+        enum CodingKeys: String, CodingKey { case signedDate }
+        init(from decoder: any Decoder) throws {
+            let object = try decoder.container(keyedBy: CodingKeys.self)
+            signedDate = try? object.decode(Double.self, forKey: .signedDate)
+        }
     }
 
     /// nil when `leaf` chains through `intermediate` to a trusted root at `date`, else the reason.

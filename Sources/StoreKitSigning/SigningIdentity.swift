@@ -1,5 +1,5 @@
 import CCrypto
-import Foundation
+import FoundationEssentials
 import StoreKitPosix
 #if canImport(Glibc)
 import Glibc

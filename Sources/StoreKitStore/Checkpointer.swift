@@ -1,5 +1,5 @@
 import CSQLite
-import Foundation
+import StoreKitPosix
 import Synchronization
 
 /// Copies committed WAL frames into the database file on a background thread.
@@ -19,8 +19,8 @@ public final class Checkpointer: @unchecked Sendable {
     private let durable: CommitLog.DurableMark?
     /// The shortest time between checkpoints the WAL's size calls for; without a durable mark,
     /// the time between checkpoints.
-    private let interval: TimeInterval
-    private let condition = NSCondition()
+    private let interval: Double
+    private let condition = Condition()
     private var running = true
     /// Guarded by `condition`: when the last checkpoint started (monotonic seconds), the LSN it
     /// was for, and when the waiting thread wakes by itself (nil: only when signalled).
@@ -35,16 +35,16 @@ public final class Checkpointer: @unchecked Sendable {
     /// WAL frames (1 KiB pages) that make a checkpoint due.
     static let walFrames = 4096
     /// Seconds after which new commits are checkpointed however few they are.
-    static let maximumDelay: TimeInterval = 2
+    static let maximumDelay: Double = 2
 
-    public init(path: String, durable: CommitLog.DurableMark? = nil, interval: TimeInterval = 0.1) {
+    public init(path: String, durable: CommitLog.DurableMark? = nil, interval: Double = 0.1) {
         self.path = path
         self.durable = durable
         self.interval = interval
     }
 
     public func start() {
-        Thread.startNamed("storekitd-ckpt") { [self] in loop() }
+        NamedThread.start("storekitd-ckpt") { [self] in loop() }
     }
 
     public func stop() {
@@ -77,8 +77,7 @@ public final class Checkpointer: @unchecked Sendable {
             while running && !isDue(since: last, tried: tried) {
                 waitingUntil = deadline(since: last, tried: tried)
                 if let waitingUntil {
-                    // NSCondition waits on the wall clock: the wait is measured from now.
-                    _ = condition.wait(until: Date(timeIntervalSinceNow: max(0, waitingUntil - Self.monotonicSeconds())))
+                    condition.wait(untilMonotonic: waitingUntil)
                 } else {
                     condition.wait()
                 }
@@ -119,9 +118,5 @@ public final class Checkpointer: @unchecked Sendable {
         return last + (commit.frames >= Self.walFrames && commit.lsn != tried ? interval : Self.maximumDelay)
     }
 
-    static func monotonicSeconds() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
+    static func monotonicSeconds() -> Double { Condition.monotonicSeconds() }
 }

@@ -1,4 +1,3 @@
-import Foundation
 import StoreKitPosix
 import Synchronization
 
@@ -16,7 +15,7 @@ import Synchronization
 /// It owns no descriptor: the commit log lends its segments' numbers with each request and keeps
 /// them open until it is released, which the daemon does only after `stop()`.
 public final class CommitLogSyncer: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let condition = Condition()
     /// Guarded by `condition`.
     private var requested: UInt64 = 0
     private var files: Set<FileDescriptor.Lent> = []
@@ -43,7 +42,7 @@ public final class CommitLogSyncer: @unchecked Sendable {
 
     public func start(syncedThrough lsn: UInt64) {
         synced.store(lsn, ordering: .releasing)
-        Thread.startNamed("storekitd-sync") { [self] in loop() }
+        NamedThread.start("storekitd-sync") { [self] in loop() }
     }
 
     public func stop() {

@@ -1,5 +1,5 @@
 import CSQLite
-import Foundation
+import StoreKitPosix
 import Synchronization
 
 /// A Bloom filter over the payment keys of a database's transactions: a key it has not seen is in
@@ -82,7 +82,7 @@ final class PaymentKeyFilterBuild: Sendable {
     /// Starts reading the keys committed in `path` now or later; `beforeReading` (for tests) runs
     /// on the build's thread first.
     init(path: String, minimumCapacity: Int, chunk: Int = 20_000, beforeReading: (@Sendable () -> Void)? = nil) {
-        Thread.startNamed("storekitd-keys") { [self] in
+        NamedThread.start("storekitd-keys") { [self] in
             beforeReading?()
             let filter = Self.read(path: path, minimumCapacity: minimumCapacity, chunk: chunk)
             outcome.withLock { $0 = filter.map { .built($0) } ?? .failed }

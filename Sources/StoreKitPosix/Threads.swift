@@ -1,0 +1,94 @@
+import CPosix
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A thread of the daemon's own, named as `ps -T`, `top -H` and `perf` show it.
+///
+/// pthreads directly, not Foundation's `Thread`: the daemon does not load Foundation (only
+/// FoundationEssentials), whose libraries and ICU's data would be 6 MB of its resident set.
+public enum NamedThread {
+    private final class Start {
+        let name: String
+        let body: @Sendable () -> Void
+        init(name: String, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+
+    /// Runs `body` on a new, detached thread named `name` (at most 15 bytes).
+    public static func start(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        precondition(name.utf8.count <= 15, "a thread name has at most 15 bytes")
+        let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        var thread = pthread_t()
+        let status = pthread_create(&thread, &attributes, { context in
+            guard let context else { return nil }
+            let start = Unmanaged<Start>.fromOpaque(context).takeRetainedValue()
+            storekit_name_thread(start.name)
+            start.body()
+            return nil
+        }, start)
+        // Only without memory or past the thread limit (TasksMax=): nothing can run without the thread.
+        precondition(status == 0, "cannot start thread \(name): \(String(cString: strerror(status)))")
+    }
+}
+
+/// A mutex and its condition variable, whose timed waits run on the monotonic clock (a wall-clock
+/// step never shortens or stretches them).
+public final class Condition: @unchecked Sendable {   // the pthread objects are the synchronisation
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    public init() {
+        pthread_mutex_init(mutex, nil)
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    public func lock() { pthread_mutex_lock(mutex) }
+    public func unlock() { pthread_mutex_unlock(mutex) }
+
+    /// Waits (holding the lock) until signalled; may wake without a signal, as pthreads may.
+    public func wait() { pthread_cond_wait(condition, mutex) }
+
+    /// Waits (holding the lock) until signalled or until the monotonic clock reads `deadline`
+    /// (seconds, as `Condition.monotonicSeconds()`); false when the deadline passed.
+    @discardableResult
+    public func wait(untilMonotonic deadline: Double) -> Bool {
+        let seconds = deadline.rounded(.down)
+        var time = timespec(tv_sec: Int(seconds), tv_nsec: Int((deadline - seconds) * 1e9))
+        return pthread_cond_timedwait(condition, mutex, &time) == 0
+    }
+
+    public func signal() { pthread_cond_signal(condition) }
+    public func broadcast() { pthread_cond_broadcast(condition) }
+
+    /// Runs `body` holding the lock.
+    public func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+
+    /// The monotonic clock, in seconds.
+    public static func monotonicSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+}

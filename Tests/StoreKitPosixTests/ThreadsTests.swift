@@ -1,0 +1,80 @@
+import Foundation
+import StoreKitPosix
+import Synchronization
+import Testing
+
+/// The daemon's own threads and condition variables (Threads.swift), and the helpers that stand in
+/// for Foundation in the daemon's modules.
+@Suite struct ThreadsTests {
+    @Test("a named thread runs its body, and the kernel knows it by its name")
+    func namedThreadRunsUnderItsName() throws {
+        let done = Condition()
+        let seen = Mutex<String?>(nil)
+        NamedThread.start("storekit-test1") {
+            let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+            done.withLock {
+                seen.withLock { $0 = comm.trimmingWhitespace() }
+                done.signal()
+            }
+        }
+        let deadline = Condition.monotonicSeconds() + 5
+        done.withLock {
+            while seen.withLock({ $0 }) == nil && Condition.monotonicSeconds() < deadline { done.wait(untilMonotonic: deadline) }
+        }
+        #expect(seen.withLock { $0 } == "storekit-test1")
+    }
+
+    @Test("a timed wait ends at its monotonic deadline, not before, and says it timed out")
+    func timedWaitEndsAtTheDeadline() {
+        let condition = Condition()
+        let start = Condition.monotonicSeconds()
+        let signalled = condition.withLock { condition.wait(untilMonotonic: start + 0.2) }
+        let elapsed = Condition.monotonicSeconds() - start
+        #expect(!signalled)
+        #expect(elapsed >= 0.2, "woke after \(elapsed) s")
+        #expect(elapsed < 5, "woke after \(elapsed) s")
+        // A deadline already past returns at once.
+        let past = condition.withLock { condition.wait(untilMonotonic: start) }
+        #expect(!past)
+    }
+
+    @Test("a signal wakes a thread waiting with a far deadline")
+    func signalWakesTheWaiter() {
+        let condition = Condition()
+        let flag = Mutex(false)
+        let woke = Mutex<Double?>(nil)
+        let start = Condition.monotonicSeconds()
+        NamedThread.start("storekit-test2") {
+            condition.withLock {
+                while !flag.withLock({ $0 }) { condition.wait(untilMonotonic: start + 30) }
+            }
+            woke.withLock { $0 = Condition.monotonicSeconds() }
+        }
+        usleep(50_000)
+        condition.withLock {
+            flag.withLock { $0 = true }
+            condition.signal()
+        }
+        while woke.withLock({ $0 }) == nil && Condition.monotonicSeconds() - start < 10 { usleep(1_000) }
+        let after = (woke.withLock { $0 } ?? .infinity) - start
+        #expect(after < 10, "the waiter woke after \(after) s")
+    }
+
+    @Test("white space is trimmed at both ends only, as Foundation's trimming did", arguments: [
+        ("  key = value \t", "key = value"), ("\r\nline\r\n", "line"), ("", ""), (" \t ", ""), ("a", "a"), ("a b", "a b"),
+    ])
+    func trimming(text: String, expected: String) {
+        #expect(text.trimmingWhitespace() == expected)
+        #expect(text.trimmingWhitespace() == text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    @Test("a directory's names are listed without . and ..; a missing one is ENOENT")
+    func directoryNames() throws {
+        let path = NSTemporaryDirectory() + "/storekit-names-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        #expect(mkdir(path, 0o700) == 0)
+        defer { _ = try? FileManager.default.removeItem(atPath: path) }
+        for name in ["b.conf", "a.conf", ".hidden"] { #expect(FileManager.default.createFile(atPath: path + "/" + name, contents: nil)) }
+        #expect(Set(try FileSystem.names(inDirectory: path)) == ["a.conf", "b.conf", ".hidden"])
+        #expect(throws: Errno.notFound) { try FileSystem.names(inDirectory: path + "/absent") }
+    }
+}
