@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "StoreKitStore", dependencies: ["CSQLite", "CPosix", "StoreKitPosix", "StoreKitWire"]),
         // The same ledger in PostgreSQL (`[Store] Database=`), behind StoreKitStore's `LedgerStorage`.
         .target(name: "StoreKitPostgres", dependencies: ["CPostgres", "StoreKitStore", "StoreKitWire"]),
-        .target(name: "StoreKitEngine", dependencies: ["StoreKitStore", "StoreKitWire"]),
+        .target(name: "StoreKitEngine", dependencies: ["StoreKitStore", "StoreKitWire", "StoreKitPosix"]),
 
         // The daemon as a library, and its tiny main.
         .target(name: "StoreKitDaemon", dependencies: [

@@ -37,7 +37,7 @@ struct ConfigFile: Sendable, Equatable {
         do throws(Errno) {
             bytes = try FileSystem.readContents(of: path, followingSymlinks: true)
         } catch {
-            throw ConfigError(file: path, line: nil, message: "cannot read file: \(error)")
+            throw ConfigError(file: path, line: nil, message: "cannot read file: \(error == .invalidArgument ? "not a regular file" : "\(error)")")
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw ConfigError(file: path, line: nil, message: "file is not valid UTF-8")

@@ -349,13 +349,9 @@ private struct ValueParser {
 extension DaemonConfiguration {
     /// The `*.conf` files of `directory` in lexical (byte) order; none when it does not exist.
     static func dropIns(in directory: String) throws(ConfigError) -> [String] {
-        let info: stat
-        do throws(Errno) {
-            info = try FileSystem.status(of: directory)
-        } catch {
-            if error == .notFound { return [] }
-            throw ConfigError(file: directory, line: nil, message: "cannot read directory: \(error)")
-        }
+        // Absent, or not to be looked at (a parent the daemon's user may not search): no drop-ins,
+        // as for the main file beside it.
+        guard let info = try? FileSystem.status(of: directory) else { return [] }
         guard info.st_mode & S_IFMT == S_IFDIR else { throw ConfigError(file: directory, line: nil, message: "not a directory") }
         let names: [String]
         do throws(Errno) {

@@ -1,6 +1,7 @@
 import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
+import StoreKitPosix
 #endif
 import StoreKitWire
 
@@ -35,23 +36,20 @@ public struct Catalog: Sendable, Equatable {
 
     /// Reads and parses the `.storekit` file at `path`.
     public static func load(path: String) throws(CatalogError) -> Catalog {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let bytes: [UInt8]
+        do throws(Errno) {
+            bytes = try FileSystem.readContents(of: path, followingSymlinks: true)
         } catch {
-            var info = stat()
-            let reason: String
-            if stat(path, &info) != 0 {
-                reason = errno == ENOENT ? "no such file" : "cannot read the file: \(String(cString: strerror(errno)))"
-            } else if info.st_mode & S_IFMT == S_IFDIR {
-                reason = "is a directory, not a .storekit file"
-            } else if access(path, R_OK) != 0 {
-                reason = "permission denied"
-            } else {
-                reason = "cannot read the file: \(error)"
+            let reason = switch error.rawValue {
+            case ENOENT: "no such file"
+            case EISDIR: "is a directory, not a .storekit file"
+            case EACCES: "permission denied"
+            case EINVAL: "not a regular file"
+            default: "cannot read the file: \(error)"
             }
             throw CatalogError(path: path, location: "", reason: reason)
         }
+        let data = Data(bytes)
         return try Catalog(json: data, path: path)
     }
 

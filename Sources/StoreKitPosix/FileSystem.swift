@@ -53,11 +53,22 @@ public enum FileSystem {
         try rename(temporary, to: path)
     }
 
-    /// The whole file at `path`, refusing a symbolic link in its last component unless
-    /// `followingSymlinks` (a directory: `EISDIR`).
+    /// The whole regular file at `path`, refusing a symbolic link in its last component unless
+    /// `followingSymlinks`. A directory is `EISDIR`; `/dev/null` reads as empty; anything else
+    /// that is not a regular file (a FIFO, a socket, a device) is `EINVAL`, at once: it is opened
+    /// without blocking, so a FIFO with no writer does not hold the caller.
     public static func readContents(of path: String, followingSymlinks: Bool = false) throws(Errno) -> [UInt8] {
-        let file = try FileDescriptor.open(path, .readOnly, options: followingSymlinks ? [.closeOnExec] : [.noFollow, .closeOnExec])
-        let size = Int(try file.status().st_size)
+        var options: FileDescriptor.OpenOptions = followingSymlinks ? [.closeOnExec] : [.noFollow, .closeOnExec]
+        options.insert(FileDescriptor.OpenOptions(rawValue: O_NONBLOCK))
+        let file = try FileDescriptor.open(path, .readOnly, options: options)
+        let info = try file.status()   // on a throw, the descriptor closes as it goes out of scope
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: throw Errno(rawValue: EISDIR)
+        case S_IFCHR where info.st_rdev == (try? status(of: "/dev/null"))?.st_rdev: return []   // as a masked file is linked
+        default: throw .invalidArgument
+        }
+        let size = Int(info.st_size)
         let bytes = try file.read(atAbsoluteOffset: 0, count: size)
         try file.close()
         return bytes

@@ -70,8 +70,16 @@ public final class Condition: @unchecked Sendable {   // the pthread objects are
     /// (seconds, as `Condition.monotonicSeconds()`); false when the deadline passed.
     @discardableResult
     public func wait(untilMonotonic deadline: Double) -> Bool {
-        let seconds = deadline.rounded(.down)
-        var time = timespec(tv_sec: Int(seconds), tv_nsec: Int((deadline - seconds) * 1e9))
+        // Clamped to what a timespec holds (a deadline past it waits as if for ever), nanoseconds
+        // rounded up: a wait never ends before its deadline.
+        let clamped = deadline.isNaN ? 0 : min(max(deadline, 0), 1e15)
+        var seconds = Int(clamped.rounded(.down))
+        var nanoseconds = Int(((clamped - Double(seconds)) * 1e9).rounded(.up))
+        if nanoseconds >= 1_000_000_000 {
+            seconds += 1
+            nanoseconds -= 1_000_000_000
+        }
+        var time = timespec(tv_sec: seconds, tv_nsec: nanoseconds)
         return pthread_cond_timedwait(condition, mutex, &time) == 0
     }
 

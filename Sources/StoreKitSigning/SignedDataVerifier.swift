@@ -52,13 +52,14 @@ public struct SignedDataVerifier: Sendable {
               let signature = Base64URL.decode(parts[2]) else {
             return .failure(.init(.invalidEncoding, "a part is not base64url"))
         }
-        guard let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)) else {
+        guard case .object(let header)? = try? JSONDecoder().decode(JSONDocument.self, from: Data(headerBytes)) else {
             return .failure(.init(.invalidEncoding, "the header is not a JSON object"))
         }
-        guard header.alg == "ES256" else {
+        guard case .string("ES256")? = header["alg"] else {
             return .failure(.init(.invalidEncoding, "the header's alg is not ES256"))
         }
-        guard let x5c = header.x5c, x5c.count >= 2 else {
+        guard case .array(let members)? = header["x5c"], case let x5c = members.compactMap(\.string),
+              x5c.count == members.count, x5c.count >= 2 else {
             return .failure(.init(.invalidCertificateChain, "the header has no x5c chain of leaf and intermediate"))
         }
         var chain: [Certificate] = []
@@ -68,10 +69,15 @@ public struct SignedDataVerifier: Sendable {
             }
             chain.append(certificate)
         }
-        guard let body = try? JSONDecoder().decode(Payload.self, from: Data(payload)) else {
+        guard case .object(let body)? = try? JSONDecoder().decode(JSONDocument.self, from: Data(payload)) else {
             return .failure(.init(.invalidEncoding, "the payload is not a JSON object"))
         }
-        let signedDate = body.signedDate.map { Date(timeIntervalSince1970: $0 / 1000) }
+        var signedDate: Date?
+        switch body["signedDate"] {
+        case nil: break
+        case .number(let milliseconds)?: signedDate = Date(timeIntervalSince1970: milliseconds / 1000)
+        default: return .failure(.init(.invalidEncoding, "the payload's signedDate is not a number"))
+        }
         if let problem = verifyChain(leaf: chain[0], intermediate: chain[1], at: date ?? signedDate ?? Date()) {
             return .failure(.init(.invalidCertificateChain, problem))
         }
@@ -85,26 +91,43 @@ public struct SignedDataVerifier: Sendable {
         return .success(payload)
     }
 
-    /// What is read of a JWS header: a member of another type counts as absent.
-    private struct Header: Decodable {
-        let alg: String?
-        let x5c: [String]?
-        enum CodingKeys: String, CodingKey { case alg, x5c }
-        init(from decoder: any Decoder) throws {
-            let object = try decoder.container(keyedBy: CodingKeys.self)
-            alg = try? object.decode(String.self, forKey: .alg)
-            x5c = try? object.decode([String].self, forKey: .x5c)
-        }
-    }
+    /// A whole JSON document, every value decoded: `JSONDecoder` checks only the members it is
+    /// asked for, so a header or payload with a malformed member elsewhere would pass. (Of a
+    /// member named twice, one is kept.)
+    private enum JSONDocument: Decodable {
+        case null, bool(Bool), number(Double), string(String), array([JSONDocument]), object([String: JSONDocument])
 
-    /// What is read of the payload before its signature is checked: `signedDate` (ms), if a number.
-    private struct Payload: Decodable {
-        let signedDate: Double?
-        enum CodingKeys: String, CodingKey { case signedDate }
-        init(from decoder: any Decoder) throws {
-            let object = try decoder.container(keyedBy: CodingKeys.self)
-            signedDate = try? object.decode(Double.self, forKey: .signedDate)
+        private struct Key: CodingKey {
+            let stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
         }
+
+        init(from decoder: any Decoder) throws {
+            if let object = try? decoder.container(keyedBy: Key.self) {
+                var members: [String: JSONDocument] = [:]
+                for key in object.allKeys { members[key.stringValue] = try object.decode(JSONDocument.self, forKey: key) }
+                self = .object(members)
+            } else if var array = try? decoder.unkeyedContainer() {
+                var elements: [JSONDocument] = []
+                while !array.isAtEnd { elements.append(try array.decode(JSONDocument.self)) }
+                self = .array(elements)
+            } else {
+                let value = try decoder.singleValueContainer()
+                if value.decodeNil() {
+                    self = .null
+                } else if let bool = try? value.decode(Bool.self) {
+                    self = .bool(bool)
+                } else if let number = try? value.decode(Double.self) {
+                    self = .number(number)
+                } else {
+                    self = .string(try value.decode(String.self))
+                }
+            }
+        }
+
+        var string: String? { if case .string(let text) = self { text } else { nil } }
     }
 
     /// nil when `leaf` chains through `intermediate` to a trusted root at `date`, else the reason.

@@ -68,6 +68,21 @@ import Testing
         #expect(text.trimmingWhitespace() == text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
+    @Test("reading a whole file: a FIFO without a writer is refused at once (EINVAL), a directory is EISDIR, /dev/null is empty")
+    func readContentsRefusesWhatIsNoRegularFile() throws {
+        let path = NSTemporaryDirectory() + "/storekit-read-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        #expect(mkdir(path, 0o700) == 0)
+        defer { _ = try? FileManager.default.removeItem(atPath: path) }
+        #expect(mkfifo(path + "/fifo", 0o600) == 0)
+        let start = Condition.monotonicSeconds()
+        #expect(throws: Errno.invalidArgument) { try FileSystem.readContents(of: path + "/fifo", followingSymlinks: true) }
+        #expect(Condition.monotonicSeconds() - start < 2, "the FIFO held the read")
+        #expect(throws: Errno(rawValue: EISDIR)) { try FileSystem.readContents(of: path, followingSymlinks: true) }
+        #expect(try FileSystem.readContents(of: "/dev/null", followingSymlinks: true).isEmpty)
+        #expect(FileManager.default.createFile(atPath: path + "/file", contents: Data("text\n".utf8)))
+        #expect(try FileSystem.readContents(of: path + "/file") == Array("text\n".utf8))
+    }
+
     @Test("a directory's names are listed without . and ..; a missing one is ENOENT")
     func directoryNames() throws {
         let path = NSTemporaryDirectory() + "/storekit-names-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"

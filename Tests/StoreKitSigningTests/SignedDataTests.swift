@@ -84,6 +84,35 @@ struct SignedDataTests {
         #expect(verifier.verify("\(parts[0]).\(parts[1])=.\(parts[2])").failureKind == .invalidEncoding)
     }
 
+    @Test("a header or payload with malformed JSON anywhere in it, or a signedDate that is no number, is refused as such")
+    func malformedJSONIsRefused() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let (identity, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
+        let parts = try identity.signJWS(payload: Self.payload()).split(separator: ".").map(String.init)
+        let verifier = SignedDataVerifier(roots: [identity.root])
+        let header = String(decoding: try #require(Base64URL.decode(parts[0][...])), as: UTF8.self)
+        func encoded(_ text: String) -> String { Base64URL.encode(Array(text.utf8)) }
+        func withHeader(_ text: String) -> String { "\(encoded(text)).\(parts[1]).\(parts[2])" }
+        func withPayload(_ text: String) -> String { "\(parts[0]).\(encoded(text)).\(parts[2])" }
+        // The real header with one more member, malformed: refused as encoding, before the chain.
+        for member in [#""kid":"\x""#, #""kid":"\uZZZZ""#, #""kid":01"#, #""kid":1."#, "\"kid\":\"a\u{01}b\""] {
+            let text = String(header.dropLast()) + "," + member + "}"
+            #expect(verifier.verify(withHeader(text)).failureKind == .invalidEncoding, "\(text)")
+        }
+        #expect(verifier.verify(withHeader("[1,2]")).failureKind == .invalidEncoding)
+        #expect(verifier.verify(withHeader(header.replacingOccurrences(of: "\"x5c\":[", with: "\"x5c\":[1,")))
+                    .failureKind == .invalidCertificateChain, "an x5c member that is no string")
+        #expect(verifier.verify(withPayload(#"{"signedDate":true}"#)).failureKind == .invalidEncoding)
+        #expect(verifier.verify(withPayload(#"{"signedDate":"1700000000000"}"#)).failureKind == .invalidEncoding)
+        #expect(verifier.verify(withPayload(#"{"a":"\x","signedDate":1}"#)).failureKind == .invalidEncoding)
+        #expect(verifier.verify(withPayload("\"text\"")).failureKind == .invalidEncoding)
+        // Well-formed, and signed over another payload: only the signature fails.
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        #expect(verifier.verify(withPayload(#"{"signedDate":\#(now),"nested":{"a":[null,true,1.5e3]}}"#)).failureKind
+                == .invalidSignature)
+    }
+
     @Test("a rotated leaf signs from then on; what the old leaf signed still verifies")
     func rotationKeepsOldSignaturesVerifiable() throws {
         let directory = TemporaryDirectory()
