@@ -9,6 +9,13 @@ public enum IndependentVerifier {
         try run(["/bin/sh", "-c", "exec \"$0\" \"$1\" < \"$2\"", Paths.repository + "/scripts/verifiers/verify-jws.py", root], input: jws)
     }
 
+    /// `verify-jws.py --lines ROOT.pem`: many JWS in one run, one payload per line on success;
+    /// the first refused one ends it (status 1, its line number on stderr).
+    public static func verifyJWSLines(_ tokens: [String], root: String) throws -> ProcessResult {
+        try run(["/bin/sh", "-c", "exec \"$0\" --lines \"$1\" < \"$2\"", Paths.repository + "/scripts/verifiers/verify-jws.py", root],
+                input: tokens.joined(separator: "\n") + "\n")
+    }
+
     /// The virtual environment holding Apple's library, when `make test-deps` could install it.
     public static var appleLibraryPython: String? {
         let python = Paths.repository + "/.build/verifiers/bin/python"

@@ -142,6 +142,73 @@ struct ProofOfPurchaseTests {
         }
     }
 
+    @Test("rotate-key while the signer has jobs in flight: every purchase is pushed once, signed by the old or the new leaf, and every signature verifies; cached ones are the new leaf's")
+    func rotationWhileSigning() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        let perConnection = 150
+        let connections = try (0..<4).map { _ in try daemon.connect() }
+        for connection in connections {
+            connection.setReceiveTimeout(20)
+            try connection.send(.subscribe(requestID: 1))
+            while true { if case .result(1, _, _, _, _) = try connection.receive() { break } }
+        }
+        // Every connection of the uid observes every purchase: the first one's pushes are counted.
+        for (index, connection) in connections.enumerated() {
+            try HostileLimitsTests.pipeline(connection, { .addPayment(.init(requestID: $0, key: "rotating-\(index)-\($0)",
+                                                                               productID: Sample.coins, quantity: 1)) },
+                                            count: perConnection)
+        }
+        let rotated = try daemon.ctlObject(["rotate-key"])
+        #expect(rotated[string: "certificate"]?.contains("BEGIN CERTIFICATE") == true)
+        var signed: [UInt64: String] = [:]
+        var answered = 0
+        while signed.count < 4 * perConnection || answered < perConnection {
+            switch try connections[0].receive() {
+            case .updated(let records):
+                for record in records where record.state == .purchased {
+                    #expect(signed[record.id] == nil, "transaction \(record.id) was pushed as purchased twice")
+                    signed[record.id] = record.jwsRepresentation ?? ""
+                }
+            case .result(let id, let code, _, _, _) where id >= 1000:
+                #expect(code == .ok)
+                answered += 1
+            default:
+                break
+            }
+        }
+        func leaf(_ jws: String) -> Substring {
+            let header = Data(base64Encoded: Self.base64(String(jws.split(separator: ".")[0]))) ?? Data()
+            let text = String(decoding: header, as: UTF8.self)
+            return text.split(separator: "\"x5c\":[\"").dropFirst().first?.prefix { $0 != "\"" } ?? ""
+        }
+        let root = daemon.directory.file("root.pem")
+        let ids = signed.keys.sorted()
+        let verified = try IndependentVerifier.verifyJWSLines(ids.map { signed[$0] ?? "" }, root: root)
+        #expect(verified.status == 0, "\(verified.stderr)")
+        let payloads = verified.stdout.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? JSONObject
+        }
+        #expect(payloads.map { $0["transactionId"] as? String } == ids.map { String($0) })
+        let leaves = Set(signed.values.map(leaf))
+        #expect(!leaves.contains(""), "every push carries an x5c chain")
+        #expect(leaves.count <= 2, "one leaf before the rotation, one after")
+        // What the daemon sends again (the unfinished queue) is signed by the leaf in use now.
+        let newLeaf = leaf(try #require(try daemon.ctlObject(["buy", Sample.app, Sample.levelPack])[string: "jwsRepresentation"]))
+        var again: [UInt64: String] = [:]
+        var after: UInt64 = 0
+        for requestID in UInt32(2)...UInt32(100) {   // page by page
+            try connections[0].send(.unfinished(requestID: requestID, afterID: after))
+            var page: [TransactionRecord] = []
+            while true { if case .transactions(requestID, let records) = try connections[0].receive() { page = records; break } }
+            guard let last = page.last else { break }
+            for record in page { again[record.id] = record.jwsRepresentation ?? "" }
+            after = last.id
+        }
+        #expect(Set(again.keys).isSuperset(of: ids), "the queue holds every purchase")
+        #expect(again.values.allSatisfy { leaf($0) == newLeaf }, "a signature made with the replaced leaf was cached")
+    }
+
     @Test("Apple's App Store Server Library, given storekitd's root in place of Apple's, verifies Sandbox transactions and renewal info and refuses changed ones",
           .enabled(if: IndependentVerifier.appleLibraryPython != nil, "Apple's app-store-server-library could not be installed from PyPI (make test-deps)"))
     func appleLibraryAccepts() throws {
