@@ -128,6 +128,14 @@ extension Server {
             }
             ledger.savesFailUntil = ServiceNotifier.monotonicMilliseconds() + milliseconds
             output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
+        case .control(let id, "debug-fail-signing", let arguments) where testHooks:
+            guard arguments.count == 1, let milliseconds = Int64(arguments[0]), milliseconds >= 0 else {
+                output.reply(session, .controlResult(requestID: id, code: .invalidArgument,
+                                                     message: "usage: debug-fail-signing MILLISECONDS", json: "null"))
+                return
+            }
+            signingFailsUntil = ServiceNotifier.monotonicMilliseconds() + milliseconds
+            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
         case .control(let id, let command, let arguments):
             let controller = ControlCommands(engine: engine, configuration: configuration, server: self)
             let result = try controller.execute(command: command, arguments: arguments, writesStopped: mutatingRefusal)

@@ -39,7 +39,8 @@ extension Server {
         _ = output.replaceFrames(encodedHere)
         guard !pushes.isEmpty else { return nil }
         nextSigningTicket += 1
-        return Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes)
+        return Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes,
+                          failsOnPurpose: testHooks && ServiceNotifier.monotonicMilliseconds() < signingFailsUntil)
     }
 
     /// Signatures up to which a unit's pushes are signed on the loop, after the commit, while

@@ -70,6 +70,8 @@ public final class Server {
     var nextSigningTicket: UInt64 = 0
     /// Jobs handed to the signer and not yet collected.
     var signingJobs = 0
+    /// `debug-fail-signing MS` (test hooks): every signature of a push fails until then.
+    var signingFailsUntil: Int64 = .min
     var configuration: DaemonConfiguration
     let logger: Logger
     let notifier: ServiceNotifier
@@ -123,7 +125,8 @@ public final class Server {
     let backgroundResults = BackgroundResults()
     let activator: ObserverActivator
     /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops)
-    /// and `debug-fail-saves MS` (saves to the database fail for MS ms, to prove what depends on them).
+    /// `debug-fail-saves MS` (saves to the database fail for MS ms, to prove what depends on them)
+    /// and `debug-fail-signing MS` (the signatures of pushes fail for MS ms).
     let testHooks: Bool
 
     /// Unique part of FD-store names for this run.

@@ -29,6 +29,8 @@ final class Signer: @unchecked Sendable {
         var ticket: UInt64
         var identity: SigningIdentity
         var pushes: [Push]
+        /// `debug-fail-signing` (test hooks): every signature fails, as a signing error would.
+        var failsOnPurpose = false
 
         var signatureCount: Int { pushes.reduce(0) { $0 + $1.payloads.count } }
     }
@@ -114,6 +116,7 @@ final class Signer: @unchecked Sendable {
             guard var records = push.message.pushedRecords else { continue }
             for (index, payload) in push.payloads {
                 do {
+                    if job.failsOnPurpose { throw SigningError("signing fails on purpose (debug-fail-signing)") }
                     records[index].jwsRepresentation = try job.identity.signJWS(payload: Array(payload.serialized().utf8))
                     result.signed.append(records[index])
                 } catch {

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitConnection
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -207,6 +208,64 @@ struct ProofOfPurchaseTests {
         }
         #expect(Set(again.keys).isSuperset(of: ids), "the queue holds every purchase")
         #expect(again.values.allSatisfy { leaf($0) == newLeaf }, "a signature made with the replaced leaf was cached")
+    }
+
+    @Test("a signature that fails, on the loop or on the signer's thread: the push goes out unsigned, the failure is in the journal, and nothing unsigned is cached")
+    func failedSignatureLosesNothing() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        daemon.extraArguments = ["--enable-test-hooks"]
+        try daemon.start()
+        try daemon.ctl(["certificate"]).stdout.write(toFile: daemon.directory.file("root.pem"), atomically: true, encoding: .utf8)
+        let control = try WireConnection(path: daemon.controlSocket)
+        _ = try control.hello(app: "")
+        func failSigning(_ arguments: [String], requestID: UInt32) throws -> ResultCode {
+            try control.send(.control(requestID: requestID, command: "debug-fail-signing", arguments: arguments))
+            while true { if case .controlResult(requestID, let code, _, _) = try control.receive() { return code } }
+        }
+        #expect(try failSigning(["soon"], requestID: 1) == .invalidArgument)
+        #expect(try failSigning(["60000"], requestID: 2) == .ok)
+
+        let connection = try daemon.connect()
+        connection.setReceiveTimeout(10)
+        try connection.send(.subscribe(requestID: 1))
+        while true { if case .result(1, _, _, _, _) = try connection.receive() { break } }
+        // One purchase (signed on the loop), then six in one write (on the signer's thread).
+        try HostileLimitsTests.pipeline(connection, { .addPayment(.init(requestID: $0, key: "alone-\($0)", productID: Sample.coins,
+                                                                           quantity: 1)) }, count: 1)
+        var pushed: [UInt64: String?] = [:]
+        var answered = 0
+        func receive(until purchases: Int, answers: Int) throws {
+            while pushed.count < purchases || answered < answers {
+                switch try connection.receive() {
+                case .updated(let records):
+                    for record in records where record.state == .purchased { pushed[record.id] = record.jwsRepresentation }
+                case .result(let id, let code, _, _, _) where id >= 1000:
+                    #expect(code == .ok, "the payment is acknowledged")
+                    answered += 1
+                default:
+                    break
+                }
+            }
+        }
+        try receive(until: 1, answers: 1)
+        try HostileLimitsTests.pipeline(connection, { .addPayment(.init(requestID: $0 + 100, key: "six-\($0)", productID: Sample.coins,
+                                                                           quantity: 1)) }, count: 6)
+        try receive(until: 7, answers: 7)
+        #expect(pushed.values.allSatisfy { $0 == nil }, "a push whose signature failed carries none")
+        #expect(eventually(timeout: 5) { pushed.keys.allSatisfy { daemon.log().contains("Failed to sign transaction \($0): signing fails on purpose") } },
+                "\(daemon.log(tail: 20))")
+
+        // Signing works again: the same transactions, asked for, are signed, and verify.
+        #expect(try failSigning(["0"], requestID: 3) == .ok)
+        try connection.send(.unfinished(requestID: 2))
+        var again: [TransactionRecord] = []
+        while true { if case .transactions(2, let records) = try connection.receive() { again = records; break } }
+        #expect(Set(again.map(\.id)) == Set(pushed.keys))
+        let tokens = again.compactMap(\.jwsRepresentation)
+        #expect(tokens.count == pushed.count, "every transaction is signed now")
+        let verified = try IndependentVerifier.verifyJWSLines(tokens, root: daemon.directory.file("root.pem"))
+        #expect(verified.status == 0, "\(verified.stderr)")
     }
 
     @Test("Apple's App Store Server Library, given storekitd's root in place of Apple's, verifies Sandbox transactions and renewal info and refuses changed ones",
