@@ -23,6 +23,15 @@ struct ProofOfPurchaseTests {
         return daemon
     }
 
+    /// A raw connection of this process's uid, subscribed (request 1 answered).
+    static func observer(of daemon: DaemonProcess, timeout: Double = 10) throws -> WireConnection {
+        let connection = try daemon.connect()
+        connection.setReceiveTimeout(timeout)
+        try connection.send(.subscribe(requestID: 1))
+        while true { if case .result(1, _, _, _, _) = try connection.receive() { break } }
+        return connection
+    }
+
     static func payload(_ result: ProcessResult) throws -> JSONObject {
         try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? JSONObject)
     }
@@ -116,10 +125,7 @@ struct ProofOfPurchaseTests {
     func pipelinedPurchasesAreSignedOffTheLoop() throws {
         let daemon = try Self.daemon()
         defer { daemon.remove() }
-        let connection = try daemon.connect()
-        connection.setReceiveTimeout(10)
-        try connection.send(.subscribe(requestID: 1))
-        while true { if case .result(1, _, _, _, _) = try connection.receive() { break } }
+        let connection = try Self.observer(of: daemon)
         // Six payments in one write: one unit of work, six signatures (more than the loop makes itself).
         try HostileLimitsTests.pipeline(connection, { .addPayment(.init(requestID: $0, key: "pipelined-\($0)", productID: Sample.coins,
                                                                            quantity: 1)) }, count: 6)
@@ -148,12 +154,7 @@ struct ProofOfPurchaseTests {
         let daemon = try Self.daemon()
         defer { daemon.remove() }
         let perConnection = 150
-        let connections = try (0..<4).map { _ in try daemon.connect() }
-        for connection in connections {
-            connection.setReceiveTimeout(20)
-            try connection.send(.subscribe(requestID: 1))
-            while true { if case .result(1, _, _, _, _) = try connection.receive() { break } }
-        }
+        let connections = try (0..<4).map { _ in try Self.observer(of: daemon, timeout: 20) }
         // Every connection of the uid observes every purchase: the first one's pushes are counted.
         for (index, connection) in connections.enumerated() {
             try HostileLimitsTests.pipeline(connection, { .addPayment(.init(requestID: $0, key: "rotating-\(index)-\($0)",
@@ -226,10 +227,7 @@ struct ProofOfPurchaseTests {
         #expect(try failSigning(["soon"], requestID: 1) == .invalidArgument)
         #expect(try failSigning(["60000"], requestID: 2) == .ok)
 
-        let connection = try daemon.connect()
-        connection.setReceiveTimeout(10)
-        try connection.send(.subscribe(requestID: 1))
-        while true { if case .result(1, _, _, _, _) = try connection.receive() { break } }
+        let connection = try Self.observer(of: daemon)
         // One purchase (signed on the loop), then six in one write (on the signer's thread).
         try HostileLimitsTests.pipeline(connection, { .addPayment(.init(requestID: $0, key: "alone-\($0)", productID: Sample.coins,
                                                                            quantity: 1)) }, count: 1)
