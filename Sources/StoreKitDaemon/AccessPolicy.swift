@@ -1,4 +1,3 @@
-import FoundationEssentials
 import CPosix
 import StoreKitPosix
 #if canImport(Glibc)

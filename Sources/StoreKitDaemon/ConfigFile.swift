@@ -5,7 +5,6 @@
 // allowed); blank lines; a line ending in an unescaped backslash continues on the next line (the
 // backslash becomes a space, comment lines inside a continuation are skipped). There are no inline
 // comments: `Key=1 # one` has the value `1 # one`. Anything else is an error with file:line.
-import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif

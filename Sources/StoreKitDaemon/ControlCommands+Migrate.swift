@@ -1,7 +1,3 @@
-import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#endif
 import StoreKitPostgres
 import StoreKitStore
 import StoreKitWire

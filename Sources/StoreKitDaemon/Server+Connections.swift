@@ -1,5 +1,4 @@
 import CPosix
-import FoundationEssentials
 import StoreKitEngine
 import StoreKitPosix
 import StoreKitStore

@@ -1,6 +1,5 @@
 import CPosix
 import Synchronization
-import FoundationEssentials
 import StoreKitPosix
 import StoreKitStore
 import StoreKitWire

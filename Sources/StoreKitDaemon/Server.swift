@@ -1,5 +1,4 @@
 import CPosix
-import FoundationEssentials
 import Synchronization
 import StoreKitEngine
 import StoreKitPosix

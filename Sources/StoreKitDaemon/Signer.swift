@@ -1,7 +1,3 @@
-import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#endif
 import StoreKitPosix
 import StoreKitSigning
 import StoreKitStore
