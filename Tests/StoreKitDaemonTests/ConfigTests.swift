@@ -40,6 +40,19 @@ private let repositoryRoot = URL(fileURLWithPath: #filePath)
 
 @Suite("Config")
 struct ConfigTests {
+    @Test("a FIFO as the configuration file is refused at once, not waited on; a missing drop-in directory is none")
+    func fifoConfigIsRefused() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/storekitd.conf"
+            #expect(mkfifo(path, 0o600) == 0)
+            let started = Date()
+            #expect(loadError(path) == ConfigError(file: path, line: nil, message: "cannot read file: not a regular file"))
+            #expect(Date().timeIntervalSince(started) < 2)
+            let dropIns = try DaemonConfiguration.dropIns(in: dir + "/absent.d")
+            #expect(dropIns.isEmpty)
+        }
+    }
+
     // MARK: Sample config
 
     @Test func sampleConfigLoads() throws {

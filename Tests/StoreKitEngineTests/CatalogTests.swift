@@ -522,6 +522,17 @@ struct CatalogBadFileTests {
             reason: "expected a period like P1W, P1M or P1Y, found \"P1Q\""))
     }
 
+    @Test("a FIFO is not a catalogue: refused at once, not waited on")
+    func fifo() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.file("products.storekit")
+        #expect(mkfifo(path, 0o600) == 0)
+        let started = Date()
+        #expect(throws: CatalogError(path: path, location: "", reason: "not a regular file")) { try Catalog.load(path: path) }
+        #expect(Date().timeIntervalSince(started) < 2)
+    }
+
     @Test("a directory is not a catalogue")
     func directory() throws {
         let path = CatalogFiles.projectFixtures.path
