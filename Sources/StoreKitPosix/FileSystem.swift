@@ -1,10 +1,14 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 
 /// System calls on paths, as opposed to open descriptors (see `FileDescriptor`): each wrapped once,
 /// EINTR retried, -1 turned into a thrown `Errno`.
 public enum FileSystem {
+    /// Counts `writeAtomically` calls, to name their temporary files.
+    private static let atomicWrites = Atomic<UInt64>(0)
+
     /// `access(F_OK)`: whether `path` names something (a dangling symbolic link does not count).
     public static func exists(_ path: String) -> Bool {
         access(path, F_OK) == 0
@@ -34,8 +38,12 @@ public enum FileSystem {
 
     /// Replaces the file at `path` with `bytes`, whole or not at all: written to a new file beside
     /// it (never following a link, mode `permissions` whatever the umask), synced, renamed over.
+    /// Writers racing for one path (two instances of an app refreshing its receipt, two threads)
+    /// each write a temporary file of their own, named by pid and a per-process count, so each
+    /// rename puts one writer's whole file in place. A leftover of a writer that died with the
+    /// same name (a recycled pid) is removed first.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, permissions: mode_t) throws(Errno) {
-        let temporary = path + ".tmp"
+        let temporary = path + ".tmp-\(getpid())-\(atomicWrites.add(1, ordering: .relaxed).newValue)"
         if let info = try? status(of: temporary, followingSymlinks: false), info.st_mode & S_IFMT != S_IFDIR {
             try remove(temporary)
         }

@@ -83,6 +83,43 @@ import Testing
         #expect(try FileSystem.readContents(of: path + "/file") == Array("text\n".utf8))
     }
 
+    @Test("writers racing to replace one file each succeed, and the file is always one of them whole (two instances of an app writing its receipt)")
+    func concurrentAtomicWritesNeverMix() throws {
+        let path = NSTemporaryDirectory() + "/storekit-atomic-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        #expect(mkdir(path, 0o700) == 0)
+        defer { _ = try? FileManager.default.removeItem(atPath: path) }
+        let file = path + "/receipt"
+        // Four writers, each its own contents (large enough that a write takes a while).
+        let contents = (0..<4).map { writer in [UInt8](repeating: UInt8(ascii: "a") + UInt8(writer), count: 256 * 1024) }
+        let failures = Mutex<[String]>([])
+        let finished = Condition()
+        let running = Mutex(contents.count)
+        for (writer, bytes) in contents.enumerated() {
+            NamedThread.start("storekit-write\(writer)") {
+                for _ in 0..<40 {
+                    do { try FileSystem.writeAtomically(bytes, to: file, permissions: 0o600) } catch {
+                        failures.withLock { $0.append("writer \(writer): \(error)") }
+                    }
+                    if let read = try? FileSystem.readContents(of: file), !contents.contains(read) {
+                        failures.withLock { $0.append("writer \(writer) read \(read.count) mixed or partial bytes") }
+                    }
+                }
+                finished.withLock {
+                    running.withLock { $0 -= 1 }
+                    finished.signal()
+                }
+            }
+        }
+        let deadline = Condition.monotonicSeconds() + 60
+        finished.withLock {
+            while running.withLock({ $0 }) > 0, Condition.monotonicSeconds() < deadline { _ = finished.wait(untilMonotonic: deadline) }
+        }
+        #expect(running.withLock { $0 } == 0, "the writers did not finish")
+        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(5))")
+        #expect(contents.contains(try FileSystem.readContents(of: file)))
+        #expect(try FileSystem.names(inDirectory: path) == ["receipt"], "no temporary file is left behind")
+    }
+
     @Test("a directory's names are listed without . and ..; a missing one is ENOENT")
     func directoryNames() throws {
         let path = NSTemporaryDirectory() + "/storekit-names-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
