@@ -2,9 +2,13 @@ import OpenStoreKit
 
 /// The app's record of content it has unlocked, one line per transaction, fsynced before the
 /// transaction is finished, so redelivery after a crash never grants the same purchase twice.
+///
+/// Several instances of the app may run for one user at once (its observer, and a `buy` started
+/// beside it), and each receives every update: the file is the one truth they share. Each look-up
+/// reads it under `flock`, and a grant checks and appends under the same exclusive lock, so two
+/// instances racing for one transaction grant it once.
 final class Ledger {
     let path: String
-    private var granted: Set<String> = []
 
     static func defaultPath(app: String) -> String {
         let environment = ProcessInfo.processInfo.environment
@@ -15,31 +19,61 @@ final class Ledger {
 
     init(path: String) {
         self.path = path
-        if let text = try? String(contentsOfFile: path, encoding: .utf8) {
-            for line in text.split(separator: "\n") {
-                if let id = line.split(separator: " ").first { granted.insert(String(id)) }
-            }
-        }
+    }
+
+    /// Whether the content of transaction `id` was unlocked, by this instance or another.
+    func contains(_ id: String) -> Bool {
+        withLockedFile(LOCK_SH) { fd in grantedIDs(fd).contains(id) }
     }
 
     /// Grants the transaction's content unless it was granted before; true when granted now.
     func grant(_ transaction: SKPaymentTransaction) -> Bool {
-        guard let id = transaction.transactionIdentifier, !granted.contains(id) else { return false }
-        let line = "\(id) \(transaction.payment.productIdentifier) \(transaction.payment.quantity)\n"
+        guard let id = transaction.transactionIdentifier, !id.isEmpty else { return false }
+        return withLockedFile(LOCK_EX) { fd in
+            guard !grantedIDs(fd).contains(id) else { return false }
+            let bytes = Array("\(id) \(transaction.payment.productIdentifier) \(transaction.payment.quantity)\n".utf8)
+            guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
+                fail("cannot write ledger \(path)")
+            }
+            return true
+        }
+    }
+
+    /// Runs `body` with the ledger open for appending (created if need be) and locked in `mode`.
+    private func withLockedFile<T>(_ mode: Int32, _ body: (Int32) -> T) -> T {
         let directory = (path as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            Output.error("cannot open ledger \(path): \(String(cString: strerror(errno)))")
-            exit(1)
-        }
+        let fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { fail("cannot open ledger \(path)") }
         defer { close(fd) }
-        let bytes = Array(line.utf8)
-        guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
-            Output.error("cannot write ledger \(path): \(String(cString: strerror(errno)))")
-            exit(1)
+        while flock(fd, mode) != 0 {
+            guard errno == EINTR else { fail("cannot lock ledger \(path)") }
         }
-        granted.insert(id)
-        return true
+        return body(fd)
+    }
+
+    /// The transaction ids in the ledger, read from the start of `fd`.
+    private func grantedIDs(_ fd: Int32) -> Set<String> {
+        var text: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var offset: off_t = 0
+        while true {
+            let count = pread(fd, &buffer, buffer.count, offset)
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else { fail("cannot read ledger \(path)") }
+            guard count > 0 else { break }
+            text.append(contentsOf: buffer[0..<count])
+            offset += off_t(count)
+        }
+        var ids: Set<String> = []
+        for line in text.split(separator: UInt8(ascii: "\n")) {
+            if let id = line.split(separator: UInt8(ascii: " ")).first { ids.insert(String(decoding: id, as: UTF8.self)) }
+        }
+        return ids
+    }
+
+    private func fail(_ message: String) -> Never {
+        Output.error("\(message): \(String(cString: strerror(errno)))")
+        exit(1)
     }
 }

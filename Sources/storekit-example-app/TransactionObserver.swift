@@ -51,7 +51,15 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
                 // device's, and list this transaction unrevoked. A receipt that fails is not trusted:
                 // nothing is granted and the transaction stays in the queue (it comes back at the next
                 // launch, when a good receipt may be there).
+                // One exception: another instance of the app (its observer, beside a `buy`) granted
+                // and finished it meanwhile, so the receipt fetched since no longer lists it. The
+                // shared ledger says so; the transaction is finished again (a no-op), not refused.
                 if let refusal = Self.receiptRefusal(for: id) {
+                    if ledger.contains(id) {
+                        Output.line(event: "updated", transaction, extra: ["granted": false])
+                        queue.finishTransaction(transaction)
+                        continue
+                    }
                     Output.line(event: "refused", transaction, extra: ["reason": refusal])
                     if case .purchase = goal, ownTransactions.contains(id) { exit(2) }
                     continue

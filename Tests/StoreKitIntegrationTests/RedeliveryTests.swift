@@ -132,6 +132,38 @@ import Testing
         #expect(ledgerIDs(ledger).sorted() == [a.id, b.id, c.id].sorted())
     }
 
+    /// Two instances of one app for one user (its observer, and a `buy` run beside it), as in
+    /// test-system's step f: both receive each purchase and race to grant and finish it. Each buy
+    /// succeeds, whichever instance wins; each transaction is granted once in the shared ledger; an
+    /// instance that finds its receipt no longer listing a transaction the other one finished takes
+    /// the ledger's word for it instead of refusing it.
+    @Test(.enabled(if: TestEnvironment.isRoot, "needs root: it buys for uid 0 (storekitctl's default), and its clients, which must see those purchases, have this process's uid"))
+    func secondInstanceBuysBesideTheObserver() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let ledger = daemon.directory.file("ledger")
+        let app = Paths.binary("storekit-example-app")
+
+        let observer = try daemon.observer(ledger: ledger)
+        defer { observer.stop() }
+
+        var bought: [String] = []
+        for round in 0..<12 {
+            let product = round % 3 == 0 ? Sample.levelPack : Sample.coins
+            let buy = try ProcessRunner.run(app, ["--ledger", ledger, "buy", product],
+                                            environment: daemon.clientEnvironment, timeout: 30)
+            let purchased = updates(buy.stdout).first { $0["state"] as? String == "purchased" }
+            #expect(buy.status == 0, "round \(round): buy exited \(buy.status)\n\(buy.stdout)\n\(buy.stderr)")
+            let id = try #require(purchased?["transactionIdentifier"] as? String,
+                                  "round \(round): no purchased update\n\(buy.stdout)\n\(buy.stderr)")
+            bought.append(id)
+        }
+        #expect(eventually { (try? daemon.transactions(["--unfinished"]).isEmpty) == true }, "every purchase is finished")
+        let granted = ledgerIDs(ledger)
+        #expect(granted.sorted() == bought.sorted(), "each purchase granted exactly once, by one of the two instances")
+    }
+
     /// The app crashed after granting but before finishing: the redelivery is finished, not granted.
     @Test(.enabled(if: TestEnvironment.isRoot, "needs root: it buys for uid 0 (storekitctl's default), and its clients, which must see those purchases, have this process's uid"))
     func redeliveryAfterGrantIsFinishedWithoutGrantingAgain() throws {
