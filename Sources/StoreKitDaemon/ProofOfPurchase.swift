@@ -76,7 +76,7 @@ public final class ProofOfPurchase {
         if let cached = cachedJWS(for: record) { return cached }
         guard let payload = try payload(for: record, engine: engine, configuration: configuration) else { return nil }
         var signed = record
-        signed.jwsRepresentation = try identity.signJWS(payload: Array(payload.serialized().utf8))
+        signed.jwsRepresentation = try identity.signJWS(payload: payload.serializedBytes())
         remember(signed, signedBy: identity)
         return signed.jwsRepresentation
     }
@@ -117,7 +117,7 @@ public final class ProofOfPurchase {
             return SubscriptionStatusRecord(
                 groupID: status.subscription.groupID, state: status.state,
                 transaction: try signed([status.latest], engine: engine, configuration: configuration)[0],
-                signedRenewalInfo: try identity.signJWS(payload: Array(renewalInfo.serialized().utf8)))
+                signedRenewalInfo: try identity.signJWS(payload: renewalInfo.serializedBytes()))
         }
     }
 
@@ -126,7 +126,7 @@ public final class ProofOfPurchase {
                            configuration: DaemonConfiguration) throws(SigningError) -> String {
         let environment = (configuration.app(subscription.app)?.environment ?? .xcode).rawValue
         let payload = engine.renewalInfoPayload(subscription, environment: environment, signedDate: Self.now)
-        return try identity.signJWS(payload: Array(payload.serialized().utf8))
+        return try identity.signJWS(payload: payload.serializedBytes())
     }
 
     /// When (uid, app) first asked for proof: the app's "original purchase" on Linux, kept in the store.
@@ -158,7 +158,7 @@ public final class ProofOfPurchase {
             ("signedDate", .int(Self.now)),
             ("environment", .string(environment.rawValue)),
         ])
-        return try identity.signJWS(payload: Array(payload.serialized().utf8))
+        return try identity.signJWS(payload: payload.serializedBytes())
     }
 
     /// The app receipt of (uid, app), made now.

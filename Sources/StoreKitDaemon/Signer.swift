@@ -113,7 +113,7 @@ final class Signer: @unchecked Sendable {
             for (index, payload) in push.payloads {
                 do {
                     if job.failsOnPurpose { throw SigningError("signing fails on purpose (debug-fail-signing)") }
-                    records[index].jwsRepresentation = try job.identity.signJWS(payload: Array(payload.serialized().utf8))
+                    records[index].jwsRepresentation = try job.identity.signJWS(payload: payload.serializedBytes())
                     result.signed.append(records[index])
                 } catch {
                     result.failures.append("transaction \(records[index].id): \(error)")

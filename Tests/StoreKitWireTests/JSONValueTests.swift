@@ -23,6 +23,42 @@ struct JSONValueTests {
         #expect(parsed == [text])
     }
 
+    @Test("the byte writer spells every string as escaping scalar by scalar does (10,000 random strings, bridged ones too)")
+    func bytesMatchScalarEscaping() {
+        func reference(_ value: String) -> String {
+            var output = "\""
+            for scalar in value.unicodeScalars {
+                switch scalar {
+                case "\"": output += "\\\""
+                case "\\": output += "\\\\"
+                case "\n": output += "\\n"
+                case "\r": output += "\\r"
+                case "\t": output += "\\t"
+                case _ where scalar.value < 0x20:
+                    let hex = String(scalar.value, radix: 16)
+                    output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                default: output.unicodeScalars.append(scalar)
+                }
+            }
+            return output + "\""
+        }
+        let pool: [Unicode.Scalar] = (0..<0x80).compactMap(Unicode.Scalar.init) + ["é", "☕", "𝄞", "\u{2028}", "\u{FEFF}", "\u{10FFFF}"]
+        var generator = SplitMix64(seed: 14)
+        for round in 0..<10_000 {
+            var text = ""
+            for _ in 0..<Int.random(in: 0...40, using: &generator) {
+                text.unicodeScalars.append(pool.randomElement(using: &generator)!)
+            }
+            let value = round % 2 == 0 ? text : (NSString(string: text) as String)
+            let bytes = JSONValue.object([(value, .string(value))]).serializedBytes()
+            #expect(bytes == Array(("{" + reference(value) + ":" + reference(value) + "}").utf8), "\(Array(value.utf8))")
+            if bytes != Array(("{" + reference(value) + ":" + reference(value) + "}").utf8) { break }
+        }
+        for integer: Int64 in [0, 7, -1, 10, -10, 99, 100, .max, .min, .max - 1, .min + 1] {
+            #expect(JSONValue.int(integer).serializedBytes() == Array(String(integer).utf8))
+        }
+    }
+
     @Test("documents serialize compactly with members in order")
     func documents() {
         let value = JSONValue.object([
