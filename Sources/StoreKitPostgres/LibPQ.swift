@@ -4,7 +4,7 @@ import StoreKitStore
 import Glibc
 #endif
 
-/// libpq's functions, loaded when PostgreSQL is first needed rather than when storekitd starts.
+/// libpq's functions (libpq 14 or later: pipeline mode), loaded when PostgreSQL is first needed rather than when storekitd starts.
 ///
 /// Most daemons keep their ledger in SQLite. Linked, libpq would load itself and the twenty
 /// libraries it needs (OpenSSL's libssl, Kerberos, LDAP, SASL, GnuTLS, …) into every one of them:
@@ -51,6 +51,15 @@ struct LibPQ: @unchecked Sendable {   // immutable: C function pointers into a l
     let conninfoParse: @convention(c) (UnsafePointer<CChar>?, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?)
         -> UnsafeMutablePointer<PQconninfoOption>?
     let conninfoFree: @convention(c) (UnsafeMutablePointer<PQconninfoOption>?) -> Void
+    // Pipeline mode (libpq 14 and later): statements sent together, their results read after.
+    let enterPipelineMode: @convention(c) (OpaquePointer?) -> Int32
+    let exitPipelineMode: @convention(c) (OpaquePointer?) -> Int32
+    let pipelineSync: @convention(c) (OpaquePointer?) -> Int32
+    let sendQueryParams: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, Int32, UnsafePointer<Oid>?,
+                                         UnsafePointer<UnsafePointer<CChar>?>?, UnsafePointer<Int32>?, UnsafePointer<Int32>?, Int32) -> Int32
+    let sendQueryPrepared: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?, Int32, UnsafePointer<UnsafePointer<CChar>?>?,
+                                           UnsafePointer<Int32>?, UnsafePointer<Int32>?, Int32) -> Int32
+    let getResult: @convention(c) (OpaquePointer?) -> OpaquePointer?
 
     /// Opens `library` and finds every function above in it; the failure names the library, what
     /// `dlopen` said or the functions it lacks, and the package to install.
@@ -76,7 +85,10 @@ struct LibPQ: @unchecked Sendable {   // immutable: C function pointers into a l
             ntuples: function("PQntuples"), nfields: function("PQnfields"), getisnull: function("PQgetisnull"),
             getvalue: function("PQgetvalue"), cmdTuples: function("PQcmdTuples"),
             resultErrorMessage: function("PQresultErrorMessage"), resultErrorField: function("PQresultErrorField"),
-            conninfoParse: function("PQconninfoParse"), conninfoFree: function("PQconninfoFree"))
+            conninfoParse: function("PQconninfoParse"), conninfoFree: function("PQconninfoFree"),
+            enterPipelineMode: function("PQenterPipelineMode"), exitPipelineMode: function("PQexitPipelineMode"),
+            pipelineSync: function("PQpipelineSync"), sendQueryParams: function("PQsendQueryParams"),
+            sendQueryPrepared: function("PQsendQueryPrepared"), getResult: function("PQgetResult"))
         guard missing.isEmpty else {
             dlclose(handle)
             return .failure(StoreError(.io, path: library, message: "this libpq lacks \(missing.joined(separator: ", "))"))

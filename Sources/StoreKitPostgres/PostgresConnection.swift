@@ -35,6 +35,7 @@ final class PostgresConnection {
         if let connection { pq.finish(connection) }
         connection = nil
         prepared.removeAll()
+        deferred.removeAll()
         guard let opened = pq.connectdb(conninfo) else {
             throw StoreError(.io, path: description, message: "cannot connect: out of memory")
         }
@@ -51,6 +52,7 @@ final class PostgresConnection {
     func close() {
         if let connection { pq.finish(connection) }
         connection = nil
+        deferred.removeAll()
     }
 
     /// The connection's socket, for the serving loop's epoll; -1 without a connection.
@@ -77,28 +79,106 @@ final class PostgresConnection {
         var firstInt: Int64? { rows.first?.first.flatMap { $0 }.flatMap { Int64($0) } }
     }
 
-    /// Runs `sql` with `parameters` bound to `$1`, `$2`, … (nil: NULL).
+    /// Runs `sql` with `parameters` bound to `$1`, `$2`, … (nil: NULL). Statements queued with
+    /// `executeLater` go first, in the same round trip.
     @discardableResult
     func execute(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> Result {
         guard let connection, pq.status(connection) == CONNECTION_OK else {
+            deferred.removeAll()
             throw StoreError(.io, path: description, message: "no connection to PostgreSQL (it is reconnected at the next unit of work)")
         }
-        // Text-format values, NUL-terminated copies (a text is cut at its first NUL, as SQLite's is).
-        let copies: [UnsafePointer<CChar>?] = parameters.map { $0.flatMap { UnsafePointer(strdup($0)) } }
-        defer { for copy in copies { free(UnsafeMutablePointer(mutating: copy)) } }
-        let result: OpaquePointer?
-        if parameters.isEmpty {
-            result = pq.execParams(connection, sql, 0, nil, nil, nil, nil, 0)
-        } else {
-            let name = try prepare(sql, parameterCount: parameters.count, on: connection)
-            result = pq.execPrepared(connection, name, Int32(copies.count), copies, nil, nil, 0)
+        if !deferred.isEmpty {
+            let statements = deferred + [(sql, parameters)]
+            deferred.removeAll()
+            return try pipeline(statements, on: connection)
+        }
+        let name = parameters.isEmpty ? nil : try prepare(sql, parameterCount: parameters.count, on: connection)
+        let result = Self.withValues(parameters) { values in
+            if let name { pq.execPrepared(connection, name, Int32(parameters.count), values, nil, nil, 0) }
+            else { pq.execParams(connection, sql, 0, nil, nil, nil, nil, 0) }
         }
         defer { pq.clear(result) }
         let status = result.map { pq.resultStatus($0) } ?? PGRES_FATAL_ERROR
-        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK, let result else {
             throw error(result)
         }
-        guard let result else { return Result(rows: [], changed: 0) }
+        return read(result)
+    }
+
+    /// Statements whose results nobody reads (`BEGIN`, `SAVEPOINT`, a notification), sent with
+    /// the next `execute`.
+    private var deferred: [(sql: String, parameters: [String?])] = []
+
+    /// Queues `sql` to go with the next `execute`, in one pipeline (libpq's pipeline mode): one
+    /// round trip for all of them instead of one each. Should it fail, the next `execute` throws
+    /// its error, and what was queued after it does not run (PostgreSQL aborts the pipeline).
+    func executeLater(_ sql: String, _ parameters: [String?] = []) {
+        deferred.append((sql, parameters))
+    }
+
+    /// Sends `statements` in one pipeline and reads their results: the last one's, or the error
+    /// of the first that failed. A connection left in a state it cannot be used in is closed
+    /// (`isBroken`; the next unit of work reconnects).
+    private func pipeline(_ statements: [(sql: String, parameters: [String?])], on connection: OpaquePointer) throws(StoreError) -> Result {
+        // Statements with parameters are prepared first, outside the pipeline (once per connection).
+        var names: [String?] = []
+        for statement in statements {
+            names.append(statement.parameters.isEmpty ? nil
+                         : try prepare(statement.sql, parameterCount: statement.parameters.count, on: connection))
+        }
+        guard pq.enterPipelineMode(connection) == 1 else { throw error(nil) }
+        var sent = 0
+        for (statement, name) in zip(statements, names) {
+            let queued = Self.withValues(statement.parameters) { values in
+                if let name { pq.sendQueryPrepared(connection, name, Int32(statement.parameters.count), values, nil, nil, 0) }
+                else { pq.sendQueryParams(connection, statement.sql, 0, nil, nil, nil, nil, 0) }
+            }
+            guard queued == 1 else { break }
+            sent += 1
+        }
+        var failure: StoreError? = sent < statements.count ? error(nil) : nil
+        let synced = pq.pipelineSync(connection) == 1
+        if !synced { failure = failure ?? error(nil) }
+        var last = Result(rows: [], changed: 0)
+        for index in 0..<sent {
+            guard let result = pq.getResult(connection) else {
+                failure = failure ?? error(nil)
+                break
+            }
+            let status = pq.resultStatus(result)
+            if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
+                if index == statements.count - 1 { last = read(result) }
+            } else if status != PGRES_PIPELINE_ABORTED {
+                failure = failure ?? error(result)
+            }
+            pq.clear(result)
+            // The NULL that ends this statement's results (or, on a lost connection, the rest).
+            while let more = pq.getResult(connection) { pq.clear(more) }
+        }
+        if synced, failure == nil || pq.status(connection) == CONNECTION_OK {
+            let sync = pq.getResult(connection)
+            if sync.map({ pq.resultStatus($0) }) != PGRES_PIPELINE_SYNC { failure = failure ?? error(sync) }
+            pq.clear(sync)
+        }
+        if pq.exitPipelineMode(connection) != 1 {
+            let lost = failure ?? StoreError(.io, path: description, message: "PostgreSQL connection lost: \(Self.text(pq.errorMessage(connection)).trimmingSuffix())")
+            close()
+            throw lost
+        }
+        if let failure { throw failure }
+        return last
+    }
+
+    /// `body` with `values` as NUL-terminated C strings (a text is cut at its first NUL, as
+    /// SQLite's is); nil stays NULL.
+    private static func withValues<T>(_ values: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> T) -> T {
+        let copies: [UnsafePointer<CChar>?] = values.map { $0.flatMap { UnsafePointer(strdup($0)) } }
+        defer { for copy in copies { free(UnsafeMutablePointer(mutating: copy)) } }
+        return copies.withUnsafeBufferPointer { body($0.baseAddress) }
+    }
+
+    /// The rows (text values, nil for NULL) and the changed-row count of a successful result.
+    private func read(_ result: OpaquePointer) -> Result {
         var rows: [[String?]] = []
         let count = pq.ntuples(result), columns = pq.nfields(result)
         rows.reserveCapacity(Int(count))

@@ -146,18 +146,15 @@ public final class PostgresLedger: LedgerStorage {
         // synchronous_commit on: COMMIT returns after the commit record is flushed (and, with
         // synchronous standbys configured, after they have it). Set per transaction, so that a
         // server or role default of `off` cannot make an acknowledged purchase losable.
-        try connection.execute("BEGIN")
+        // Both go with the unit's first statement (PostgresConnection.executeLater): a failure
+        // of theirs is that statement's, and the unit of work rolls back.
+        connection.executeLater("BEGIN")
+        connection.executeLater("SET LOCAL synchronous_commit = on")
         isInTransaction = true
         savepoints = 0
         changedQueues.removeAll()
         changedOther = false
         atBegin = (watermarks, notifiedQueues, catchUpAll)
-        do throws(StoreError) {
-            try connection.execute("SET LOCAL synchronous_commit = on")
-        } catch {
-            rollback()
-            throw error
-        }
     }
 
     public func commit() throws(StoreError) {
@@ -165,7 +162,8 @@ public final class PostgresLedger: LedgerStorage {
         do throws(StoreError) {
             if !changedQueues.isEmpty || changedOther {
                 // Delivered with the commit, never without it: the other daemons read the rows.
-                try connection.execute("SELECT pg_notify($1, $2)", [channel, notification()])
+                // Sent in one round trip with the COMMIT, which does not run if it fails.
+                connection.executeLater("SELECT pg_notify($1, $2)", [channel, notification()])
             }
             try connection.execute("COMMIT")
             isInTransaction = false
@@ -197,12 +195,13 @@ public final class PostgresLedger: LedgerStorage {
 
     public func savepoint() throws(StoreError) {
         precondition(isInTransaction, "savepoint outside a unit of work")
-        try connection.execute("SAVEPOINT request")
+        // With the request's first statement, or the COMMIT (as is the release).
+        connection.executeLater("SAVEPOINT request")
         savepoints += 1
     }
 
     public func releaseSavepoint() throws(StoreError) {
-        try connection.execute("RELEASE SAVEPOINT request")
+        connection.executeLater("RELEASE SAVEPOINT request")
         savepoints -= 1
     }
 
@@ -245,7 +244,8 @@ public final class PostgresLedger: LedgerStorage {
     func register(account: String, app: String) throws(StoreError) {
         let name = Self.queueName(account, app)
         guard isInTransaction, !registeredQueues.contains(name) else { return }
-        try connection.execute("""
+        // Its result is not read: it goes with the next statement.
+        connection.executeLater("""
             INSERT INTO fleet_queues(host, account, app, since)
             VALUES($1, $2, $3, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) ON CONFLICT DO NOTHING
             """, [member.host, account, app])

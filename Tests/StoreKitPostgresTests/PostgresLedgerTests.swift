@@ -43,6 +43,46 @@ struct PostgresLedgerTests {
         #expect(try server.sql("SELECT version FROM \(schema).storekit_schema") == "99")
     }
 
+    @Test("statements queued with executeLater go with the next execute in one pipeline: in order, its result is the last one's, and a queued one that fails is the error, with nothing after it run")
+    func deferredStatementsPipeline() throws {
+        let connection = try PostgresConnection(conninfo: try PostgresServer.shared().freshConnectionString(label: "pipeline"))
+        defer { connection.close() }
+        try connection.execute("CREATE TABLE pipelined (n integer PRIMARY KEY)")
+
+        // In order, in one transaction, the last statement's rows returned.
+        connection.executeLater("BEGIN")
+        connection.executeLater("INSERT INTO pipelined VALUES ($1)", ["1"])
+        connection.executeLater("INSERT INTO pipelined VALUES ($1)", ["2"])
+        #expect(try connection.execute("SELECT count(*) FROM pipelined WHERE n <= $1", ["2"]).firstInt == 2)
+        try connection.execute("COMMIT")
+
+        // A queued statement that fails: its error (a duplicate key) is thrown; what came after it
+        // in the pipeline did not run; the connection is usable after the rollback.
+        connection.executeLater("BEGIN")
+        connection.executeLater("INSERT INTO pipelined VALUES ($1)", ["3"])
+        connection.executeLater("INSERT INTO pipelined VALUES ($1)", ["1"])
+        connection.executeLater("INSERT INTO pipelined VALUES ($1)", ["4"])
+        #expect {
+            try connection.execute("SELECT count(*) FROM pipelined")
+        } throws: { error in
+            (error as? StoreError)?.code == .other(PostgresConnection.uniqueViolation)
+        }
+        try connection.execute("ROLLBACK")
+        #expect(!connection.isBroken)
+        #expect(try connection.execute("SELECT string_agg(n::text, ',' ORDER BY n) FROM pipelined").rows == [["1,2"]])
+
+        // Nothing queued: a plain round trip, as before; a queued statement alone goes with COMMIT.
+        try connection.execute("BEGIN")
+        connection.executeLater("INSERT INTO pipelined VALUES ($1)", ["5"])
+        try connection.execute("COMMIT")
+        #expect(try connection.execute("SELECT max(n) FROM pipelined").firstInt == 5)
+
+        // A closed connection drops what was queued: nothing of it reaches the next connection.
+        connection.executeLater("INSERT INTO pipelined VALUES ($1)", ["6"])
+        try connection.reconnect()
+        #expect(try connection.execute("SELECT max(n) FROM pipelined").firstInt == 5)
+    }
+
     @Test("the payment key is unique per queue in the database itself, and a refused row leaves the unit usable")
     func paymentKeyConstraint() throws {
         let ledger = try PostgresLedger(conninfo: try PostgresServer.shared().freshConnectionString())
