@@ -1,14 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Synchronization
 
 /// System calls on paths, as opposed to open descriptors (see `FileDescriptor`): each wrapped once,
 /// EINTR retried, -1 turned into a thrown `Errno`.
 public enum FileSystem {
-    /// Counts `writeAtomically` calls, to name their temporary files.
-    private static let atomicWrites = Atomic<UInt64>(0)
-
     /// `access(F_OK)`: whether `path` names something (a dangling symbolic link does not count).
     public static func exists(_ path: String) -> Bool {
         access(path, F_OK) == 0
@@ -39,26 +35,34 @@ public enum FileSystem {
     /// Replaces the file at `path` with `bytes`, whole or not at all: written to a new file beside
     /// it (never following a link, mode `permissions` whatever the umask), synced, renamed over.
     /// Writers racing for one path (two instances of an app refreshing its receipt, two threads)
-    /// each write a temporary file of their own, named by pid and a per-process count, so each
-    /// rename puts one writer's whole file in place. A leftover of a writer that died with the
-    /// same name (a recycled pid) is removed first.
+    /// each write a temporary file of their own, named with 64 random bits and created
+    /// exclusively (a name taken is drawn again), so each rename puts one writer's whole file in
+    /// place and no writer removes another's. The temporary file is removed when any step fails;
+    /// one left by a crash between its creation and the rename stays, as `NAME.tmp-HEX`.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, permissions: mode_t) throws(Errno) {
-        let temporary = path + ".tmp-\(getpid())-\(atomicWrites.add(1, ordering: .relaxed).newValue)"
-        if let info = try? status(of: temporary, followingSymlinks: false), info.st_mode & S_IFMT != S_IFDIR {
-            try remove(temporary)
+        var attempts = 0
+        while true {
+            let temporary = path + ".tmp-" + String(UInt64.random(in: .min ... .max), radix: 16)
+            let file: FileDescriptor
+            do {
+                file = try FileDescriptor.open(
+                    temporary, .writeOnly, options: [.create, .exclusive, .noFollow, .closeOnExec], permissions: permissions)
+            } catch where error == .fileExists && attempts < 8 {
+                attempts += 1
+                continue
+            }
+            do {
+                try file.setPermissions(permissions)
+                try file.write(bytes, toAbsoluteOffset: 0)
+                try file.synchronize()
+                try file.close()
+                try rename(temporary, to: path)
+            } catch {
+                try? remove(temporary)
+                throw error
+            }
+            return
         }
-        let file = try FileDescriptor.open(
-            temporary, .writeOnly, options: [.create, .exclusive, .noFollow, .closeOnExec], permissions: permissions)
-        do {
-            try file.setPermissions(permissions)
-            try file.write(bytes, toAbsoluteOffset: 0)
-            try file.synchronize()
-            try file.close()
-        } catch {
-            try? remove(temporary)
-            throw error
-        }
-        try rename(temporary, to: path)
     }
 
     /// The whole regular file at `path`, refusing a symbolic link in its last component unless

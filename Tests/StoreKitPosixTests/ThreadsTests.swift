@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitPosix
+import StoreKitTestSupport
 import Synchronization
 import Testing
 
@@ -70,9 +71,9 @@ import Testing
 
     @Test("reading a whole file: a FIFO without a writer is refused at once (EINVAL), a directory is EISDIR, /dev/null is empty")
     func readContentsRefusesWhatIsNoRegularFile() throws {
-        let path = NSTemporaryDirectory() + "/storekit-read-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        #expect(mkdir(path, 0o700) == 0)
-        defer { _ = try? FileManager.default.removeItem(atPath: path) }
+        let directory = TemporaryDirectory("storekit-read")
+        defer { directory.remove() }
+        let path = directory.path
         #expect(mkfifo(path + "/fifo", 0o600) == 0)
         let start = Condition.monotonicSeconds()
         #expect(throws: Errno.invalidArgument) { try FileSystem.readContents(of: path + "/fifo", followingSymlinks: true) }
@@ -85,9 +86,9 @@ import Testing
 
     @Test("writers racing to replace one file each succeed, and the file is always one of them whole (two instances of an app writing its receipt)")
     func concurrentAtomicWritesNeverMix() throws {
-        let path = NSTemporaryDirectory() + "/storekit-atomic-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        #expect(mkdir(path, 0o700) == 0)
-        defer { _ = try? FileManager.default.removeItem(atPath: path) }
+        let directory = TemporaryDirectory("storekit-atomic")
+        defer { directory.remove() }
+        let path = directory.path
         let file = path + "/receipt"
         // Four writers, each its own contents (large enough that a write takes a while).
         let contents = (0..<4).map { writer in [UInt8](repeating: UInt8(ascii: "a") + UInt8(writer), count: 256 * 1024) }
@@ -120,11 +121,22 @@ import Testing
         #expect(try FileSystem.names(inDirectory: path) == ["receipt"], "no temporary file is left behind")
     }
 
+    @Test("a write whose rename fails (a directory is in the way) throws and leaves no temporary file")
+    func failedAtomicWriteLeavesNothing() throws {
+        let directory = TemporaryDirectory("storekit-atomic")
+        defer { directory.remove() }
+        let path = directory.path
+        #expect(mkdir(path + "/receipt", 0o700) == 0)
+        #expect(FileManager.default.createFile(atPath: path + "/receipt/inside", contents: nil))
+        #expect(throws: Errno.self) { try FileSystem.writeAtomically([1, 2, 3], to: path + "/receipt", permissions: 0o600) }
+        #expect(try FileSystem.names(inDirectory: path) == ["receipt"])
+    }
+
     @Test("a directory's names are listed without . and ..; a missing one is ENOENT")
     func directoryNames() throws {
-        let path = NSTemporaryDirectory() + "/storekit-names-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        #expect(mkdir(path, 0o700) == 0)
-        defer { _ = try? FileManager.default.removeItem(atPath: path) }
+        let directory = TemporaryDirectory("storekit-names")
+        defer { directory.remove() }
+        let path = directory.path
         for name in ["b.conf", "a.conf", ".hidden"] { #expect(FileManager.default.createFile(atPath: path + "/" + name, contents: nil)) }
         #expect(Set(try FileSystem.names(inDirectory: path)) == ["a.conf", "b.conf", ".hidden"])
         #expect(throws: Errno.notFound) { try FileSystem.names(inDirectory: path + "/absent") }
