@@ -5,7 +5,7 @@ import OpenStoreKit
 ///
 /// Several instances of the app may run for one user at once (its observer, and a `buy` started
 /// beside it), and each receives every update: the file is the one truth they share. Each look-up
-/// reads it under `flock`, and a grant checks and appends under the same exclusive lock, so two
+/// reads it under a shared `flock`, and a grant checks and appends under an exclusive one, so two
 /// instances racing for one transaction grant it once.
 final class Ledger {
     let path: String
@@ -21,39 +21,49 @@ final class Ledger {
         self.path = path
     }
 
-    /// Whether the content of transaction `id` was unlocked, by this instance or another.
+    /// Whether the content of transaction `id` was unlocked, by this instance or another. (A
+    /// ledger not made yet holds nothing.)
     func contains(_ id: String) -> Bool {
-        withLockedFile(LOCK_SH) { fd in grantedIDs(fd).contains(id) }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return false }
+            fail("cannot open ledger \(path)")
+        }
+        defer { close(fd) }
+        lock(fd, LOCK_SH)
+        return grantedIDs(fd).ids.contains(id)
     }
 
     /// Grants the transaction's content unless it was granted before; true when granted now.
     func grant(_ transaction: SKPaymentTransaction) -> Bool {
         guard let id = transaction.transactionIdentifier, !id.isEmpty else { return false }
-        return withLockedFile(LOCK_EX) { fd in
-            guard !grantedIDs(fd).contains(id) else { return false }
-            let bytes = Array("\(id) \(transaction.payment.productIdentifier) \(transaction.payment.quantity)\n".utf8)
-            guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
-                fail("cannot write ledger \(path)")
-            }
-            return true
-        }
-    }
-
-    /// Runs `body` with the ledger open for appending (created if need be) and locked in `mode`.
-    private func withLockedFile<T>(_ mode: Int32, _ body: (Int32) -> T) -> T {
         let directory = (path as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { fail("cannot open ledger \(path)") }
         defer { close(fd) }
+        lock(fd, LOCK_EX)
+        let ledger = grantedIDs(fd)
+        guard !ledger.ids.contains(id) else { return false }
+        // A line cut short (a full disk, a crash mid-write) is ended first, so that the new
+        // line is never read as part of it.
+        let line = (ledger.endsInNewline ? "" : "\n") + "\(id) \(transaction.payment.productIdentifier) \(transaction.payment.quantity)\n"
+        let bytes = Array(line.utf8)
+        guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
+            fail("cannot write ledger \(path)")
+        }
+        return true
+    }
+
+    private func lock(_ fd: Int32, _ mode: Int32) {
         while flock(fd, mode) != 0 {
             guard errno == EINTR else { fail("cannot lock ledger \(path)") }
         }
-        return body(fd)
     }
 
-    /// The transaction ids in the ledger, read from the start of `fd`.
-    private func grantedIDs(_ fd: Int32) -> Set<String> {
+    /// The transaction ids in the ledger, read from the start of `fd`, and whether its last line
+    /// is whole (an empty ledger's is).
+    private func grantedIDs(_ fd: Int32) -> (ids: Set<String>, endsInNewline: Bool) {
         var text: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         var offset: off_t = 0
@@ -69,7 +79,7 @@ final class Ledger {
         for line in text.split(separator: UInt8(ascii: "\n")) {
             if let id = line.split(separator: UInt8(ascii: " ")).first { ids.insert(String(decoding: id, as: UTF8.self)) }
         }
-        return ids
+        return (ids, text.last.map { $0 == UInt8(ascii: "\n") } ?? true)
     }
 
     private func fail(_ message: String) -> Never {

@@ -51,9 +51,11 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
                 // device's, and list this transaction unrevoked. A receipt that fails is not trusted:
                 // nothing is granted and the transaction stays in the queue (it comes back at the next
                 // launch, when a good receipt may be there).
-                // One exception: another instance of the app (its observer, beside a `buy`) granted
-                // and finished it meanwhile, so the receipt fetched since no longer lists it. The
-                // shared ledger says so; the transaction is finished again (a no-op), not refused.
+                // Except when the shared ledger already has the grant: then nothing is granted, and
+                // the transaction is finished (again, if another instance finished it). That is how
+                // a receipt fetched after another instance of the app (its observer, beside a `buy`)
+                // finished a consumable reads: it no longer lists it. Whatever the refusal, a grant
+                // made earlier, against a receipt that was valid then, is not undone here.
                 if let refusal = Self.receiptRefusal(for: id) {
                     if ledger.contains(id) {
                         Output.line(event: "updated", transaction, extra: ["granted": false])

@@ -164,6 +164,24 @@ import Testing
         #expect(granted.sorted() == bought.sorted(), "each purchase granted exactly once, by one of the two instances")
     }
 
+    /// A ledger whose last line was cut short (a full disk, a crash mid-write): the next grant
+    /// starts on a line of its own, so neither id is mistaken for another.
+    @Test(.enabled(if: TestEnvironment.isRoot, "needs root: it buys for uid 0 (storekitctl's default), and its clients, which must see those purchases, have this process's uid"))
+    func grantAfterTornLedgerLineStartsOnItsOwnLine() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let ledger = daemon.directory.file("ledger")
+        try "12".write(toFile: ledger, atomically: true, encoding: .utf8)
+        let bought = try daemon.buyOutsideApp(Sample.levelPack)
+        let observer = try daemon.observer(ledger: ledger)
+        defer { observer.stop() }
+        #expect(observer.waitForOutput { output in
+            updates(output).contains { $0["transactionIdentifier"] as? String == bought.id && $0["granted"] as? Bool == true }
+        }, "\(observer.output)\n\(observer.errorOutput)")
+        #expect(ledgerIDs(ledger) == ["12", bought.id])
+    }
+
     /// The app crashed after granting but before finishing: the redelivery is finished, not granted.
     @Test(.enabled(if: TestEnvironment.isRoot, "needs root: it buys for uid 0 (storekitctl's default), and its clients, which must see those purchases, have this process's uid"))
     func redeliveryAfterGrantIsFinishedWithoutGrantingAgain() throws {
