@@ -46,6 +46,7 @@ struct LibPQ: @unchecked Sendable {   // immutable: C function pointers into a l
     let getisnull: @convention(c) (OpaquePointer?, Int32, Int32) -> Int32
     let getvalue: @convention(c) (OpaquePointer?, Int32, Int32) -> UnsafeMutablePointer<CChar>?
     let cmdTuples: @convention(c) (OpaquePointer?) -> UnsafeMutablePointer<CChar>?
+    let cmdStatus: @convention(c) (OpaquePointer?) -> UnsafeMutablePointer<CChar>?
     let resultErrorMessage: @convention(c) (OpaquePointer?) -> UnsafeMutablePointer<CChar>?
     let resultErrorField: @convention(c) (OpaquePointer?, Int32) -> UnsafeMutablePointer<CChar>?
     let conninfoParse: @convention(c) (UnsafePointer<CChar>?, UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?)
@@ -83,7 +84,7 @@ struct LibPQ: @unchecked Sendable {   // immutable: C function pointers into a l
             freemem: function("PQfreemem"), execParams: function("PQexecParams"), execPrepared: function("PQexecPrepared"),
             prepare: function("PQprepare"), clear: function("PQclear"), resultStatus: function("PQresultStatus"),
             ntuples: function("PQntuples"), nfields: function("PQnfields"), getisnull: function("PQgetisnull"),
-            getvalue: function("PQgetvalue"), cmdTuples: function("PQcmdTuples"),
+            getvalue: function("PQgetvalue"), cmdTuples: function("PQcmdTuples"), cmdStatus: function("PQcmdStatus"),
             resultErrorMessage: function("PQresultErrorMessage"), resultErrorField: function("PQresultErrorField"),
             conninfoParse: function("PQconninfoParse"), conninfoFree: function("PQconninfoFree"),
             enterPipelineMode: function("PQenterPipelineMode"), exitPipelineMode: function("PQexitPipelineMode"),

@@ -74,6 +74,8 @@ final class PostgresConnection {
     struct Result {
         var rows: [[String?]]
         var changed: Int
+        /// The command tag (`INSERT 0 1`, `COMMIT`, `ROLLBACK`, …).
+        var tag: String = ""
 
         /// The first column of the first row as an integer.
         var firstInt: Int64? { rows.first?.first.flatMap { $0 }.flatMap { Int64($0) } }
@@ -136,9 +138,13 @@ final class PostgresConnection {
             guard queued == 1 else { break }
             sent += 1
         }
-        var failure: StoreError? = sent < statements.count ? error(nil) : nil
-        let synced = pq.pipelineSync(connection) == 1
-        if !synced { failure = failure ?? error(nil) }
+        // Without the sync the server answers nothing, and reading would wait for good.
+        guard sent == statements.count, pq.pipelineSync(connection) == 1 else {
+            let failure = error(nil)
+            close()
+            throw failure
+        }
+        var failure: StoreError?
         var last = Result(rows: [], changed: 0)
         for index in 0..<sent {
             guard let result = pq.getResult(connection) else {
@@ -155,7 +161,7 @@ final class PostgresConnection {
             // The NULL that ends this statement's results (or, on a lost connection, the rest).
             while let more = pq.getResult(connection) { pq.clear(more) }
         }
-        if synced, failure == nil || pq.status(connection) == CONNECTION_OK {
+        if failure == nil || pq.status(connection) == CONNECTION_OK {
             let sync = pq.getResult(connection)
             if sync.map({ pq.resultStatus($0) }) != PGRES_PIPELINE_SYNC { failure = failure ?? error(sync) }
             pq.clear(sync)
@@ -190,7 +196,7 @@ final class PostgresConnection {
             }
             rows.append(values)
         }
-        return Result(rows: rows, changed: Int(Self.text(pq.cmdTuples(result))) ?? 0)
+        return Result(rows: rows, changed: Int(Self.text(pq.cmdTuples(result))) ?? 0, tag: Self.text(pq.cmdStatus(result)))
     }
 
     /// The name `sql` is prepared under on this connection, preparing it the first time.

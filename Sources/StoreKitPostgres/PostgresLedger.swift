@@ -146,9 +146,11 @@ public final class PostgresLedger: LedgerStorage {
         // synchronous_commit on: COMMIT returns after the commit record is flushed (and, with
         // synchronous standbys configured, after they have it). Set per transaction, so that a
         // server or role default of `off` cannot make an acknowledged purchase losable.
-        // Both go with the unit's first statement (PostgresConnection.executeLater): a failure
-        // of theirs is that statement's, and the unit of work rolls back.
-        connection.executeLater("BEGIN")
+        // BEGIN waits for its answer, so that a connection that died while idle is found here,
+        // where the unit of work notes PostgreSQL unreachable; the setting goes with the unit's
+        // first statement (PostgresConnection.executeLater): should it fail, that statement
+        // fails, and the unit of work rolls back.
+        try connection.execute("BEGIN")
         connection.executeLater("SET LOCAL synchronous_commit = on")
         isInTransaction = true
         savepoints = 0
@@ -165,7 +167,12 @@ public final class PostgresLedger: LedgerStorage {
                 // Sent in one round trip with the COMMIT, which does not run if it fails.
                 connection.executeLater("SELECT pg_notify($1, $2)", [channel, notification()])
             }
-            try connection.execute("COMMIT")
+            // PostgreSQL answers COMMIT in a transaction aborted by an earlier error with the tag
+            // ROLLBACK, not an error: that is a failed unit of work, never a committed one.
+            let tag = try connection.execute("COMMIT").tag
+            guard tag == "COMMIT" else {
+                throw StoreError(.other(0), path: path, message: "PostgreSQL rolled the transaction back at COMMIT (\(tag))")
+            }
             isInTransaction = false
         } catch {
             rollback()

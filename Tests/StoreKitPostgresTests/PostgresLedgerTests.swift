@@ -83,6 +83,23 @@ struct PostgresLedgerTests {
         #expect(try connection.execute("SELECT max(n) FROM pipelined").firstInt == 5)
     }
 
+    @Test("COMMIT of a transaction an error aborted fails (PostgreSQL answers it with the tag ROLLBACK, not an error); the ledger is usable after")
+    func commitOfAbortedTransactionFails() throws {
+        let ledger = try PostgresLedger(conninfo: try PostgresServer.shared().freshConnectionString(label: "aborted"))
+        defer { ledger.close() }
+        try ledger.begin()
+        try ledger.insert(record(ledger), paymentKey: "tap-1")
+        #expect(throws: StoreError.self) { try ledger.insert(record(ledger), paymentKey: "tap-1") }
+        #expect { try ledger.commit() } throws: { error in
+            (error as? StoreError)?.message.contains("rolled the transaction back at COMMIT (ROLLBACK)") == true
+        }
+        #expect(try ledger.list(uid: nil, app: nil, unfinishedOnly: false).isEmpty, "nothing of the aborted unit was kept")
+        try ledger.begin()
+        try ledger.insert(record(ledger), paymentKey: "tap-2")
+        try ledger.commit()
+        #expect(try ledger.list(uid: nil, app: nil, unfinishedOnly: false).count == 1)
+    }
+
     @Test("the payment key is unique per queue in the database itself, and a refused row leaves the unit usable")
     func paymentKeyConstraint() throws {
         let ledger = try PostgresLedger(conninfo: try PostgresServer.shared().freshConnectionString())
