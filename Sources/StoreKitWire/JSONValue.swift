@@ -32,7 +32,7 @@ public indirect enum JSONValue: Sendable, Equatable {
         switch self {
         case .null: output.append(contentsOf: "null".utf8)
         case .bool(let value): output.append(contentsOf: (value ? "true" : "false").utf8)
-        case .int(let value): Self.writeInteger(value, to: &output)
+        case .int(let value): output.append(contentsOf: String(value).utf8)
         case .string(let value): Self.writeString(value, to: &output)
         case .array(let values):
             output.append(UInt8(ascii: "["))
@@ -50,23 +50,6 @@ public indirect enum JSONValue: Sendable, Equatable {
                 value.write(to: &output)
             }
             output.append(UInt8(ascii: "}"))
-        }
-    }
-
-    static func writeInteger(_ value: Int64, to output: inout [UInt8]) {
-        if value < 0 { output.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            var start = buffer.count
-            repeat {
-                start -= 1
-                buffer[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-                magnitude /= 10
-            } while magnitude > 0
-            output.append(contentsOf: buffer[start...])
         }
     }
 

@@ -50,9 +50,10 @@ struct JSONValueTests {
                 text.unicodeScalars.append(pool.randomElement(using: &generator)!)
             }
             let value = round % 2 == 0 ? text : (NSString(string: text) as String)
+            let expected = Array(("{" + reference(value) + ":" + reference(value) + "}").utf8)
             let bytes = JSONValue.object([(value, .string(value))]).serializedBytes()
-            #expect(bytes == Array(("{" + reference(value) + ":" + reference(value) + "}").utf8), "\(Array(value.utf8))")
-            if bytes != Array(("{" + reference(value) + ":" + reference(value) + "}").utf8) { break }
+            #expect(bytes == expected, "\(Array(value.utf8))")
+            if bytes != expected { break }
         }
         for integer: Int64 in [0, 7, -1, 10, -10, 99, 100, .max, .min, .max - 1, .min + 1] {
             #expect(JSONValue.int(integer).serializedBytes() == Array(String(integer).utf8))
