@@ -64,16 +64,12 @@ final class Ledger {
     /// The transaction ids in the ledger, read from the start of `fd`, and whether its last line
     /// is whole (an empty ledger's is).
     private func grantedIDs(_ fd: Int32) -> (ids: Set<String>, endsInNewline: Bool) {
-        var text: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        var offset: off_t = 0
-        while true {
-            let count = pread(fd, &buffer, buffer.count, offset)
-            if count < 0, errno == EINTR { continue }
-            guard count >= 0 else { fail("cannot read ledger \(path)") }
-            guard count > 0 else { break }
-            text.append(contentsOf: buffer[0..<count])
-            offset += off_t(count)
+        // Read from the start: appends (O_APPEND) do not move where reads begin.
+        let text: [UInt8]
+        do {
+            text = Array(try FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() ?? Data())
+        } catch {
+            fail("cannot read ledger \(path)")
         }
         var ids: Set<String> = []
         for line in text.split(separator: UInt8(ascii: "\n")) {
