@@ -4,7 +4,8 @@ import StoreKitStore
 import Glibc
 #endif
 
-/// libpq's functions (libpq 14 or later: pipeline mode), loaded when PostgreSQL is first needed rather than when storekitd starts.
+/// libpq's functions (libpq 14 or later: pipeline mode), loaded when PostgreSQL is first needed
+/// rather than when storekitd starts.
 ///
 /// Most daemons keep their ledger in SQLite. Linked, libpq would load itself and the twenty
 /// libraries it needs (OpenSSL's libssl, Kerberos, LDAP, SASL, GnuTLS, …) into every one of them:
