@@ -69,6 +69,49 @@ extension Server {
             return growth
         }
 
+        /// The parts of this output for the durability gate: one per uid (`laneOf` a frame's
+        /// session; nil for a session gone), frames and pushes to sign in their order. Journal
+        /// entries and observer starts go with the first part. A unit of one uid is one part.
+        func parts(laneOf: (UInt64) -> UInt32?) -> [(lane: UInt32?, output: UnitOutput)] {
+            var lanes: [UInt64: UInt32?] = [:]
+            func lane(_ token: UInt64) -> UInt32? {
+                if let known = lanes[token] { return known }
+                let lane = laneOf(token)
+                lanes.updateValue(lane, forKey: token)
+                return lane
+            }
+            guard let first = frames.first.map({ lane($0.token) }) else {
+                return journal.isEmpty && unobserved.isEmpty ? [] : [(nil, self)]
+            }
+            guard frames.contains(where: { lane($0.token) != first }) else { return [(first, self)] }
+            var order: [UInt32?] = []
+            var parts: [UInt32?: UnitOutput] = [:]
+            var moved: [(lane: UInt32?, index: Int)] = []   // where each frame went
+            moved.reserveCapacity(frames.count)
+            for (token, frame) in frames {
+                let lane = lane(token)
+                if parts[lane] == nil {
+                    order.append(lane)
+                    parts[lane] = UnitOutput()
+                }
+                moved.append((lane, parts[lane]!.frames.count))
+                parts[lane]!.append(token, frame)
+            }
+            for (indices, message) in pendingSignatures {
+                var split: [UInt32?: [Int]] = [:]
+                var splitOrder: [UInt32?] = []
+                for index in indices {
+                    let (lane, newIndex) = moved[index]
+                    if split[lane] == nil { splitOrder.append(lane) }
+                    split[lane, default: []].append(newIndex)
+                }
+                for lane in splitOrder { parts[lane]!.pendingSignatures.append((split[lane]!, message)) }
+            }
+            parts[first]!.journal = journal
+            parts[first]!.unobserved = unobserved
+            return order.map { ($0, parts[$0]!) }
+        }
+
         /// Drops the frames from `index` on (a request undone in its savepoint).
         mutating func removeFrames(from index: Int) {
             for (token, frame) in frames[index...] { bytes[token, default: 0] -= frame.count }
@@ -244,25 +287,31 @@ extension Server {
         }
     }
 
-    /// Hands a unit of work's output to the durability gate: it reaches clients now if the
-    /// commit log is already synced past it and it has nothing to sign, else when the sync thread
-    /// and the signer get there.
+    /// Hands a unit of work's output to the durability gate, one part per uid: a part reaches
+    /// clients now if the commit log is already synced past it and it has nothing to sign, else
+    /// when the sync thread and the signer get there. Each uid's pushes are signed apart, so
+    /// one uid's many signatures do not hold back another's answers in the same unit.
     func deliver(_ output: UnitOutput) {
-        var output = output
-        var ticket: UInt64?
-        if let job = signingJob(for: &output) {
-            if job.signatureCount <= Self.signedOnTheLoop {
-                // A few signatures cost less here than waking the signer's thread (the disk syncs
-                // meanwhile, on its own thread).
-                apply(Signer.sign(job), to: &output)
-            } else {
-                signer.submit(job)
-                signingJobs += 1
-                ticket = job.ticket
+        gate.beginUnit()
+        for (lane, part) in output.parts(laneOf: { sessions[$0]?.peer.uid }) {
+            var part = part
+            var ticket: UInt64?
+            if let job = signingJob(for: &part) {
+                if job.signatureCount <= Self.signedOnTheLoop {
+                    // A few signatures cost less here than waking the signer's thread (the disk
+                    // syncs meanwhile, on its own thread).
+                    apply(Signer.sign(job), to: &part)
+                } else {
+                    signer.submit(job)
+                    signingJobs += 1
+                    ticket = job.ticket
+                }
+            }
+            for (token, count) in part.bytes { sessions[token]?.outputInGate += count }
+            for ready in gate.enter(part, lane: lane, lsn: ledger.committedLSN, durable: ledger.durableLSN, signing: ticket) {
+                release(ready)
             }
         }
-        for (token, count) in output.bytes { sessions[token]?.outputInGate += count }
-        for ready in gate.enter(output, lsn: ledger.committedLSN, durable: ledger.durableLSN, signing: ticket) { release(ready) }
     }
 
     /// Releases the outputs whose units of work the sync thread made durable.

@@ -108,8 +108,9 @@ public final class Server {
     /// Connections or the store changed since STATUS= was last computed.
     var statusStale = true
     var lastHousekeeping: Int64 = 0
-    /// Outputs of units of work, held until the commit log's sync has made them durable.
-    var gate = DurabilityGate<UnitOutput>()
+    /// Outputs of units of work, held until the commit log's sync has made them durable and
+    /// their pushes are signed; in lanes by uid.
+    var gate = DurabilityGate<UInt32?, UnitOutput>()
     let reloader: Reloader?
     /// Set when the background integrity check failed: mutating requests are refused.
     var writesStoppedReason: String?
