@@ -73,23 +73,16 @@ extension Server {
         /// session; nil for a session gone), frames and pushes to sign in their order. Journal
         /// entries and observer starts go with the first part. A unit of one uid is one part.
         func parts(laneOf: (UInt64) -> UInt32?) -> [(lane: UInt32?, output: UnitOutput)] {
-            var lanes: [UInt64: UInt32?] = [:]
-            func lane(_ token: UInt64) -> UInt32? {
-                if let known = lanes[token] { return known }
-                let lane = laneOf(token)
-                lanes.updateValue(lane, forKey: token)
-                return lane
-            }
-            guard let first = frames.first.map({ lane($0.token) }) else {
+            let frameLanes = frames.map { laneOf($0.token) }
+            guard let first = frameLanes.first else {
                 return journal.isEmpty && unobserved.isEmpty ? [] : [(nil, self)]
             }
-            guard frames.contains(where: { lane($0.token) != first }) else { return [(first, self)] }
+            guard frameLanes.contains(where: { $0 != first }) else { return [(first, self)] }
             var order: [UInt32?] = []
             var parts: [UInt32?: UnitOutput] = [:]
             var moved: [(lane: UInt32?, index: Int)] = []   // where each frame went
             moved.reserveCapacity(frames.count)
-            for (token, frame) in frames {
-                let lane = lane(token)
+            for ((token, frame), lane) in zip(frames, frameLanes) {
                 if parts[lane] == nil {
                     order.append(lane)
                     parts[lane] = UnitOutput()
