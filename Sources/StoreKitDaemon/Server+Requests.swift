@@ -135,6 +135,14 @@ extension Server {
             }
             signingFailsUntil = ServiceNotifier.monotonicMilliseconds() + milliseconds
             output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
+        case .control(let id, "debug-slow-signing", let arguments) where testHooks:
+            guard arguments.count == 1, let milliseconds = UInt32(arguments[0]), milliseconds <= 60_000 else {
+                output.reply(session, .controlResult(requestID: id, code: .invalidArgument,
+                                                     message: "usage: debug-slow-signing MILLISECONDS (at most 60000)", json: "null"))
+                return
+            }
+            signingDelay = milliseconds
+            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
         case .control(let id, let command, let arguments):
             let controller = ControlCommands(engine: engine, configuration: configuration, server: self)
             let result = try controller.execute(command: command, arguments: arguments, writesStopped: mutatingRefusal)

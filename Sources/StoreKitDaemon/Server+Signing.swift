@@ -40,7 +40,8 @@ extension Server {
         guard !pushes.isEmpty else { return nil }
         nextSigningTicket += 1
         return Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes,
-                          failsOnPurpose: testHooks && ServiceNotifier.monotonicMilliseconds() < signingFailsUntil)
+                          failsOnPurpose: testHooks && ServiceNotifier.monotonicMilliseconds() < signingFailsUntil,
+                          delayMilliseconds: testHooks ? signingDelay : 0)
     }
 
     /// Signatures up to which a unit's pushes are signed on the loop, after the commit, while

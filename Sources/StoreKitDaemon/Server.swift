@@ -71,6 +71,8 @@ public final class Server {
     var signingJobs = 0
     /// `debug-fail-signing MS` (test hooks): every signature of a push fails until then.
     var signingFailsUntil: Int64 = .min
+    /// `debug-slow-signing MS` (test hooks): each job on the signer's thread waits MS ms first.
+    var signingDelay: UInt32 = 0
     var configuration: DaemonConfiguration
     let logger: Logger
     let notifier: ServiceNotifier
@@ -126,7 +128,8 @@ public final class Server {
     let activator: ObserverActivator
     /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops)
     /// `debug-fail-saves MS` (saves to the database fail for MS ms, to prove what depends on them)
-    /// and `debug-fail-signing MS` (the signatures of pushes fail for MS ms).
+    /// `debug-fail-signing MS` (the signatures of pushes fail for MS ms) and `debug-slow-signing MS`
+    /// (each job on the signer's thread waits MS ms before it signs; 0 ends it).
     let testHooks: Bool
 
     /// Unique part of FD-store names for this run.

@@ -2,6 +2,9 @@ import StoreKitPosix
 import StoreKitSigning
 import StoreKitStore
 import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Signs the transactions of a unit of work's pushes on a thread of its own.
 ///
@@ -27,6 +30,9 @@ final class Signer: @unchecked Sendable {
         var pushes: [Push]
         /// `debug-fail-signing` (test hooks): every signature fails, as a signing error would.
         var failsOnPurpose = false
+        /// `debug-slow-signing` (test hooks): the signer's thread waits this long (ms) before it
+        /// signs the job, as a thread starved of its core would.
+        var delayMilliseconds: UInt32 = 0
 
         var signatureCount: Int { pushes.reduce(0) { $0 + $1.payloads.count } }
     }
@@ -96,6 +102,7 @@ final class Signer: @unchecked Sendable {
             let job = jobs.removeFirst()
             busy = true
             condition.unlock()
+            if job.delayMilliseconds > 0 { usleep(job.delayMilliseconds * 1000) }
             let result = Self.sign(job)
             condition.lock()
             done.append(result)

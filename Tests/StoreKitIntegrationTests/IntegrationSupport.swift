@@ -214,6 +214,24 @@ extension WireConnection {
     }
 }
 
+/// The debug control commands of a daemon started with `--enable-test-hooks`, each answered
+/// with its result code.
+final class TestHooks {
+    private let control: WireConnection
+    private var requestID: UInt32 = 0
+
+    init(_ daemon: DaemonProcess) throws {
+        control = try WireConnection(path: daemon.controlSocket)
+        _ = try control.hello(app: "")
+    }
+
+    func run(_ command: String, _ arguments: [String]) throws -> ResultCode {
+        requestID += 1
+        try control.send(.control(requestID: requestID, command: command, arguments: arguments))
+        while true { if case .controlResult(requestID, let code, _, _) = try control.receive() { return code } }
+    }
+}
+
 /// A protocol client on the client socket: numbered requests, pushes collected with each answer.
 final class Client {
     let connection: WireConnection

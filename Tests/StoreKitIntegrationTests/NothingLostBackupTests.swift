@@ -128,17 +128,8 @@ import Testing
         }
         #expect(eventually(timeout: 5) { (try? committedCount()) == acknowledged.count })
 
-        let control = try WireConnection(path: daemon.controlSocket)
-        _ = try control.hello(app: "")
-        var requestID: UInt32 = 0
-        func failFlushes(_ arguments: [String]) throws -> ResultCode {
-            requestID += 1
-            try control.send(.control(requestID: requestID, command: "debug-fail-saves", arguments: arguments))
-            guard case .controlResult(requestID, let code, _, _) = try control.receive() else {
-                throw IntegrationFailure("no answer to debug-fail-saves")
-            }
-            return code
-        }
+        let hooks = try TestHooks(daemon)
+        func failFlushes(_ arguments: [String]) throws -> ResultCode { try hooks.run("debug-fail-saves", arguments) }
         #expect(try failFlushes(["on"]) == .invalidArgument)
         #expect(try failFlushes(["60000"]) == .ok)
         acknowledged.append(try buyer.buy(Sample.coins).id)   // in the commit log only

@@ -218,14 +218,9 @@ struct ProofOfPurchaseTests {
         daemon.extraArguments = ["--enable-test-hooks"]
         try daemon.start()
         try daemon.ctl(["certificate"]).stdout.write(toFile: daemon.directory.file("root.pem"), atomically: true, encoding: .utf8)
-        let control = try WireConnection(path: daemon.controlSocket)
-        _ = try control.hello(app: "")
-        func failSigning(_ arguments: [String], requestID: UInt32) throws -> ResultCode {
-            try control.send(.control(requestID: requestID, command: "debug-fail-signing", arguments: arguments))
-            while true { if case .controlResult(requestID, let code, _, _) = try control.receive() { return code } }
-        }
-        #expect(try failSigning(["soon"], requestID: 1) == .invalidArgument)
-        #expect(try failSigning(["60000"], requestID: 2) == .ok)
+        let hooks = try TestHooks(daemon)
+        #expect(try hooks.run("debug-fail-signing", ["soon"]) == .invalidArgument)
+        #expect(try hooks.run("debug-fail-signing", ["60000"]) == .ok)
 
         let connection = try Self.observer(of: daemon)
         // One purchase (signed on the loop), then six in one write (on the signer's thread).
@@ -255,7 +250,7 @@ struct ProofOfPurchaseTests {
                 "\(daemon.log(tail: 20))")
 
         // Signing works again: the same transactions, asked for, are signed, and verify.
-        #expect(try failSigning(["0"], requestID: 3) == .ok)
+        #expect(try hooks.run("debug-fail-signing", ["0"]) == .ok)
         try connection.send(.unfinished(requestID: 2))
         var again: [TransactionRecord] = []
         while true { if case .transactions(2, let records) = try connection.receive() { again = records; break } }
