@@ -37,8 +37,10 @@ public enum FileSystem {
     /// Writers racing for one path (two instances of an app refreshing its receipt, two threads)
     /// each write a temporary file of their own, named with 64 random bits and created
     /// exclusively (a name taken is drawn again), so each rename puts one writer's whole file in
-    /// place and no writer removes another's. The temporary file is removed when any step fails;
-    /// one left by a crash between its creation and the rename stays, as `NAME.tmp-HEX`.
+    /// place and no writer removes another's. The temporary file is removed when any step fails.
+    /// One left by a crash between its creation and the rename (`NAME.tmp-HEX`) is removed by a
+    /// later write of the same path once it is `leftoverAge` seconds old: no live writer of these
+    /// small files takes that long.
     public static func writeAtomically(_ bytes: [UInt8], to path: String, permissions: mode_t) throws(Errno) {
         var attempts = 0
         while true {
@@ -61,7 +63,30 @@ public enum FileSystem {
                 try? remove(temporary)
                 throw error
             }
+            removeLeftovers(of: path)
             return
+        }
+    }
+
+    /// Age (seconds since the last change) from which a temporary file of `writeAtomically` is a
+    /// crash's leftover.
+    public static let leftoverAge = 600
+
+    /// Removes the temporary files of `writeAtomically(to: path)` that are `leftoverAge` old or
+    /// older: regular files named `NAME.tmp-` and 1 to 16 lowercase hex digits. Best effort: a
+    /// directory that cannot be listed, or a file that cannot be removed, is left as it is.
+    static func removeLeftovers(of path: String, now: time_t = time(nil)) {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let prefix = (slash.map { String(path[path.index(after: $0)...]) } ?? path) + ".tmp-"
+        guard let names = try? names(inDirectory: directory) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            let suffix = name.utf8.dropFirst(prefix.utf8.count)
+            guard (1...16).contains(suffix.count), suffix.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { continue }
+            let leftover = directory + "/" + name
+            guard let info = try? status(of: leftover, followingSymlinks: false), info.st_mode & S_IFMT == S_IFREG,
+                  now - info.st_mtim.tv_sec >= leftoverAge else { continue }
+            try? remove(leftover)
         }
     }
 

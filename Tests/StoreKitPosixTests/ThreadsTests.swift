@@ -132,6 +132,37 @@ import Testing
         #expect(try FileSystem.names(inDirectory: path) == ["receipt"])
     }
 
+    @Test("a write removes the temporary files a crash left behind once they are old, and nothing else")
+    func atomicWriteRemovesOldLeftovers() throws {
+        let directory = TemporaryDirectory("storekit-leftovers")
+        defer { directory.remove() }
+        let path = directory.path
+        let hourAgo = time(nil) - 3600
+        func create(_ name: String, changed: time_t? = nil) {
+            #expect(FileManager.default.createFile(atPath: path + "/" + name, contents: Data("partial".utf8)))
+            if let changed {
+                var times = [timespec(tv_sec: changed, tv_nsec: 0), timespec(tv_sec: changed, tv_nsec: 0)]
+                #expect(utimensat(AT_FDCWD, path + "/" + name, &times, 0) == 0)
+            }
+        }
+        create("receipt.tmp-3fa9c0d12e4b5a67", changed: hourAgo)   // a crash's leftover: removed
+        create("receipt.tmp-0", changed: hourAgo)                  // the shortest random suffix: removed
+        create("receipt.tmp-77aa01", changed: nil)                 // a writer busy now: kept
+        create("receipt.tmp-notes", changed: hourAgo)              // not hex: someone's file, kept
+        create("receipt.tmp-3FA9", changed: hourAgo)               // upper case is never drawn: kept
+        create("receipt.tmp-11112222333344445", changed: hourAgo)  // 17 digits: kept
+        create("other.tmp-3fa9c0d12e4b5a67", changed: hourAgo)     // another file's: kept
+        #expect(symlink("/etc/hostname", path + "/receipt.tmp-abcdef") == 0)   // not a regular file: kept
+        #expect(mkdir(path + "/receipt.tmp-abc", 0o700) == 0)                  // a directory: kept
+
+        try FileSystem.writeAtomically(Array("whole".utf8), to: path + "/receipt", permissions: 0o600)
+        #expect(try FileSystem.readContents(of: path + "/receipt") == Array("whole".utf8))
+        #expect(Set(try FileSystem.names(inDirectory: path)) == [
+            "receipt", "receipt.tmp-77aa01", "receipt.tmp-notes", "receipt.tmp-3FA9", "receipt.tmp-11112222333344445",
+            "other.tmp-3fa9c0d12e4b5a67", "receipt.tmp-abcdef", "receipt.tmp-abc",
+        ])
+    }
+
     @Test("a directory's names are listed without . and ..; a missing one is ENOENT")
     func directoryNames() throws {
         let directory = TemporaryDirectory("storekit-names")
