@@ -86,6 +86,39 @@ struct PostgresLedgerTests {
         #expect(try connection.execute("SELECT max(n) FROM pipelined").firstInt == 5)
     }
 
+    @Test("a pipeline on a connection whose server process was terminated fails at once with a lost connection, leaves the connection to be reconnected, and nothing of it ran",
+          arguments: [0, 300_000])
+    func pipelineOnLostConnection(queuedBytes: Int) throws {
+        let server = try PostgresServer.shared()
+        let connection = try PostgresConnection(conninfo: try server.freshConnectionString(label: "pipelinelost"))
+        defer { connection.close() }
+        try connection.execute("CREATE TABLE lost (n integer PRIMARY KEY, note text)")
+        let pid = try #require(try connection.execute("SELECT pg_backend_pid()").firstInt)
+        _ = try server.sql("SELECT pg_terminate_backend(\(pid))")
+        #expect(eventually(timeout: 10) { (try? server.sql("SELECT count(*) FROM pg_stat_activity WHERE pid = \(pid)")) == "0" })
+
+        // No parameters, so nothing is prepared outside the pipeline first: the pipeline is the
+        // first to use the dead connection. 300,000 queued bytes are past libpq's 64 KiB output
+        // threshold, so they are written while being queued; with 0, at the sync. Either way
+        // libpq keeps a failed write to itself until it has read what the server said, so the
+        // loss is seen when the results are read (the server's FATAL 57P01), whichever it is.
+        connection.executeLater("BEGIN")
+        connection.executeLater("INSERT INTO lost VALUES (1, '\(String(repeating: "x", count: queuedBytes))')")
+        let started = Date()
+        #expect {
+            try connection.execute("SELECT count(*) FROM lost")
+        } throws: { error in
+            (error as? StoreError)?.code == .io && (error as? StoreError)?.message.contains("PostgreSQL connection lost") == true
+        }
+        #expect(Date().timeIntervalSince(started) < 5, "the failure did not wait")
+        #expect(connection.isBroken)
+        #expect(throws: StoreError.self) { try connection.execute("SELECT 1") }
+
+        try connection.reconnect()
+        #expect(!connection.isBroken)
+        #expect(try connection.execute("SELECT count(*) FROM lost").firstInt == 0, "nothing of the lost pipeline ran")
+    }
+
     @Test("COMMIT of a transaction an error aborted fails (PostgreSQL answers it with the tag ROLLBACK, not an error); the ledger is usable after")
     func commitOfAbortedTransactionFails() throws {
         let ledger = try PostgresLedger(conninfo: try PostgresServer.shared().freshConnectionString(label: "aborted"))
