@@ -75,12 +75,13 @@ public enum FileSystem {
     /// Removes the temporary files of `writeAtomically(to: path)` that are `leftoverAge` old or
     /// older: regular files named `NAME.tmp-` and 1 to 16 lowercase hex digits. Best effort: a
     /// directory that cannot be listed, or a file that cannot be removed, is left as it is.
-    static func removeLeftovers(of path: String, now: time_t = time(nil)) {
+    static func removeLeftovers(of path: String) {
+        let now = time(nil)
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         let prefix = (slash.map { String(path[path.index(after: $0)...]) } ?? path) + ".tmp-"
         guard let names = try? names(inDirectory: directory) else { return }
-        for name in names where name.hasPrefix(prefix) {
+        for name in names where name.utf8.starts(with: prefix.utf8) {   // bytes, not canonical equivalence
             let suffix = name.utf8.dropFirst(prefix.utf8.count)
             guard (1...16).contains(suffix.count), suffix.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { continue }
             let leftover = directory + "/" + name
