@@ -166,6 +166,9 @@ public enum Daemon {
             // The commit log's fdatasync on its own thread: the loop goes on while the disk works.
             let syncer = opened.startSyncer(wakeup: server.wakeup)
             defer { syncer?.stop() }
+            // Saves' COMMIT on its own thread: the loop goes on with units that need no statement.
+            let committer = opened.startCommitter(wakeup: server.wakeup)
+            defer { committer?.stop() }
             logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(store.path)", id: .started)
             server.startIntegrityCheck()
             try server.run()

@@ -133,8 +133,9 @@ final class Ledger {
 
     /// Commits the SQLite transaction (no fsync: its units of work are durable in the commit
     /// log). `retrying`: a save the loop makes by itself, which waits `saveRetryDelay` ms after a
-    /// failed one instead of being tried at every turn. A failure is said when its reason changes
-    /// and at most every 10 s otherwise; the first save after failures is said too.
+    /// failed one instead of being tried at every turn, and whose `COMMIT` runs on the committer's
+    /// thread while the loop goes on (its outcome comes back through `collectSave()`). Without
+    /// `retrying` the save is complete when this returns (a backup reads the file next).
     @discardableResult
     func save(retrying: Bool = false) -> Bool {
         guard let store = sqlite else { return true }
@@ -145,22 +146,55 @@ final class Ledger {
             if now < savesFailUntil {
                 throw StoreError(.io, path: store.path, message: "saves fail on purpose (debug-fail-saves)")
             }
-            try store.save()
-            saveRetryAt = 0
-            if lastSaveFailure != nil {
-                lastSaveFailure = nil
-                logger.notice("Saved to \(store.path) again")
+            if retrying {
+                try store.startSave()
+                noteOffLoopSave(store)   // the one before, if it ended meanwhile
+                return true
             }
-            return true
+            // How the last save off the loop ended is said first.
+            defer { noteOffLoopSave(store) }
+            try store.save()
         } catch {
-            saveRetryAt = now + Self.saveRetryDelay
-            if let last = lastSaveFailure, last.message == error.message, now - last.time < 10_000 { return false }
-            lastSaveFailure = (now, error.message)
-            let retry = "tried again in \(Self.saveRetryDelay) ms, said again in 10 s"
-            logger.error("Failed to save to \(store.path) (the commit log keeps the changes; \(retry)): \(error.message)",
-                         id: .storageFailure)
+            noteSaveFailure(error, now: now)
             return false
         }
+        noteSaved()
+        return true
+    }
+
+    /// Takes the connection back from a save's `COMMIT` off the loop once it is done, and says
+    /// how it went (the committer's wake-up).
+    func collectSave() {
+        guard let store = sqlite else { return }
+        store.takeBackConnection()
+        noteOffLoopSave(store)
+    }
+
+    private func noteOffLoopSave(_ store: TransactionStore) {
+        switch store.takeSaveOutcome() {
+        case .success?: noteSaved()
+        case .failure(let error)?: noteSaveFailure(error, now: ServiceNotifier.monotonicMilliseconds())
+        case nil: break
+        }
+    }
+
+    private func noteSaved() {
+        saveRetryAt = 0
+        if lastSaveFailure != nil {
+            lastSaveFailure = nil
+            logger.notice("Saved to \(path) again")
+        }
+    }
+
+    /// A failure is said when its reason changes and at most every 10 s otherwise; the first
+    /// save after failures is said too.
+    private func noteSaveFailure(_ error: StoreError, now: Int64) {
+        saveRetryAt = now + Self.saveRetryDelay
+        if let last = lastSaveFailure, last.message == error.message, now - last.time < 10_000 { return }
+        lastSaveFailure = (now, error.message)
+        let retry = "tried again in \(Self.saveRetryDelay) ms, said again in 10 s"
+        logger.error("Failed to save to \(path) (the commit log keeps the changes; \(retry)): \(error.message)",
+                     id: .storageFailure)
     }
 
     /// Writes rows held longer than `heldRowAge` into the SQLite transaction. A failure is tried

@@ -3,8 +3,8 @@ import StoreKitPostgres
 import StoreKitStore
 
 /// The ledger the daemon opened at start, with what runs beside it until shutdown: for the
-/// SQLite file its checkpointer thread, payment-key filter and commit-log sync thread; for
-/// PostgreSQL (`[Store] Database=`) nothing (its commit is durable when it returns).
+/// SQLite file its checkpointer thread, payment-key filter, commit-log sync thread and committer
+/// thread; for PostgreSQL (`[Store] Database=`) nothing (its commit is durable when it returns).
 struct OpenedLedger {
     let storage: any LedgerStorage
     private let sqlite: TransactionStore?
@@ -46,6 +46,16 @@ struct OpenedLedger {
         syncer.start(syncedThrough: sqlite.commitLog.nextLSN - 1)
         sqlite.commitLog.syncer = syncer
         return syncer
+    }
+
+    /// Saves' `COMMIT` on its own thread (SQLite only): the loop goes on with the units of work
+    /// that need no statement meanwhile.
+    func startCommitter(wakeup: WakeupEvent) -> Committer? {
+        guard let sqlite else { return nil }
+        let committer = Committer(onDone: { wakeup.signal() })
+        committer.start()
+        sqlite.committer = committer
+        return committer
     }
 
     func close() {

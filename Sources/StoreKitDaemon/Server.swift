@@ -258,6 +258,7 @@ public final class Server {
             handleSignals()
         case Token.wakeup:
             wakeup.drain()
+            ledger.collectSave()
             handleBackgroundResults()
             collectSignatures()
             releaseDurable()

@@ -1,14 +1,29 @@
 import CSQLite
+import StoreKitPosix
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A thin owner of one sqlite3 connection and its cached prepared statements.
-/// Not thread-safe: the daemon uses it from its serving loop only.
+/// Not thread-safe: the daemon uses it from its serving loop only, and lends it to a thread for
+/// one job at a time (`lend(to:_:)`): until the job is done, the loop does not touch the
+/// connection. Every call into SQLite goes through `handle`, which waits for a loan to end.
 public final class SQLiteDatabase {
     public let path: String
-    let handle: OpaquePointer
+    private let connection: OpaquePointer
     private var statements: [StatementKey: OpaquePointer] = [:]
+    /// Each cached statement's SQL and parameter count, kept here so that recording a statement
+    /// that does not run (`recordWithoutRunning`) needs no call into SQLite, which may be lent.
+    private var statementInfo: [OpaquePointer: (sql: String, parameters: Int32)] = [:]
+    /// The job the connection is lent to, until it is taken back.
+    private var loan: Loan?
+    /// Runs on the loop when a loan ends, with the job's outcome.
+    var onLoanReturned: ((CommitOutcome) -> Void)?
+    /// Runs before the connection is used for a statement (not re-entered from within): the
+    /// store opens its unit of work's savepoints there, lazily.
+    var willUse: (() throws(StoreError) -> Void)?
+    private var inWillUse = false
     /// Called whenever SQLite reports that the file system is full (the store's low-space mode).
     var fullHandler: (() -> Void)?
     /// While recording (a unit of work, TransactionStore+CommitLog.swift): every statement run
@@ -45,8 +60,8 @@ public final class SQLiteDatabase {
         self.path = path
         // NOFOLLOW: a symlink in place of the database is refused, never followed.
         let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_NOFOLLOW
-        handle = try Self.open(path, flags: flags, path: path)
-        sqlite3_busy_timeout(handle, Self.busyTimeoutMilliseconds)
+        connection = try Self.open(path, flags: flags, path: path)
+        sqlite3_busy_timeout(connection, Self.busyTimeoutMilliseconds)
     }
 
     /// `sqlite3_open_v2` of `filename` (a path or a URI), with extended result codes; errors name `path`.
@@ -77,12 +92,109 @@ public final class SQLiteDatabase {
             }
         }
         uri += "?mode=ro&immutable=1"
-        handle = try Self.open(uri, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path: path)
+        connection = try Self.open(uri, flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path: path)
     }
 
     deinit {
+        _ = loan?.wait()
         for statement in statements.values { sqlite3_finalize(statement) }
-        sqlite3_close_v2(handle)
+        sqlite3_close_v2(connection)
+    }
+
+    // MARK: Lending the connection
+
+    /// The connection, once a loan of it has ended (waiting for the job if it has not).
+    var handle: OpaquePointer {
+        if loan != nil { takeBack() }
+        return connection
+    }
+
+    /// Whether the connection is lent (its job may have ended without being taken back yet).
+    var isLent: Bool { loan != nil }
+
+    /// What a job on a lent connection did: `COMMIT`'s result and, after it, the WAL's size and
+    /// the checkpoint that restarted it, if one ran (see `commit(_:restartingWALPast:)`).
+    struct CommitOutcome: Sendable {
+        var status: Int32
+        var message: String
+        var systemErrno: Int32
+        var checkpoint: (frames: Int, checkpointed: Int)?
+    }
+
+    /// The connection while it is lent, and the job's outcome once it is done.
+    final class Loan: @unchecked Sendable {   // the connection is used by one thread at a time: the lock hands it over
+        fileprivate let connection: OpaquePointer
+        private let condition = Condition()
+        private var outcome: CommitOutcome?   // guarded by `condition`
+
+        fileprivate init(connection: OpaquePointer) { self.connection = connection }
+
+        fileprivate func finish(_ result: CommitOutcome) {
+            condition.withLock { outcome = result }
+            condition.broadcast()
+        }
+
+        var isDone: Bool { condition.withLock { outcome != nil } }
+
+        fileprivate func wait() -> CommitOutcome {
+            condition.lock()
+            defer { condition.unlock() }
+            while outcome == nil { condition.wait() }
+            return outcome!
+        }
+    }
+
+    /// Lends the connection to `thread` for `job`; the loop must not use it until the job is done.
+    /// Between statements only: no statement is running and none is started until it is back.
+    func lend(to thread: Committer, _ job: @escaping @Sendable (OpaquePointer) -> CommitOutcome) {
+        precondition(loan == nil, "the connection is lent already")
+        let lent = Loan(connection: connection)
+        loan = lent
+        thread.run { lent.finish(job(lent.connection)) }
+    }
+
+    /// Takes a lent connection back, waiting for its job, and reports the outcome.
+    func takeBack() {
+        guard let lent = loan else { return }
+        let outcome = lent.wait()
+        loan = nil
+        onLoanReturned?(outcome)
+    }
+
+    /// Takes the connection back if its job is done; false while it is still running.
+    @discardableResult
+    func takeBackIfDone() -> Bool {
+        guard let lent = loan else { return true }
+        guard lent.isDone else { return false }
+        takeBack()
+        return true
+    }
+
+    /// Before a statement uses the connection: takes it back, then lets the store prepare it.
+    func prepareForUse() throws(StoreError) {
+        if loan != nil { takeBack() }
+        guard let willUse, !inWillUse else { return }
+        inWillUse = true
+        defer { inWillUse = false }
+        try willUse()
+    }
+
+    /// A save's `COMMIT`, on whichever thread has the connection; then, past `restartFrames`
+    /// frames in the WAL, a passive checkpoint of what the checkpointer did not copy, so that
+    /// SQLite starts the WAL over (under steady load the background checkpoint never catches up
+    /// with the last commit, and SQLite restarts the WAL only when one has).
+    static func commit(_ connection: OpaquePointer, restartingWALPast restartFrames: Int, walCounter: WALCounter?) -> CommitOutcome {
+        let status = sqlite3_exec(connection, "COMMIT", nil, nil, nil)
+        var outcome = CommitOutcome(status: status, message: "", systemErrno: 0)
+        guard status == SQLITE_OK else {
+            outcome.message = String(cString: sqlite3_errmsg(connection))
+            outcome.systemErrno = sqlite3_system_errno(connection)
+            return outcome
+        }
+        if let frames = walCounter?.frames.load(ordering: .relaxed), frames > restartFrames {
+            outcome.checkpoint = checkpointPassive(connection)
+        }
+        return outcome
     }
 
     static func code(for status: Int32) -> StoreError.Code {
@@ -98,10 +210,14 @@ public final class SQLiteDatabase {
     }
 
     func error(_ status: Int32, _ context: String) -> StoreError {
+        error(status, "\(context): \(String(cString: sqlite3_errmsg(handle)))", systemErrno: sqlite3_system_errno(handle))
+    }
+
+    /// The error of a failed call whose message and errno were taken on the thread that made it.
+    func error(_ status: Int32, _ message: String, systemErrno: Int32) -> StoreError {
         var code = Self.code(for: status)
         // Some writes (growing the -shm file, truncating) report a full disk as an I/O error.
-        if code == .io, [ENOSPC, EDQUOT].contains(sqlite3_system_errno(handle)) { code = .full }
-        let message = "\(context): \(String(cString: sqlite3_errmsg(handle)))"
+        if code == .io, [ENOSPC, EDQUOT].contains(systemErrno) { code = .full }
         if code == .full { fullHandler?() }
         return StoreError(code, path: path, message: message)
     }
@@ -114,12 +230,14 @@ public final class SQLiteDatabase {
     }
 
     public func execute(_ sql: String) throws(StoreError) {
+        try prepareForUse()
         let status = sqlite3_exec(handle, sql, nil, nil, nil)
         guard status == SQLITE_OK else { throw error(status, "\(sql.prefix(60))") }
     }
 
     /// A cached prepared statement, reset and with bindings cleared.
     func statement(_ sql: String) throws(StoreError) -> Statement {
+        try prepareForUse()
         let statement = try cachedHandle(sql)
         sqlite3_reset(statement)
         sqlite3_clear_bindings(statement)
@@ -134,23 +252,27 @@ public final class SQLiteDatabase {
     private func cachedHandle(_ sql: String) throws(StoreError) -> OpaquePointer {
         let key = StatementKey(sql: sql)
         if let cached = statements[key] { return cached }
+        try prepareForUse()
         var prepared: OpaquePointer?
         let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
         guard status == SQLITE_OK, let prepared else { throw error(status, "prepare") }
         statements[key] = prepared
+        statementInfo[prepared] = (sql, sqlite3_bind_parameter_count(prepared))
         return prepared
     }
 
     /// Records a run of `sql` with `values` bound to its parameters 1, 2, … as if it had run,
     /// without binding or running it: for a change applied to the database later (`HeldRows`).
+    /// With the statement prepared already, it does not call into SQLite: it may run while the
+    /// connection is lent. (The unit of work's `commit()` checks that its transaction is alive.)
     func recordWithoutRunning(_ sql: String, _ values: [BoundValue]) throws(StoreError) {
         guard recording else { return }
-        try requireTransaction()
         // Only the statement's identity is needed (its template number): it is neither reset nor
         // bound, and a Statement taken from the cache for the same SQL keeps its bindings.
         let statement = try cachedHandle(sql)
-        guard Self.recordable(statement, values.count), let template = template(of: statement) else {
+        guard recordable(statement, values.count), let template = template(of: statement) else {
             // Past what a record can number: bound and recorded with its values inlined.
+            try prepareForUse()
             if boundHandle == statement { boundHandle = nil }   // reset below: what was bound to it is gone
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)
@@ -212,7 +334,7 @@ public final class SQLiteDatabase {
     }
 
     func record(_ statement: OpaquePointer) {
-        guard boundHandle == statement, Self.recordable(statement, boundValues.count), let template = template(of: statement) else {
+        guard boundHandle == statement, recordable(statement, boundValues.count), let template = template(of: statement) else {
             recordExpanded(statement)
             return
         }
@@ -221,20 +343,21 @@ public final class SQLiteDatabase {
 
     /// Whether a run of `statement` with `count` bound values fits a tag-2 entry: parameter
     /// numbers are one byte, the count two.
-    private static func recordable(_ statement: OpaquePointer, _ count: Int) -> Bool {
-        sqlite3_bind_parameter_count(statement) <= Int32(UInt8.max) && count < Int(UInt16.max)
+    private func recordable(_ statement: OpaquePointer, _ count: Int) -> Bool {
+        let parameters = statementInfo[statement]?.parameters ?? sqlite3_bind_parameter_count(statement)
+        return parameters <= Int32(UInt8.max) && count < Int(UInt16.max)
     }
 
     /// The record's number for `statement`'s SQL, which is written into the record (tag 1) the
     /// first time; nil when a record has as many templates as it can number.
     private func template(of statement: OpaquePointer) -> UInt16? {
         if let known = templateIndex[statement] { return known }
-        guard templateOrder.count < Int(UInt16.max), let sql = sqlite3_sql(statement) else { return nil }
+        guard templateOrder.count < Int(UInt16.max), var sql = statementInfo[statement]?.sql else { return nil }
         let template = UInt16(templateOrder.count)
         templateIndex[statement] = template
         templateOrder.append(statement)
         recorded.append(1)
-        Self.appendBytes(UnsafeRawBufferPointer(start: sql, count: strlen(sql)), to: &recorded)
+        sql.withUTF8 { Self.appendBytes(UnsafeRawBufferPointer($0), to: &recorded) }
         return template
     }
 
@@ -337,26 +460,37 @@ public final class SQLiteDatabase {
     /// A passive checkpoint that waits for no one: the WAL's frames and how many of them are now
     /// in the database file (nil when it failed).
     func checkpointPassive() -> (frames: Int, checkpointed: Int)? {
+        Self.checkpointPassive(handle)
+    }
+
+    private static func checkpointPassive(_ connection: OpaquePointer) -> (frames: Int, checkpointed: Int)? {
         var logFrames: Int32 = 0
         var checkpointed: Int32 = 0
-        let status = withBusyTimeout(0) {
-            sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
-        }
+        sqlite3_busy_timeout(connection, 0)
+        let status = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, &logFrames, &checkpointed)
+        sqlite3_busy_timeout(connection, busyTimeoutMilliseconds)
         return status == SQLITE_OK ? (Int(logFrames), Int(checkpointed)) : nil
     }
 
     /// Frames in the WAL after the last commit on this connection; nil unless `watchWAL()`.
-    private(set) var walFrames: Int?
+    var walFrames: Int? { walCounter.map { $0.frames.load(ordering: .relaxed) } }
+    /// Set by the WAL hook, on whichever thread commits.
+    private(set) var walCounter: WALCounter?
+
+    final class WALCounter: Sendable {
+        let frames = Atomic<Int>(0)
+    }
 
     /// Counts the WAL's frames after every commit. Replaces SQLite's automatic checkpoints, which
     /// use the same hook: only for a connection whose checkpoints run elsewhere.
     func watchWAL() {
+        let counter = walCounter ?? WALCounter()
+        walCounter = counter
         sqlite3_wal_hook(handle, { context, _, _, frames in
             guard let context else { return SQLITE_OK }
-            Unmanaged<SQLiteDatabase>.fromOpaque(context).takeUnretainedValue().walFrames = Int(frames)
+            Unmanaged<WALCounter>.fromOpaque(context).takeUnretainedValue().frames.store(Int(frames), ordering: .relaxed)
             return SQLITE_OK
-        }, Unmanaged.passUnretained(self).toOpaque())
-        walFrames = 0
+        }, Unmanaged.passUnretained(counter).toOpaque())
     }
 
     /// Runs a single-value query such as a PRAGMA and returns its text.

@@ -30,48 +30,114 @@ extension TransactionStore {
     }
 
     /// True while units of work are durable in the commit log but not committed to SQLite.
-    public var hasUnsavedChanges: Bool { sqliteOpen && !inTransaction }
+    public var hasUnsavedChanges: Bool { unsavedSince != nil && !inTransaction }
 
-    /// Whether `save()` should run now: the SQLite transaction is `saveInterval` old.
+    /// Whether `save()` should run now: units of work have waited `saveInterval` ms.
     public func saveIsDue(now: Int64) -> Bool {
-        hasUnsavedChanges && now - sqliteOpenedAt >= Self.saveInterval
+        guard let unsavedSince, !inTransaction else { return false }
+        return now - unsavedSince >= Self.saveInterval
     }
 
     /// Commits the SQLite transaction holding the units of work since the last save. No fsync
     /// (`synchronous=NORMAL`): they are durable in the commit log already, and the checkpointer
     /// makes them durable in the database file. Call between units of work only.
     public func save() throws(StoreError) {
+        guard let lsn = try prepareSave() else { return }
+        let outcome = SQLiteDatabase.commit(database.handle, restartingWALPast: Self.walRestartFrames,
+                                            walCounter: database.walCounter)
+        try finishSave(outcome, lsn: lsn)
+        unsavedSince = nil
+    }
+
+    /// Saves like `save()`, with its `COMMIT` on the committer's thread: the loop goes on with
+    /// the units of work that need no statement (Committer.swift) and takes the connection back
+    /// when the committer wakes it (`takeBackConnection()`) or a statement needs it. A failure
+    /// is kept for `takeSaveOutcome()`, and the units of work wait for the next save. Without a
+    /// committer, or low on space (every commit is followed by a checkpoint on the loop), the
+    /// same as `save()`.
+    public func startSave() throws(StoreError) {
+        guard let committer, !space.isLow else { return try save() }
+        guard let lsn = try prepareSave() else { return }
+        lentSave = (lsn, unsavedSince ?? DiskSpaceGuard.monotonicMilliseconds())
+        unsavedSince = nil
+        let restart = Self.walRestartFrames
+        let counter = database.walCounter
+        database.lend(to: committer) { connection in
+            SQLiteDatabase.commit(connection, restartingWALPast: restart, walCounter: counter)
+        }
+    }
+
+    /// Takes the connection back from the committer if its `COMMIT` is done (the loop, when the
+    /// committer woke it).
+    public func takeBackConnection() {
+        database.takeBackIfDone()
+    }
+
+    /// How the last save whose `COMMIT` ran off the loop ended, once; nil when none ended since.
+    public func takeSaveOutcome() -> Result<Void, StoreError>? {
+        defer { saveOutcome = nil }
+        return saveOutcome
+    }
+
+    /// A lent connection is back (`SQLiteDatabase.onLoanReturned`).
+    func saveReturned(_ outcome: SQLiteDatabase.CommitOutcome) {
+        guard let lent = lentSave else { return }
+        lentSave = nil
+        if inTransaction { unitsThatWaitedForSaves += 1 }
+        do throws(StoreError) {
+            try finishSave(outcome, lsn: lent.lsn)
+            saveOutcome = .success(())
+        } catch {
+            saveOutcome = .failure(error)
+            unsavedSince = min(unsavedSince ?? lent.since, lent.since)
+        }
+    }
+
+    /// What a save does before its `COMMIT`: writes what waits in memory (held rows, moved
+    /// counters, the LSN) into the SQLite transaction, opened for them if it is not. Returns the
+    /// LSN saved; nil when nothing waits.
+    private func prepareSave() throws(StoreError) -> UInt64? {
         precondition(!inTransaction, "save inside a unit of work")
+        database.takeBack()
         noticeLostTransaction()
         // Units of work lost with SQLite's transaction are applied again and committed now:
         // whoever saves (a backup, a checkpoint) expects every acknowledged change in SQLite.
         if needsCatchUp { try catchUp() }
-        guard sqliteOpen else { return }
+        guard unsavedSince != nil || sqliteOpen else { return nil }
+        let lsn = commitLog.nextLSN - 1
         do throws(StoreError) {
+            try openSQLiteTransaction()
             try writeHeldRows()
             try storeMovedSequences()
-            try setSetting(Self.lsnKey, String(commitLog.nextLSN - 1))
-            try database.execute("COMMIT")
-            sqliteOpen = false
-            keepKeyFilterUseful()
+            try setSetting(Self.lsnKey, String(lsn))
         } catch {
             noticeLostTransaction()
             throw error
         }
+        return lsn
+    }
+
+    /// After a save's `COMMIT`, wherever it ran: tells the checkpointer how far the WAL goes.
+    private func finishSave(_ outcome: SQLiteDatabase.CommitOutcome, lsn: UInt64) throws(StoreError) {
+        guard outcome.status == SQLITE_OK else {
+            // In a unit of work (the connection was taken back for one of its statements), the
+            // unit fails if the transaction is lost, and its rollback notices the loss.
+            if !inTransaction { noticeLostTransaction() }
+            throw database.error(outcome.status, "COMMIT: \(outcome.message)", systemErrno: outcome.systemErrno)
+        }
+        sqliteOpen = false
+        if !inTransaction { keepKeyFilterUseful() }
         if let frames = database.walFrames {
-            let committed = (lsn: commitLog.nextLSN - 1, frames: frames)
+            let committed = (lsn: lsn, frames: frames)
             commitLog.durable.noteCommitted(lsn: committed.lsn, frames: committed.frames)
-            // Under steady load the background checkpoint never catches up with the last commit,
-            // and SQLite restarts the WAL only when one has: past `walRestartFrames` the loop
-            // copies the rest itself (most of it is copied already), so the WAL starts over.
-            if frames > Self.walRestartFrames, let result = database.checkpointPassive() {
+            if let result = outcome.checkpoint {
                 commitLog.durable.checkpointed(result.checkpointed, of: result.frames, since: committed)
             }
         }
         space.afterCommit(database)
     }
 
-    /// WAL size (frames of 1 KiB pages) past which `save()` checkpoints on the loop, when the
+    /// WAL size (frames of 1 KiB pages) past which a save checkpoints after its `COMMIT`, when the
     /// checkpointer (which starts at `Checkpointer.walFrames`) has not caught up.
     static let walRestartFrames = 8192
 
@@ -94,10 +160,12 @@ extension TransactionStore {
 
     /// SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error); the
     /// units of work it held are still in the commit log and are applied again by `catchUp()`.
+    /// Not while the connection is lent: the save's outcome tells then.
     func noticeLostTransaction() {
-        guard sqliteOpen, sqlite3_get_autocommit(database.handle) != 0 else { return }
+        guard sqliteOpen, !database.isLent, sqlite3_get_autocommit(database.handle) != 0 else { return }
         sqliteOpen = false
         inTransaction = false
+        unitOpenInSQLite = false
         needsCatchUp = true
         held.removeAll()
     }
@@ -122,7 +190,7 @@ extension TransactionStore {
             throw error
         }
         sqliteOpen = true
-        sqliteOpenedAt = DiskSpaceGuard.monotonicMilliseconds()
+        if unsavedSince == nil { unsavedSince = DiskSpaceGuard.monotonicMilliseconds() }
         needsCatchUp = false
         forgetCachedCounters()
     }

@@ -118,13 +118,15 @@ extension TransactionStore {
     public func writeRows(heldLongerThan age: Int64, now: Int64) throws(StoreError) {
         precondition(!inTransaction, "rows written inside a unit of work")
         noticeLostTransaction()
-        guard !held.isEmpty else { return }
+        // Not while a save's COMMIT has the connection: the rows wait for the next turn.
+        guard !held.isEmpty, !needsCatchUp, database.takeBackIfDone() else { return }
         let ids = held.takeIDs(heldSince: now - age)
         if !ids.isEmpty { try write(ids) }
     }
 
     /// Not recorded: these changes are in the units of work that made them.
     func write(_ ids: [UInt64]) throws(StoreError) {
+        if inTransaction { try database.prepareForUse() } else { try openSQLiteTransaction() }
         try database.requireTransaction()
         try database.unrecorded { () throws(StoreError) in
             let insert = try database.statement(Self.insertSQL)

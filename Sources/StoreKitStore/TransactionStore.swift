@@ -55,11 +55,29 @@ public final class TransactionStore {
     /// The counters as the unit of work found them, restored when it is undone.
     var sequencesAtBegin: [QueueKey: UInt64] = [:]
     var movedAtBegin: Set<QueueKey> = []
-    /// A unit of work is open (`begin()` … `commit()`/`rollback()`): the savepoint `batch`.
+    /// A unit of work is open (`begin()` … `commit()`/`rollback()`).
     var inTransaction = false
-    /// The SQLite transaction that holds units of work until `save()`, and when it began (ms).
+    /// The unit of work's savepoints are open in SQLite: `batch`, and the first this many of
+    /// its requests' (`savepointMarks`). They are opened at its first statement
+    /// (`openUnitInSQLite`): a unit that only holds new rows and records them needs none, and
+    /// runs while a save's `COMMIT` has the connection (Committer.swift).
+    var unitOpenInSQLite = false
+    var requestSavepointsInSQLite = 0
+    /// The SQLite transaction that holds units of work until `save()` is open.
     var sqliteOpen = false
-    var sqliteOpenedAt: Int64 = 0
+    /// Since when (monotonic ms) units of work wait to be saved (in the SQLite transaction, held
+    /// rows, moved counters); nil when none does.
+    var unsavedSince: Int64?
+    /// Runs saves' `COMMIT`s off the loop (`startSave()`); nil: `save()` commits on the caller's thread.
+    public var committer: Committer?
+    /// The save whose `COMMIT` has the connection: the LSN it stores and since when its units waited.
+    var lentSave: (lsn: UInt64, since: Int64)?
+    /// How the last save whose `COMMIT` ran off the loop ended, until `takeSaveOutcome()`.
+    var saveOutcome: Result<Void, StoreError>?
+    /// Units of work that began while the connection was lent, and how many of them had to wait
+    /// for it (for tests and measurements).
+    public internal(set) var unitsDuringSaves = 0
+    public internal(set) var unitsThatWaitedForSaves = 0
     /// SQLite lost the open transaction (it rolls back on some I/O errors): the units of work it
     /// held are re-applied from the commit log before the next one.
     var needsCatchUp = false
@@ -113,6 +131,8 @@ public final class TransactionStore {
         }
         database = try SQLiteDatabase(path: path)
         database.fullHandler = { [space] in space.noteFull() }
+        database.willUse = { [weak self] () throws(StoreError) in try self?.prepareConnection() }
+        database.onLoanReturned = { [weak self] outcome in self?.saveReturned(outcome) }
         // Identify the file before changing anything about it: a foreign database is never touched
         // (not even switched to WAL, which rewrites its header).
         let applicationID = Int32(truncatingIfNeeded: try database.scalarInt("PRAGMA application_id") ?? 0)
@@ -195,27 +215,58 @@ public final class TransactionStore {
 
     // MARK: Transactions (units of work)
 
-    /// Opens a unit of work (inside the SQLite transaction, which it opens when none is).
+    /// Opens a unit of work. Nothing happens in SQLite yet: its savepoint (and the SQLite
+    /// transaction, when none is open) opens at its first statement (`openUnitInSQLite`).
     public func begin() throws(StoreError) {
         precondition(!inTransaction, "nested store transaction")
+        database.takeBackIfDone()
         // Low on space: SQLite commits after every unit of work, so that its checkpoints can
         // reuse the WAL (DiskSpaceGuard.swift).
-        if space.isLow && sqliteOpen { try? save() }
+        if space.isLow && unsavedSince != nil { try? save() }
         space.beforeUnitOfWork(database)
         noticeLostTransaction()
         if needsCatchUp { try catchUp() }
-        if !sqliteOpen {
-            try database.execute("BEGIN IMMEDIATE")
-            sqliteOpen = true
-            sqliteOpenedAt = DiskSpaceGuard.monotonicMilliseconds()
-        }
         sequencesAtBegin = sequences
         movedAtBegin = movedSequences
-        try database.statement("SAVEPOINT batch").run()
         inTransaction = true
+        unitOpenInSQLite = false
+        requestSavepointsInSQLite = 0
+        if database.isLent { unitsDuringSaves += 1 }
         database.startRecording()
         savepointMarks.removeAll()
         held.beginUnit()
+    }
+
+    /// Before a statement runs on the connection (`SQLiteDatabase.willUse`, after a lent
+    /// connection came back): a unit of work opens its savepoints.
+    func prepareConnection() throws(StoreError) {
+        guard inTransaction, !unitOpenInSQLite else { return }
+        try openUnitInSQLite()
+    }
+
+    /// Opens the SQLite transaction (when none is open), the unit of work's savepoint and those
+    /// of its requests so far.
+    func openUnitInSQLite() throws(StoreError) {
+        try database.unrecorded { () throws(StoreError) in
+            // A save whose COMMIT failed off the loop may have lost the transaction; its units of
+            // work are applied again from the commit log before the next unit (`noticeLostTransaction`).
+            if sqliteOpen { try database.requireTransaction() }
+            try openSQLiteTransaction()
+            try database.statement("SAVEPOINT batch").run()
+            unitOpenInSQLite = true
+            while requestSavepointsInSQLite < savepointMarks.count {
+                try database.statement("SAVEPOINT request").run()
+                requestSavepointsInSQLite += 1
+            }
+        }
+    }
+
+    /// Opens the SQLite transaction that holds units of work until `save()`, unless it is open.
+    func openSQLiteTransaction() throws(StoreError) {
+        guard !sqliteOpen else { return }
+        try database.execute("BEGIN IMMEDIATE")
+        sqliteOpen = true
+        if unsavedSince == nil { unsavedSince = DiskSpaceGuard.monotonicMilliseconds() }
     }
 
     /// Makes everything since `begin()` durable: its statements are appended to the commit log and
@@ -228,13 +279,15 @@ public final class TransactionStore {
             }
             // SQLite rolls a transaction back by itself on some errors: then this unit of work's
             // changes are not what it recorded, and nothing of it may reach the log.
-            try database.requireTransaction()
+            if unitOpenInSQLite { try database.requireTransaction() }
             if !database.recorded.isEmpty, let log {
                 try log.append(database.recorded)
+                if unsavedSince == nil { unsavedSince = DiskSpaceGuard.monotonicMilliseconds() }
             }
             database.stopRecording()
-            try database.statement("RELEASE batch").run()
+            if unitOpenInSQLite { try database.statement("RELEASE batch").run() }
             inTransaction = false
+            unitOpenInSQLite = false
             held.endUnit()
         } catch {
             if error.code == .full { space.noteFull() }
@@ -247,19 +300,27 @@ public final class TransactionStore {
     /// Abandons the unit of work and forgets cached counters that may include its changes.
     public func rollback() {
         database.stopRecording()
+        let wasInUnit = inTransaction
         if inTransaction {
-            try? database.statement("ROLLBACK TO batch").run()
-            try? database.statement("RELEASE batch").run()
+            if unitOpenInSQLite {
+                try? database.statement("ROLLBACK TO batch").run()
+                try? database.statement("RELEASE batch").run()
+            }
             inTransaction = false
+            unitOpenInSQLite = false
         }
         held.rollBackUnit()
         noticeLostTransaction()
-        if sqliteOpen {
-            // Earlier units of work are still in the SQLite transaction: back to the counters
-            // as this one found them.
+        if needsCatchUp {
+            // The units of work since the last save come back from the commit log, with counters
+            // recomputed from their rows.
+            forgetCachedCounters()
+        } else if wasInUnit {
+            // Earlier units of work wait to be saved (in the SQLite transaction, held, or made
+            // while a save had the connection): back to the counters as this one found them.
             forgetCachedCounters(keeping: sequencesAtBegin, moved: movedAtBegin)
         } else {
-            forgetCachedCounters()
+            forgetCachedCounters(keeping: sequences, moved: movedSequences)
         }
     }
 
@@ -287,15 +348,21 @@ public final class TransactionStore {
     /// Starts one request's changes, so that its failure can be undone without the batch's.
     public func savepoint() throws(StoreError) {
         precondition(inTransaction, "savepoint outside a unit of work")
-        try database.requireTransaction()   // else SAVEPOINT would start a transaction of its own
-        try database.statement("SAVEPOINT request").run()
+        if unitOpenInSQLite {
+            try database.requireTransaction()   // else SAVEPOINT would start a transaction of its own
+            try database.statement("SAVEPOINT request").run()
+            requestSavepointsInSQLite += 1
+        }
         savepointMarks.append(database.recordingMark)
         held.beginSavepoint()
     }
 
     /// Keeps the request's changes in the unit of work.
     public func releaseSavepoint() throws(StoreError) {
-        try database.statement("RELEASE request").run()
+        if requestSavepointsInSQLite == savepointMarks.count && requestSavepointsInSQLite > 0 {
+            try database.statement("RELEASE request").run()
+            requestSavepointsInSQLite -= 1
+        }
         savepointMarks.removeLast()
         held.releaseSavepoint()
     }
@@ -303,8 +370,11 @@ public final class TransactionStore {
     /// Undoes the request's changes. Ids and sequence numbers it allocated stay used (gaps are
     /// harmless: both only need to be unique and increasing).
     public func rollbackToSavepoint() {
-        try? database.statement("ROLLBACK TO request").run()
-        try? database.statement("RELEASE request").run()
+        if requestSavepointsInSQLite == savepointMarks.count && requestSavepointsInSQLite > 0 {
+            try? database.statement("ROLLBACK TO request").run()
+            try? database.statement("RELEASE request").run()
+            requestSavepointsInSQLite -= 1
+        }
         if let mark = savepointMarks.popLast() { database.rollBackRecording(to: mark) }
         held.rollBackSavepoint()
         unfinishedCounts.removeAll()
