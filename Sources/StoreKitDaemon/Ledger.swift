@@ -170,6 +170,13 @@ final class Ledger {
         noteOffLoopSave(store)
     }
 
+    /// What the saves off the loop let the loop do, for the journal at stop.
+    var offLoopSaveSummary: String? {
+        guard let store = sqlite, store.committer != nil else { return nil }
+        return "\(store.unitsDuringSaves) units of work began while a save's COMMIT had the database connection; "
+            + "\(store.unitsThatWaitedForSaves) of them waited for it"
+    }
+
     private func noteOffLoopSave(_ store: TransactionStore) {
         switch store.takeSaveOutcome() {
         case .success?: noteSaved()

@@ -354,6 +354,7 @@ public final class Server {
             // Every request read is answered: a unit takes at most `fairShare` per uid.
             repeat { executeReceived() } while !received.isEmpty && fatalFailure == nil
             ledger.save()
+            if let summary = ledger.offLoopSaveSummary { logger.info(summary) }
             ledger.waitUntilDurable()
             signer.waitUntilIdle()
             collectSignatures()

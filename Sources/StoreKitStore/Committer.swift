@@ -30,7 +30,7 @@ public final class Committer: @unchecked Sendable {   // `condition` guards the 
     }
 
     public func start() {
-        NamedThread.start("storekitd-commit") { [self] in loop() }
+        NamedThread.start("storekitd-save") { [self] in loop() }
     }
 
     /// Ends the thread once the queued jobs are done.

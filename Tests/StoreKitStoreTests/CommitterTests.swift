@@ -1,0 +1,181 @@
+import Foundation
+@testable import StoreKitStore
+import StoreKitPosix
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// A save's `COMMIT` runs on the committer's thread (Committer.swift) while units of work that
+/// need no statement go on; a statement waits for the connection; nothing is lost or numbered
+/// twice, whatever happens meanwhile.
+@Suite("TransactionStore: saves committed off the loop")
+struct CommitterTests {
+    static let app = "com.example.game"
+
+    /// Holds the committer's jobs until opened.
+    final class Gate: @unchecked Sendable {   // `condition` guards `open` and `jobs`
+        private let condition = Condition()
+        private var open = false
+        private var jobs = 0
+
+        func pass() {
+            condition.lock()
+            while !open { condition.wait() }
+            jobs += 1
+            condition.unlock()
+        }
+
+        func openUp() {
+            condition.withLock { open = true }
+            condition.broadcast()
+        }
+
+        var jobsStarted: Int { condition.withLock { jobs } }
+    }
+
+    /// A store with a committer whose jobs wait at `gate`.
+    static func store(_ fixture: StoreFixture, gate: Gate) throws -> (TransactionStore, Committer) {
+        let store = try fixture.open()
+        let committer = Committer(onDone: {}, beforeJob: { gate.pass() })
+        committer.start()
+        store.committer = committer
+        return (store, committer)
+    }
+
+    /// A purchase as a unit of work makes it with no statement: a new id, the queue's next
+    /// number (cached), a row held in memory, then finished.
+    @discardableResult
+    static func heldPurchase(_ store: TransactionStore, finish: Bool = true) throws -> TransactionRecord {
+        try StoreFixture.unit(store) { () throws in
+            let sequence = try store.nextSequence(uid: 1000, app: app)
+            let record = makeRecord(id: store.allocateTransactionID(), sequence: sequence)
+            try store.insert(record)
+            if finish { #expect(try store.markFinished(id: record.id, sequence: try store.nextSequence(uid: 1000, app: app))) }
+            return record
+        }
+    }
+
+    @Test("units that only hold rows run while the COMMIT has the connection; a statement waits for it")
+    func unitsRunDuringTheCommit() throws {
+        let fixture = StoreFixture()
+        let gate = Gate()
+        let (store, committer) = try Self.store(fixture, gate: gate)
+        defer { committer.stop() }
+        let first = try Self.heldPurchase(store)   // reads the queue's counter once
+        try store.startSave()
+        #expect(store.database.isLent)
+
+        var during: [TransactionRecord] = []
+        for _ in 0..<5 { during.append(try Self.heldPurchase(store)) }
+        #expect(store.unitsDuringSaves == 5)
+        #expect(store.unitsThatWaitedForSaves == 0)
+        #expect(gate.jobsStarted == 0)   // the COMMIT has not even begun
+        #expect(store.database.isLent)
+
+        // A unit with a statement (a row not held: a known id) waits until the COMMIT is done.
+        NamedThread.start("test-open-gate") {
+            usleep(300_000)
+            gate.openUp()
+        }
+        let started = Condition.monotonicSeconds()
+        try StoreFixture.unit(store) { () throws in
+            #expect(try store.unfinished(uid: 1000, app: Self.app).isEmpty)
+        }
+        #expect(Condition.monotonicSeconds() - started >= 0.25)
+        #expect(gate.jobsStarted == 1)
+        #expect(store.unitsThatWaitedForSaves == 1)
+        #expect(store.takeSaveOutcome().map { if case .success = $0 { true } else { false } } == true)
+        #expect(store.hasUnsavedChanges)   // the five units wait for the next save
+        try store.shutDown()
+
+        // Reopened: everything is in the database, finished, with its own numbers.
+        let reopened = try fixture.open()
+        #expect(reopened.openReport == "schema \(TransactionStore.schemaVersion)")   // nothing left to replay
+        for record in [first] + during {
+            let stored = try reopened.transaction(id: record.id)
+            #expect(stored?.finished == true)
+        }
+        let sequences = try ([first] + during).map { try #require(try reopened.transaction(id: $0.id)).sequence }
+        #expect(Set(sequences).count == sequences.count)
+        #expect(try StoreFixture.unit(reopened) { try reopened.nextSequence(uid: 1000, app: Self.app) } == sequences.max()! + 1)
+    }
+
+    @Test("a unit undone after a COMMIT off the loop keeps the numbers that units made meanwhile")
+    func rollbackKeepsCountersOfUnsavedUnits() throws {
+        let fixture = StoreFixture()
+        let gate = Gate()
+        gate.openUp()
+        let (store, committer) = try Self.store(fixture, gate: gate)
+        defer { committer.stop() }
+        try Self.heldPurchase(store)
+        try store.startSave()
+        let during = try Self.heldPurchase(store, finish: false)   // moves the counter, not stored yet
+        // The COMMIT is done: the connection comes back with no SQLite transaction open.
+        while !store.database.takeBackIfDone() { usleep(1000) }
+        #expect(!store.sqliteOpen)
+        #expect(store.hasUnsavedChanges)
+
+        struct Undo: Error {}
+        #expect(throws: Undo.self) {
+            try StoreFixture.unit(store) { () throws in
+                _ = try store.nextSequence(uid: 1000, app: Self.app)
+                throw Undo()
+            }
+        }
+        let after = try StoreFixture.unit(store) { try store.nextSequence(uid: 1000, app: Self.app) }
+        #expect(after == during.sequence + 1)
+        try store.save()
+        #expect(try store.transaction(id: during.id)?.sequence == during.sequence)
+    }
+
+    @Test("a COMMIT that fails off the loop is reported, its transaction kept, and the next save commits it all")
+    func failedCommitIsReportedAndRetried() throws {
+        let fixture = StoreFixture()
+        let gate = Gate()
+        gate.openUp()
+        let (store, committer) = try Self.store(fixture, gate: gate)
+        defer { committer.stop() }
+        // A deferred foreign key fails the COMMIT itself, and SQLite keeps the transaction open.
+        try store.database.execute("CREATE TABLE parents (id INTEGER PRIMARY KEY)")
+        try store.database.execute("CREATE TABLE children (parent INTEGER REFERENCES parents(id) DEFERRABLE INITIALLY DEFERRED)")
+        let before = try Self.heldPurchase(store)
+        try store.openSQLiteTransaction()
+        try store.database.execute("INSERT INTO children VALUES (7)")
+        try store.startSave()
+        let during = try Self.heldPurchase(store)
+        while !store.database.takeBackIfDone() { usleep(1000) }
+
+        let outcome = try #require(store.takeSaveOutcome())
+        guard case .failure(let error) = outcome else {
+            Issue.record("the COMMIT succeeded")
+            return
+        }
+        #expect(error.message.contains("COMMIT"))
+        #expect(error.message.contains("FOREIGN KEY"))
+        #expect(store.takeSaveOutcome().map { _ in true } == nil)   // said once
+        #expect(store.sqliteOpen)
+        #expect(store.hasUnsavedChanges)          // both units wait for the next save
+
+        try store.database.execute("INSERT INTO parents VALUES (7)")
+        try store.startSave()
+        while !store.database.takeBackIfDone() { usleep(1000) }
+        #expect(store.takeSaveOutcome().map { if case .success = $0 { true } else { false } } == true)
+        #expect(!store.hasUnsavedChanges)
+        try store.shutDown()
+
+        let reopened = try fixture.open()
+        #expect(reopened.openReport == "schema \(TransactionStore.schemaVersion)")
+        #expect(try reopened.transaction(id: before.id)?.finished == true)
+        #expect(try reopened.transaction(id: during.id)?.finished == true)
+    }
+
+    @Test("without a committer a save commits before it returns")
+    func withoutCommitterSavesAtOnce() throws {
+        let store = try StoreFixture().open()
+        try Self.heldPurchase(store)
+        try store.startSave()
+        #expect(!store.database.isLent)
+        #expect(!store.hasUnsavedChanges)
+        #expect(!store.sqliteOpen)
+    }
+}
