@@ -117,6 +117,12 @@ final class Bench {
                                   value: shipped.2, peer: shipped.0, targetRatio: nil, targetAbsolute: nil, better: .lower))
             figures.append(Figure(name: "the flooding uid's purchase cycles/s meanwhile (paced)", unit: "cycles/s", value: shipped.4,
                                   peer: nil, targetRatio: nil, targetAbsolute: nil, better: .higher))
+            // The same victim and flood on the peer, paced at the rate the daemon let the flood
+            // have: what the machine's scheduler and disk do to a victim's p99 by themselves.
+            log("noisy neighbour on the peer: a victim's XADDs at 500/s while 100 clients cycle at \(Int(shipped.4))/s…")
+            let peerNoisy = try redisNoisyNeighbour(floodRate: shipped.4)
+            figures.append(Figure(name: "the peer's victim p99 under the same paced flood (alone: \(String(format: "%.2f", peerNoisy.0)) ms)",
+                                  unit: "ms", value: peerNoisy.1, peer: peerNoisy.0, targetRatio: nil, targetAbsolute: nil, better: .lower))
             log("noisy neighbour without a request rate (MaxRequestsPerUIDPerSecond=0)…")
             let unpaced = try noisyNeighbour(socket: daemon.clientSocket)
             figures.append(Figure(name: "victim p99, unpaced flood (alone: \(String(format: "%.2f", unpaced.1)) ms)", unit: "ms",
@@ -178,7 +184,7 @@ final class Bench {
         let perProcess = clients / processes
         let startAt = monotonicNanoseconds() + 1_500_000_000
         var workers: [(pid: pid_t, output: String)] = []
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let executable = Self.executable
         for process in 0..<processes {
             let output = directory + "/worker-\(kind)-\(clients)-\(process).out"
             let first = kind == "storekit" ? (process * perProcess) % Self.appCount : firstApp + process * perProcess
@@ -305,7 +311,7 @@ final class Bench {
         // The flood starts 1.5 s after it is spawned and outlasts the victim's run.
         let seconds = Double(victims) / 500 + 2
         let startAt = monotonicNanoseconds() + 1_500_000_000
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let executable = Self.executable
         var workers: [(pid: pid_t, output: String)] = []
         for process in 0..<4 {
             let output = directory + "/worker-flood-\(process).out"
@@ -319,6 +325,46 @@ final class Bench {
         let (flooded50, flooded99) = try victimLatency(socket: socket, app: BenchDaemon.appID(105), count: victims,
                                                        keyPrefix: "flooded-\(round)")
         return (alone50, alone99, flooded50, flooded99, Double(try cyclesOf(workers, kind: "flood")) / seconds)
+    }
+
+    /// The noisy-neighbour rounds on the peer: its victim (XADDs at 500/s, timed to their
+    /// arrival at a consumer, as in its latency figure) alone, then while 100 clients run
+    /// XADD → XREADGROUP → XACK cycles at `floodRate` cycles/s in all. Medians over the rounds of
+    /// the p99 alone and flooded (ms).
+    func redisNoisyNeighbour(floodRate: Double) throws -> (Double, Double) {
+        let rounds = quick ? 1 : 3
+        let victims = quick ? 500 : 2_500
+        let clients = 100
+        let interval = UInt64(Double(clients) / max(floodRate, 1) * 1e9)
+        var results: [(Double, Double)] = []
+        for round in 1...rounds {
+            settleDisk()
+            let alone = try redisLatency(stream: "victim-alone-\(round)", interval: 2_000_000, count: victims).1
+            settleDisk()
+            let seconds = Double(victims) / 500 + 2
+            let startAt = monotonicNanoseconds() + 1_500_000_000
+            var workers: [(pid: pid_t, output: String)] = []
+            for process in 0..<4 {
+                let output = directory + "/worker-peer-flood-\(process).out"
+                let pid = try spawn(Self.executable, [Self.executable, "--worker", "redis", "--socket", redis.socketPath,
+                                                      "--clients", String(clients / 4), "--first", String(1000 + process * 25),
+                                                      "--seconds", String(seconds), "--start-at", String(startAt),
+                                                      "--interval-ns", String(interval)], stdoutPath: output)
+                workers.append((pid, output))
+            }
+            Worker.waitUntil(startAt + 500_000_000)
+            let flooded = try redisLatency(stream: "victim-flooded-\(round)", interval: 2_000_000, count: victims).1
+            let rate = Double(try cyclesOf(workers, kind: "peer flood")) / seconds
+            log(String(format: "  round %d: alone p99 %.2f ms; flooded p99 %.2f ms (%.2f×); the flood %.0f cycles/s",
+                       round, alone, flooded, flooded / alone, rate))
+            results.append((alone, flooded))
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        return (median(results.map(\.0)), median(results.map(\.1)))
+    }
+
+    static var executable: String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 
     /// The victim of the noisy-neighbour figure: payments at 500/s on one connection, each timed

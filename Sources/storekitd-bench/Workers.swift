@@ -20,6 +20,8 @@ enum Worker {
             FileHandle.standardError.write(Data("storekitd-bench: bad worker arguments\n".utf8))
             return 64
         }
+        // `--interval-ns N`: each client starts a cycle at most every N ns (a paced flood).
+        let interval = UInt64(options["--interval-ns"] ?? "") ?? 0
         let total = Atomic<Int>(0)
         let failures = Atomic<Int>(0)
         let group = DispatchGroup()
@@ -30,7 +32,8 @@ enum Worker {
                 do {
                     let count = try kind == "storekit"
                         ? storekitCycles(socket: socket, app: BenchDaemon.appID(first + client), startAt: startAt, seconds: seconds)
-                        : redisCycles(socket: socket, stream: "s\(first + client)", startAt: startAt, seconds: seconds)
+                        : redisCycles(socket: socket, stream: "s\(first + client)",
+                                      startAt: startAt + interval * UInt64(client) / UInt64(clients), seconds: seconds, interval: interval)
                     total.add(count, ordering: .relaxed)
                 } catch {
                     failures.add(1, ordering: .relaxed)
@@ -107,14 +110,16 @@ enum Worker {
         return cycles
     }
 
-    /// XADD one entry → XREADGROUP BLOCK until it arrives → XACK, on the client's own stream.
-    static func redisCycles(socket: String, stream: String, startAt: UInt64, seconds: Double) throws -> Int {
+    /// XADD one entry → XREADGROUP BLOCK until it arrives → XACK, on the client's own stream;
+    /// with an `interval` (ns), one cycle at most every interval.
+    static func redisCycles(socket: String, stream: String, startAt: UInt64, seconds: Double, interval: UInt64 = 0) throws -> Int {
         let redis = try RESPClient(path: socket)
         _ = try? redis.command(["XGROUP", "CREATE", stream, "g", "$", "MKSTREAM"])
         waitUntil(startAt)
         let deadline = startAt + UInt64(seconds * 1e9)
         var cycles = 0
         while monotonicNanoseconds() < deadline {
+            if interval > 0 { waitUntil(startAt + UInt64(cycles) * interval) }
             _ = try redis.command(["XADD", stream, "*", "product", "bench.coins", "quantity", "1"])
             let reply = try redis.command(["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "BLOCK", "0", "STREAMS", stream, ">"])
             guard let id = Self.firstEntryID(reply) else { throw BenchError("XREADGROUP returned no entry") }
