@@ -60,14 +60,16 @@ public final class SQLiteDatabase {
         self.path = path
         // NOFOLLOW: a symlink in place of the database is refused, never followed.
         let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_NOFOLLOW
-        connection = try Self.open(path, flags: flags, path: path)
+        // A writer's files go to the disk in flushed steps (PacedWrites.swift).
+        let vfs = readOnly || !PacedWrites.isRegistered ? nil : PacedWrites.name
+        connection = try Self.open(path, flags: flags, path: path, vfs: vfs)
         sqlite3_busy_timeout(connection, Self.busyTimeoutMilliseconds)
     }
 
     /// `sqlite3_open_v2` of `filename` (a path or a URI), with extended result codes; errors name `path`.
-    private static func open(_ filename: String, flags: Int32, path: String) throws(StoreError) -> OpaquePointer {
+    private static func open(_ filename: String, flags: Int32, path: String, vfs: String? = nil) throws(StoreError) -> OpaquePointer {
         var handle: OpaquePointer?
-        let status = sqlite3_open_v2(filename, &handle, flags | SQLITE_OPEN_NOMUTEX, nil)
+        let status = sqlite3_open_v2(filename, &handle, flags | SQLITE_OPEN_NOMUTEX, vfs)
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close(handle)
