@@ -1,25 +1,45 @@
 import StoreKitWire
 
-/// New transaction rows held in memory until they are written into the open SQLite transaction.
+/// Transaction rows held in memory: new rows until they are written into the open SQLite
+/// transaction, and rows written lately, so that the request that follows a purchase does not
+/// wait for SQLite.
 ///
 /// A purchase inserts a row and finishes it a few milliseconds later. Both changes are durable in
 /// the commit log at once (their statements are recorded as if they had run); SQLite only needs
 /// the row as it ends up: the serving loop writes it once it has been held 25 ms
 /// (`TransactionStore.writeRows`), or the next `save()` does. Written then, a consumable's row
 /// goes into the table and its indexes once, finished, instead of being inserted into four
-/// b-trees and updated again. Every other query of the `transactions` table writes the pending
-/// rows first.
+/// b-trees and updated again.
 ///
-/// Each row is in exactly one place: here, or in the SQLite transaction. What a unit of work or
-/// a request did here is journaled, so that undoing it in SQLite (`ROLLBACK TO`) is matched here,
-/// including rows written into SQLite within what is rolled back.
+/// A written row stays here, as SQLite has it, for `keepWritten` ms (at most `maximumWritten`
+/// rows). A finish that comes later than 25 ms (a client that is slow to deliver, or rate-limited)
+/// then finds the row here and changes it here, like a new one: it needs no statement, so it does
+/// not wait while a save's `COMMIT` has the connection (Committer.swift). The changed row is
+/// written again (an `UPDATE`) by the same rules as a new one. Every statement that changes a row
+/// in SQLite directly forgets the written copy first (`forgetWritten`).
+///
+/// Each row is in one of three states: new (here only), changed (in SQLite, newer here) or
+/// written (the same in both). Every query of the `transactions` table other than by id or by
+/// payment key writes the new and changed rows first. What a unit of work or a request did here
+/// is journaled, so that undoing it in SQLite (`ROLLBACK TO`) is matched here, including rows
+/// written into SQLite within what is rolled back.
 struct HeldRows {
     struct Row {
         var record: TransactionRecord
         /// Its payment key as SQLite stores it, if it has one.
         let key: StoredPaymentKey?
-        /// When it was added (monotonic ms).
-        let heldSince: Int64
+        /// Since when (monotonic ms) it waits to be written; once written, since when it is.
+        var since: Int64
+        /// Whether SQLite has the row (some version of it): a change is written as an UPDATE.
+        var inSQLite = false
+        /// Whether SQLite has the row as it is here.
+        var isWritten = false
+
+        init(record: TransactionRecord, key: StoredPaymentKey?, heldSince: Int64) {
+            self.record = record
+            self.key = key
+            since = heldSince
+        }
     }
 
     private enum Change {
@@ -28,18 +48,34 @@ struct HeldRows {
         case written(Row)
     }
 
+    /// How long (ms) a written row is kept, and how many are kept at most.
+    static let keepWritten: Int64 = 1_000
+    static let maximumWritten = 4_096
+
     private var rows: [UInt64: Row] = [:]
     private var byPaymentKey: [StoredPaymentKey: UInt64] = [:]
-    /// Ids in the order they were added, from `firstArrival` on; ids written since are skipped.
+    /// The ids of the rows to write (new or changed).
+    private var unwritten: Set<UInt64> = []
+    /// Ids in the order they came to wait to be written, from `firstArrival` on; ids written
+    /// since are skipped.
     private var arrivals: [(id: UInt64, since: Int64)] = []
     private var firstArrival = 0
+    /// Written rows in the order they were written, from `firstWritten` on (for forgetting them);
+    /// ids changed or forgotten since are skipped.
+    private var writtenOrder: [(id: UInt64, since: Int64)] = []
+    private var firstWritten = 0
+    private var writtenCount = 0
     /// Changes since the unit of work began, while one is open.
     private var journal: [Change] = []
     private var marks: [Int] = []
     private var journaling = false
 
-    var isEmpty: Bool { rows.isEmpty }
-    var count: Int { rows.count }
+    /// Whether no row waits to be written.
+    var isEmpty: Bool { unwritten.isEmpty }
+    /// The rows that wait to be written.
+    var count: Int { unwritten.count }
+    /// The written rows kept.
+    var writtenRowCount: Int { writtenCount }
 
     /// The largest id held (ids are handed out in order, so also the latest).
     var highestID: UInt64? { rows.keys.max() }
@@ -50,16 +86,16 @@ struct HeldRows {
         byPaymentKey[key].flatMap { rows[$0] }
     }
 
-    /// The ids of all rows, oldest first: the order they are written in.
-    var allIDs: [UInt64] { rows.keys.sorted() }
+    /// The ids of the rows to write, oldest first: the order they are written in.
+    var allIDs: [UInt64] { unwritten.sorted() }
 
-    /// The ids of the rows held since `time` or earlier, in the order they were added. They are
-    /// not asked for again: written, or (when a write fails) left for `allIDs`.
+    /// The ids of the rows to write that wait since `time` or earlier, in the order they came to
+    /// wait. They are not asked for again: written, or (when a write fails) left for `allIDs`.
     mutating func takeIDs(heldSince time: Int64) -> [UInt64] {
         var ids: [UInt64] = []
         while firstArrival < arrivals.count, arrivals[firstArrival].since <= time {
             let id = arrivals[firstArrival].id
-            if rows[id] != nil { ids.append(id) }
+            if unwritten.contains(id) { ids.append(id) }
             firstArrival += 1
         }
         if firstArrival > 1024 && firstArrival * 2 > arrivals.count {
@@ -70,34 +106,58 @@ struct HeldRows {
     }
 
     mutating func add(_ row: Row) {
-        precondition(rows[row.record.id] == nil, "transaction \(row.record.id) is pending already")
-        hold(row)
+        precondition(rows[row.record.id] == nil, "transaction \(row.record.id) is held already")
+        place(row)
         if journaling { journal.append(.added(row.record.id)) }
     }
 
-    private mutating func hold(_ row: Row) {
-        rows[row.record.id] = row
-        if let key = row.key { byPaymentKey[key] = row.record.id }
-        arrivals.append((row.record.id, row.heldSince))
-    }
-
-    /// Changes a held row's record (not its id, queue or payment key).
-    mutating func update(id: UInt64, _ change: (inout TransactionRecord) -> Void) {
-        guard var row = rows[id] else { preconditionFailure("transaction \(id) is not pending") }
+    /// Changes a held row's record (not its id, queue or payment key); a written row waits to be
+    /// written again from `time` on.
+    mutating func update(id: UInt64, at time: Int64, _ change: (inout TransactionRecord) -> Void) {
+        guard var row = rows[id] else { preconditionFailure("transaction \(id) is not held") }
         if journaling { journal.append(.changed(row)) }
         change(&row.record)
-        precondition(row.record.id == id, "a pending row keeps its id")
-        rows[id] = row
+        precondition(row.record.id == id, "a held row keeps its id")
+        if row.isWritten {
+            row.isWritten = false
+            row.since = time
+        }
+        place(row)
     }
 
-    /// Forgets a row that is now in the SQLite transaction.
-    mutating func noteWritten(id: UInt64) {
-        guard let row = rows.removeValue(forKey: id) else { return }
-        if let key = row.key { byPaymentKey[key] = nil }
+    /// Notes that SQLite's transaction now has the row as it is here (written at `time`).
+    mutating func noteWritten(id: UInt64, at time: Int64) {
+        guard var row = rows[id], !row.isWritten else { return }
         if journaling { journal.append(.written(row)) }
-        if rows.isEmpty {
-            arrivals.removeAll(keepingCapacity: true)
-            firstArrival = 0
+        row.inSQLite = true
+        row.isWritten = true
+        row.since = time
+        place(row)
+    }
+
+    /// Forgets the written copy of `id` (nil: of every row): a statement is about to change it in
+    /// SQLite. Rows that wait to be written stay.
+    mutating func forgetWritten(id: UInt64? = nil) {
+        if let id {
+            if rows[id]?.isWritten == true { remove(id) }
+            return
+        }
+        guard writtenCount > 0 else { return }
+        for (id, row) in rows where row.isWritten { remove(id) }
+    }
+
+    /// Forgets the written rows kept since before `time`, and the oldest beyond
+    /// `maximumWritten`. Between units of work only.
+    mutating func forgetWritten(before time: Int64) {
+        precondition(!journaling, "written rows forgotten inside a unit of work")
+        while firstWritten < writtenOrder.count, writtenOrder[firstWritten].since < time || writtenCount > Self.maximumWritten {
+            let (id, since) = writtenOrder[firstWritten]
+            if let row = rows[id], row.isWritten, row.since == since { remove(id) }
+            firstWritten += 1
+        }
+        if firstWritten > 1024 && firstWritten * 2 > writtenOrder.count {
+            writtenOrder.removeSubrange(..<firstWritten)
+            firstWritten = 0
         }
     }
 
@@ -105,10 +165,40 @@ struct HeldRows {
     mutating func removeAll() {
         rows.removeAll()
         byPaymentKey.removeAll()
+        unwritten.removeAll()
         arrivals.removeAll()
         firstArrival = 0
+        writtenOrder.removeAll()
+        firstWritten = 0
+        writtenCount = 0
         journal.removeAll()
         marks.removeAll()
+    }
+
+    /// Puts `row` in its place, in whatever state it is.
+    private mutating func place(_ row: Row) {
+        let id = row.record.id
+        let before = rows.updateValue(row, forKey: id)
+        if before?.isWritten == true { writtenCount -= 1 }
+        if let key = row.key { byPaymentKey[key] = id }
+        if row.isWritten {
+            writtenCount += 1
+            unwritten.remove(id)
+            writtenOrder.append((id, row.since))
+        } else if unwritten.insert(id).inserted || before?.since != row.since {
+            arrivals.append((id, row.since))
+        }
+    }
+
+    private mutating func remove(_ id: UInt64) {
+        guard let row = rows.removeValue(forKey: id) else { return }
+        if let key = row.key, byPaymentKey[key] == id { byPaymentKey[key] = nil }
+        if row.isWritten { writtenCount -= 1 }
+        unwritten.remove(id)
+        if unwritten.isEmpty {
+            arrivals.removeAll(keepingCapacity: true)
+            firstArrival = 0
+        }
     }
 
     // MARK: Units of work and savepoints
@@ -146,24 +236,23 @@ struct HeldRows {
     }
 
     private mutating func undo(to mark: Int) {
-        var restoredWritten = false
+        var restored = false
         defer {
-            // Rows held again go back to their place in time, not behind younger ones.
-            if restoredWritten {
-                arrivals = rows.values.map { ($0.record.id, $0.heldSince) }.sorted { ($0.since, $0.id) < ($1.since, $1.id) }
+            // Rows waiting again go back to their place in time, not behind younger ones.
+            if restored {
+                arrivals = unwritten.compactMap { id in rows[id].map { (id, $0.since) } }
+                    .sorted { ($0.since, $0.id) < ($1.since, $1.id) }
                 firstArrival = 0
             }
         }
         while journal.count > mark {
             switch journal.removeLast() {
             case .added(let id):
-                if let row = rows.removeValue(forKey: id), let key = row.key { byPaymentKey[key] = nil }
-            case .changed(let row):
-                rows[row.record.id] = row
-            case .written(let row):
-                // SQLite undid the INSERT with the rest: the row is held again.
-                hold(row)
-                restoredWritten = true
+                remove(id)
+            case .changed(let row), .written(let row):
+                // SQLite undid the statements with the rest: the row is as it was then.
+                place(row)
+                restored = true
             }
         }
     }

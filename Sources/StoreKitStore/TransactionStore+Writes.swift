@@ -115,29 +115,46 @@ extension TransactionStore {
     /// Writes the rows held `age` ms or longer into the SQLite transaction, between units of
     /// work: spread over the loop's turns, not all at the next save (which would stall the
     /// requests that arrive meanwhile). A purchase is mostly finished by then, and written once.
+    /// Forgets the written rows kept longer than `HeldRows.keepWritten`.
     public func writeRows(heldLongerThan age: Int64, now: Int64) throws(StoreError) {
         precondition(!inTransaction, "rows written inside a unit of work")
         noticeLostTransaction()
+        held.forgetWritten(before: now - HeldRows.keepWritten)
         // Not while a save's COMMIT has the connection: the rows wait for the next turn.
         guard !held.isEmpty, !needsCatchUp, database.takeBackIfDone() else { return }
         let ids = held.takeIDs(heldSince: now - age)
         if !ids.isEmpty { try write(ids) }
     }
 
-    /// Not recorded: these changes are in the units of work that made them.
+    /// Not recorded: these changes are in the units of work that made them. A new row is
+    /// inserted, a changed one updated; both are then kept as written.
     func write(_ ids: [UInt64]) throws(StoreError) {
         if inTransaction { try database.prepareForUse() } else { try openSQLiteTransaction() }
         try database.requireTransaction()
+        let now = DiskSpaceGuard.monotonicMilliseconds()
         try database.unrecorded { () throws(StoreError) in
-            let insert = try database.statement(Self.insertSQL)
             for id in ids {
-                guard let row = held.row(id: id) else { continue }
-                insert.reset()   // every parameter is bound again
-                insert.bind(Self.insertValues(row.record, paymentKey: row.key?.text))
-                try insert.run()
-                held.noteWritten(id: id)
+                guard let row = held.row(id: id), !row.isWritten else { continue }
+                let write = try database.statement(row.inSQLite ? Self.rewriteSQL : Self.insertSQL)
+                write.bind(row.inSQLite ? Self.rewriteValues(row.record) : Self.insertValues(row.record, paymentKey: row.key?.text))
+                try write.run()
+                held.noteWritten(id: id, at: now)
             }
         }
+    }
+
+    /// A changed row written again: every column a held row's change may touch.
+    static let rewriteSQL = """
+        UPDATE transactions SET original_id = ?2, state = ?3, sequence = ?4, date = ?5, finished = ?6, error_code = ?7,
+            error_message = ?8, revocation_date = ?9, revocation_reason = ?10, expires_date = ?11
+        WHERE id = ?1
+        """
+
+    static func rewriteValues(_ record: TransactionRecord) -> [SQLiteDatabase.BoundValue] {
+        [.integer(Int64(record.id)), .init(record.originalID.map { Int64($0) }), .integer(Int64(record.state.rawValue)),
+         .integer(Int64(record.sequence)), .integer(record.date), .integer(record.finished ? 1 : 0),
+         .init(record.errorCode.map { Int64($0) }), .init(record.errorMessage), .init(record.revocationDate),
+         .init(record.revocationReason.map { Int64($0) }), .init(record.expiresDate)]
     }
 
     static let insertSQL = """
@@ -164,6 +181,7 @@ extension TransactionStore {
     ) throws(StoreError) -> Bool {
         precondition(from.canMove(to: to), "illegal transition \(from) → \(to)")
         try writeHeldRows()
+        held.forgetWritten(id: id)
         let update = try database.statement("""
             UPDATE transactions SET state = ?1, sequence = ?2, date = ?3, error_code = ?4, error_message = ?5,
                 expires_date = coalesce(?8, expires_date), original_id = coalesce(?9, original_id)
@@ -201,7 +219,7 @@ extension TransactionStore {
         if let row = held.row(id: id) {
             guard !row.record.finished, row.record.state.isFinishable else { return false }
             try database.recordWithoutRunning(sql, values)
-            held.update(id: id) { record in
+            held.update(id: id, at: DiskSpaceGuard.monotonicMilliseconds()) { record in
                 record.finished = true
                 record.sequence = sequence
             }
@@ -215,6 +233,7 @@ extension TransactionStore {
 
     public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(StoreError) -> Bool {
         try writeHeldRows()
+        held.forgetWritten(id: id)
         let update = try database.statement("""
             UPDATE transactions SET revocation_date = ?, revocation_reason = ?, sequence = ?
             WHERE id = ? AND revocation_date IS NULL

@@ -340,8 +340,11 @@ public final class TransactionStore {
 
     public var isInTransaction: Bool { inTransaction }
 
-    /// New rows held in memory, not yet written into the SQLite transaction (HeldRows.swift).
+    /// Rows held in memory that wait to be written into the SQLite transaction, new or changed
+    /// (HeldRows.swift).
     public var heldRowCount: Int { held.count }
+    /// Written rows kept in memory for the requests that follow them.
+    var keptWrittenRowCount: Int { held.writtenRowCount }
 
     // MARK: Savepoints: one request's changes inside the batch's unit of work
 

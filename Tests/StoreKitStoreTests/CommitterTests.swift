@@ -100,6 +100,39 @@ struct CommitterTests {
         #expect(try StoreFixture.unit(reopened) { try reopened.nextSequence(uid: 1000, app: Self.app) } == sequences.max()! + 1)
     }
 
+    @Test("the finish of a row written before the save needs no statement: it does not wait for the COMMIT")
+    func finishOfWrittenRowDuringCommit() throws {
+        let fixture = StoreFixture()
+        let gate = Gate()
+        let (store, committer) = try Self.store(fixture, gate: gate)
+        defer { committer.stop() }
+        try Self.heldPurchase(store)   // prepares the finish's statement, as any daemon has
+        let bought = try Self.heldPurchase(store, finish: false)
+        try store.startSave()   // writes the row into SQLite; the COMMIT waits at the gate
+        #expect(store.database.isLent)
+        #expect(store.heldRowCount == 0)
+
+        // Were the finish a statement, it would wait for the gate, which opens after 300 ms.
+        NamedThread.start("test-open-gate") {
+            usleep(300_000)
+            gate.openUp()
+        }
+        let started = Condition.monotonicSeconds()
+        try StoreFixture.unit(store) { () throws in
+            #expect(try store.markFinished(id: bought.id, sequence: try store.nextSequence(uid: 1000, app: Self.app)))
+        }
+        #expect(Condition.monotonicSeconds() - started < 0.25)
+        #expect(gate.jobsStarted == 0)
+        #expect(store.unitsThatWaitedForSaves == 0)
+        #expect(try store.transaction(id: bought.id)?.finished == true)
+        try store.shutDown()
+
+        let reopened = try fixture.open()
+        #expect(reopened.openReport == "schema \(TransactionStore.schemaVersion)")
+        #expect(try reopened.transaction(id: bought.id)?.finished == true)
+        #expect(try reopened.unfinishedCount() == 0)
+    }
+
     @Test("a unit undone after a COMMIT off the loop keeps the numbers that units made meanwhile")
     func rollbackKeepsCountersOfUnsavedUnits() throws {
         let fixture = StoreFixture()

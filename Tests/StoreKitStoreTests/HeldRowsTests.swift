@@ -360,4 +360,116 @@ struct HeldRowsTests {
         #expect(try store.transaction(id: third.id)?.revocationDate == 7)
         #expect(store.heldRowCount == 0)
     }
+
+    // MARK: Written rows kept
+
+    @Test("a written row stays in memory: its finish is answered there, written as an UPDATE, and replayed after a crash")
+    func writtenRowFinishedInMemory() throws {
+        let fixture = StoreFixture()
+        let id: UInt64
+        do {
+            let store = try fixture.open()
+            id = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }.id
+            try store.save()   // in SQLite, committed; kept in memory as written
+            #expect(store.heldRowCount == 0)
+            #expect(store.keptWrittenRowCount == 1)
+            try StoreFixture.unit(store) { () throws in
+                #expect(try store.markFinished(id: id, sequence: 7))
+                #expect(try !store.markFinished(id: id, sequence: 8))   // finished already
+            }
+            #expect(store.heldRowCount == 1)   // changed: waits to be written again
+            #expect(store.keptWrittenRowCount == 0)
+            #expect(try store.transaction(id: id)?.finished == true)
+            #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "k")?.sequence == 7)
+            // Dropped without a save, as after kill -9: only the commit log has the finish.
+        }
+        do {
+            let store = try fixture.open()
+            #expect(store.openReport.hasSuffix("; applied 1 unit of work from the commit log"))
+            #expect(try store.transaction(id: id)?.finished == true)
+            #expect(try store.transaction(id: id)?.sequence == 7)
+            #expect(try store.unfinishedCount() == 0)
+            // The same change written from memory at a save is identical.
+            let second = try StoreFixture.unit(store) { try Self.purchase(store, key: "k2") }
+            try store.save()
+            try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: second.id, sequence: 9)) }
+            #expect(store.heldRowCount == 1)
+            try store.shutDown()
+        }
+        let store = try fixture.open()
+        #expect(store.openReport == "schema \(TransactionStore.schemaVersion)")
+        let rows = try store.list(uid: nil, app: nil, unfinishedOnly: false)
+        #expect(rows.map(\.finished) == [true, true])
+        #expect(rows.map(\.sequence) == [7, 9])
+    }
+
+    @Test("undoing a unit that finished a written row puts the written row back, also after it was written again")
+    func rollbackOfWrittenRow() throws {
+        let store = try StoreFixture().open()
+        let record = try StoreFixture.unit(store) { try Self.purchase(store, key: "u") }
+        try store.save()
+        struct Undo: Error {}
+        #expect(throws: Undo.self) {
+            try StoreFixture.unit(store) { () throws in
+                #expect(try store.markFinished(id: record.id, sequence: 5))
+                #expect(try store.unfinished(uid: 1000, app: Self.app).isEmpty)   // wrote the change first
+                throw Undo()
+            }
+        }
+        #expect(store.heldRowCount == 0)
+        #expect(store.keptWrittenRowCount == 1)
+        #expect(try store.transaction(id: record.id) == record)
+        #expect(try store.unfinished(uid: 1000, app: Self.app) == [record])
+        try store.save()
+        #expect(try store.list(uid: nil, app: nil, unfinishedOnly: true) == [record])
+    }
+
+    @Test("a statement that changes a written row in SQLite forgets the copy: reads see SQLite's row")
+    func directChangesForgetWrittenRows() throws {
+        let store = try StoreFixture().open()
+        let pending = try StoreFixture.unit(store) { try Self.purchase(store, key: "p", state: .purchasing) }
+        let touched = try StoreFixture.unit(store) { try Self.purchase(store, key: "t") }
+        let revoked = try StoreFixture.unit(store) { try Self.purchase(store, key: "r") }
+        try store.save()
+        #expect(store.keptWrittenRowCount == 3)
+        try StoreFixture.unit(store) { () throws in
+            #expect(try store.transition(id: pending.id, from: .purchasing, to: .purchased, sequence: 4, date: 5))
+            #expect(try store.touch(id: touched.id, sequence: 9))
+            #expect(try store.setRevocation(id: revoked.id, date: 7, reason: 1, sequence: 10))
+        }
+        #expect(store.keptWrittenRowCount == 0)
+        #expect(try store.transaction(id: pending.id)?.state == .purchased)
+        #expect(try store.transaction(id: touched.id)?.sequence == 9)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "r")?.revocationDate == 7)
+        // A finish after the transition goes through SQLite and sees its state.
+        try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: pending.id, sequence: 11)) }
+        #expect(try store.transaction(id: pending.id)?.finished == true)
+
+        // `storekitctl clear` deletes rows in SQLite: no copy of them answers afterwards.
+        let cleared = try StoreFixture.unit(store) { try Self.purchase(store, key: "c") }
+        try store.save()
+        #expect(store.keptWrittenRowCount == 1)
+        try StoreFixture.unit(store) { () throws in _ = try store.deleteHistory(uid: 1000, app: Self.app) }
+        #expect(try store.transaction(id: cleared.id) == nil)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "c") == nil)
+    }
+
+    @Test("written rows are forgotten after a second, and beyond the most kept, between units of work")
+    func writtenRowsAreForgotten() throws {
+        let store = try StoreFixture().open()
+        let count = HeldRows.maximumWritten + 10
+        try StoreFixture.unit(store) { () throws in
+            for index in 0..<count { try Self.purchase(store, key: "key-\(index)") }
+        }
+        let now = DiskSpaceGuard.monotonicMilliseconds()
+        try store.writeRows(heldLongerThan: 0, now: now)
+        #expect(store.heldRowCount == 0)
+        #expect(store.keptWrittenRowCount == count)
+        try store.writeRows(heldLongerThan: 0, now: now)   // the cap applies from the next turn
+        #expect(store.keptWrittenRowCount == HeldRows.maximumWritten)
+        try store.writeRows(heldLongerThan: 0, now: now + HeldRows.keepWritten + 60_000)
+        #expect(store.keptWrittenRowCount == 0)
+        #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "key-0") != nil)   // from SQLite
+        #expect(try store.unfinishedCount() == count)
+    }
 }
