@@ -18,18 +18,19 @@ import Glibc
 /// database or WAL file since it was last synced, the write syncs it (`fdatasync`). No sync then
 /// hands the device more than `step` bytes, and a commit-log `fdatasync` waits for at most that.
 /// The extra syncs cost the writing thread (the committer or the checkpointer, not the serving
-/// loop) about a quarter of a millisecond each; they change nothing SQLite relies on, since a
+/// loop) about a tenth of a millisecond each; they change nothing SQLite relies on, since a
 /// sync only makes earlier writes durable sooner.
 ///
 /// Measured on the reference machine (a writer of 8 MiB beside a 4 KiB `fdatasync` every 2 ms):
 /// the small `fdatasync`'s p99 was 7.7 ms with one sync of the whole 8 MiB, 3.2 ms with the
-/// writeback started in 256 KiB steps but one final sync, and 0.4 ms with a sync every 128 KiB.
-/// docs/performance.md has the daemon's figures.
+/// writeback started in 256 KiB steps but one final sync, 0.4 ms with a sync every 128 KiB and
+/// 0.3 ms every 64 KiB. In the daemon under the noisy-neighbour flood, 32 KiB steps gave the
+/// victim a p99 of 1.10–1.44 ms against 1.35–1.72 ms with 128 KiB (docs/performance.md).
 enum PacedWrites {
     /// The name the store's connections open with (`sqlite3_open_v2`'s last argument).
     static let name = "storekitd-paced"
     /// The most a database or WAL file is written before it is synced.
-    static let step = 128 * 1024
+    static let step = 32 * 1024
 
     /// The syncs this VFS added to SQLite's own since the process started, by file path.
     static let stepSyncs = Mutex<[String: Int]>([:])
