@@ -16,7 +16,7 @@ import StoreKitWire
 /// then finds the row here and changes it here, like a new one: it needs no statement, so it does
 /// not wait while a save's `COMMIT` has the connection (Committer.swift). The changed row is
 /// written again (an `UPDATE`) by the same rules as a new one. Every statement that changes a row
-/// in SQLite directly forgets the written copy first (`forgetWritten`).
+/// in SQLite directly forgets the written copy first (`TransactionStore.prepareToChangeInSQLite`).
 ///
 /// Each row is in one of three states: new (here only), changed (in SQLite, newer here) or
 /// written (the same in both). Every query of the `transactions` table other than by id or by
@@ -30,10 +30,18 @@ struct HeldRows {
         let key: StoredPaymentKey?
         /// Since when (monotonic ms) it waits to be written; once written, since when it is.
         var since: Int64
-        /// Whether SQLite has the row (some version of it): a change is written as an UPDATE.
-        var inSQLite = false
-        /// Whether SQLite has the row as it is here.
-        var isWritten = false
+        var state = State.new
+
+        enum State {
+            /// Here only: written with an INSERT.
+            case new
+            /// In SQLite, newer here: written again with an UPDATE.
+            case changed
+            /// The same here and in SQLite.
+            case written
+        }
+
+        var isWritten: Bool { state == .written }
 
         init(record: TransactionRecord, key: StoredPaymentKey?, heldSince: Int64) {
             self.record = record
@@ -119,7 +127,7 @@ struct HeldRows {
         change(&row.record)
         precondition(row.record.id == id, "a held row keeps its id")
         if row.isWritten {
-            row.isWritten = false
+            row.state = .changed
             row.since = time
         }
         place(row)
@@ -129,8 +137,7 @@ struct HeldRows {
     mutating func noteWritten(id: UInt64, at time: Int64) {
         guard var row = rows[id], !row.isWritten else { return }
         if journaling { journal.append(.written(row)) }
-        row.inSQLite = true
-        row.isWritten = true
+        row.state = .written
         row.since = time
         place(row)
     }

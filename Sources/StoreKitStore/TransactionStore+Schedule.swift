@@ -332,8 +332,7 @@ extension TransactionStore {
     /// Gives a transaction a new sequence number without changing it otherwise (a re-delivered
     /// Ask to Buy request); false when it does not exist.
     public func touch(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool {
-        try writeHeldRows()
-        held.forgetWritten(id: id)
+        try prepareToChangeInSQLite(id)
         let update = try database.statement("UPDATE transactions SET sequence = ? WHERE id = ?")
         update.bind(1, Int64(sequence))
         update.bind(2, Int64(id))
@@ -349,8 +348,7 @@ extension TransactionStore {
         // The counters of the queues emptied here must not come back lower after a replay
         // (which recomputes them from the rows): store them in this unit of work.
         try storeMovedSequences()
-        try writeHeldRows()
-        held.forgetWritten()
+        try prepareToChangeInSQLite(nil)
         let select = try database.statement("""
             SELECT \(Self.columns) FROM transactions
             WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2) AND finished = 0 ORDER BY id

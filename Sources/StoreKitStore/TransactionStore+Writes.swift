@@ -112,6 +112,14 @@ extension TransactionStore {
         try write(held.allIDs)
     }
 
+    /// Before a statement changes `id` (nil: any row) in SQLite itself: the waiting rows are
+    /// written, and the kept copy of what it changes is forgotten, so that no read answers from
+    /// a copy older than SQLite's row.
+    func prepareToChangeInSQLite(_ id: UInt64?) throws(StoreError) {
+        try writeHeldRows()
+        held.forgetWritten(id: id)
+    }
+
     /// Writes the rows held `age` ms or longer into the SQLite transaction, between units of
     /// work: spread over the loop's turns, not all at the next save (which would stall the
     /// requests that arrive meanwhile). A purchase is mostly finished by then, and written once.
@@ -135,8 +143,9 @@ extension TransactionStore {
         try database.unrecorded { () throws(StoreError) in
             for id in ids {
                 guard let row = held.row(id: id), !row.isWritten else { continue }
-                let write = try database.statement(row.inSQLite ? Self.rewriteSQL : Self.insertSQL)
-                write.bind(row.inSQLite ? Self.rewriteValues(row.record) : Self.insertValues(row.record, paymentKey: row.key?.text))
+                let changed = row.state == .changed
+                let write = try database.statement(changed ? Self.rewriteSQL : Self.insertSQL)
+                write.bind(changed ? Self.rewriteValues(row.record) : Self.insertValues(row.record, paymentKey: row.key?.text))
                 try write.run()
                 held.noteWritten(id: id, at: now)
             }
@@ -180,8 +189,7 @@ extension TransactionStore {
         errorCode: Int32? = nil, errorMessage: String? = nil, expiresDate: Int64? = nil, originalID: UInt64? = nil
     ) throws(StoreError) -> Bool {
         precondition(from.canMove(to: to), "illegal transition \(from) → \(to)")
-        try writeHeldRows()
-        held.forgetWritten(id: id)
+        try prepareToChangeInSQLite(id)
         let update = try database.statement("""
             UPDATE transactions SET state = ?1, sequence = ?2, date = ?3, error_code = ?4, error_message = ?5,
                 expires_date = coalesce(?8, expires_date), original_id = coalesce(?9, original_id)
@@ -232,8 +240,7 @@ extension TransactionStore {
     }
 
     public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(StoreError) -> Bool {
-        try writeHeldRows()
-        held.forgetWritten(id: id)
+        try prepareToChangeInSQLite(id)
         let update = try database.statement("""
             UPDATE transactions SET revocation_date = ?, revocation_reason = ?, sequence = ?
             WHERE id = ? AND revocation_date IS NULL
