@@ -111,6 +111,10 @@ public final class SQLiteDatabase {
         return connection
     }
 
+    /// Rows changed through the connection so far (`sqlite3_total_changes`), read without taking
+    /// a lent connection back: safe whenever no job runs on it (tests check what the loop ran).
+    var totalChanges: Int32 { sqlite3_total_changes(connection) }
+
     /// Whether the connection is lent (its job may have ended without being taken back yet).
     var isLent: Bool { loan != nil }
 
@@ -185,11 +189,18 @@ public final class SQLiteDatabase {
     /// frames in the WAL, a passive checkpoint of what the checkpointer did not copy, so that
     /// SQLite starts the WAL over (under steady load the background checkpoint never catches up
     /// with the last commit, and SQLite restarts the WAL only when one has).
-    static func commit(_ connection: OpaquePointer, restartingWALPast restartFrames: Int, walCounter: WALCounter?) -> CommitOutcome {
+    /// `writes` run first, in the transaction: a failed one rolls it back and is the outcome.
+    static func commit(
+        _ connection: OpaquePointer, writing writes: Writes, restartingWALPast restartFrames: Int, walCounter: WALCounter?
+    ) -> CommitOutcome {
+        if let failed = run(writes, on: connection) {
+            sqlite3_exec(connection, "ROLLBACK", nil, nil, nil)
+            return failed
+        }
         let status = sqlite3_exec(connection, "COMMIT", nil, nil, nil)
         var outcome = CommitOutcome(status: status, message: "", systemErrno: 0)
         guard status == SQLITE_OK else {
-            outcome.message = String(cString: sqlite3_errmsg(connection))
+            outcome.message = "COMMIT: " + String(cString: sqlite3_errmsg(connection))
             outcome.systemErrno = sqlite3_system_errno(connection)
             return outcome
         }
@@ -197,6 +208,45 @@ public final class SQLiteDatabase {
             outcome.checkpoint = checkpointPassive(connection)
         }
         return outcome
+    }
+
+    /// Statements gathered on the loop, with their values, to run later in order on whichever
+    /// thread has the connection then: what a save writes before its `COMMIT` (`commit(_:writing:…)`).
+    struct Writes: @unchecked Sendable {   // the handles are used only by whoever holds the connection
+        fileprivate var items: [(handle: OpaquePointer, values: [BoundValue])] = []
+
+        var count: Int { items.count }
+    }
+
+    /// Adds a run of `sql` with `values` bound to its parameters 1, 2, … to `writes`.
+    func add(_ sql: String, _ values: [BoundValue], to writes: inout Writes) throws(StoreError) {
+        writes.items.append((try cachedHandle(sql), values))
+    }
+
+    /// Runs `writes` on `connection` in order; the outcome of the first that failed, if one did.
+    static func run(_ writes: Writes, on connection: OpaquePointer) -> CommitOutcome? {
+        for (handle, values) in writes.items {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+            for (offset, value) in values.enumerated() {
+                let index = Int32(offset + 1)
+                switch value {
+                case .null: sqlite3_bind_null(handle, index)
+                case .integer(let number): sqlite3_bind_int64(handle, index, number)
+                case .text(let text): sqlite3_bind_text(handle, index, text, -1, transient)
+                }
+            }
+            var status = sqlite3_step(handle)
+            while status == SQLITE_ROW { status = sqlite3_step(handle) }
+            guard status == SQLITE_DONE else {
+                let failed = CommitOutcome(status: status, message: "writing a saved row: " + String(cString: sqlite3_errmsg(connection)),
+                                           systemErrno: sqlite3_system_errno(connection))
+                sqlite3_reset(handle)
+                return failed
+            }
+            sqlite3_reset(handle)
+        }
+        return nil
     }
 
     static func code(for status: Int32) -> StoreError.Code {

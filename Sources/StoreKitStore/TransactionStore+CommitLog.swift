@@ -42,8 +42,8 @@ extension TransactionStore {
     /// (`synchronous=NORMAL`): they are durable in the commit log already, and the checkpointer
     /// makes them durable in the database file. Call between units of work only.
     public func save() throws(StoreError) {
-        guard let lsn = try prepareSave() else { return }
-        let outcome = SQLiteDatabase.commit(database.handle, restartingWALPast: Self.walRestartFrames,
+        guard let (lsn, writes) = try prepareSave() else { return }
+        let outcome = SQLiteDatabase.commit(database.handle, writing: writes, restartingWALPast: Self.walRestartFrames,
                                             walCounter: database.walCounter)
         try finishSave(outcome, lsn: lsn)
         unsavedSince = nil
@@ -57,13 +57,13 @@ extension TransactionStore {
     /// same as `save()`.
     public func startSave() throws(StoreError) {
         guard let committer, !space.isLow else { return try save() }
-        guard let lsn = try prepareSave() else { return }
+        guard let (lsn, writes) = try prepareSave() else { return }
         lentSave = (lsn, unsavedSince ?? DiskSpaceGuard.monotonicMilliseconds())
         unsavedSince = nil
         let restart = Self.walRestartFrames
         let counter = database.walCounter
         database.lend(to: committer) { connection in
-            SQLiteDatabase.commit(connection, restartingWALPast: restart, walCounter: counter)
+            SQLiteDatabase.commit(connection, writing: writes, restartingWALPast: restart, walCounter: counter)
         }
     }
 
@@ -93,10 +93,13 @@ extension TransactionStore {
         }
     }
 
-    /// What a save does before its `COMMIT`: writes what waits in memory (held rows, moved
-    /// counters, the LSN) into the SQLite transaction, opened for them if it is not. Returns the
-    /// LSN saved; nil when nothing waits.
-    private func prepareSave() throws(StoreError) -> UInt64? {
+    /// What a save does before its `COMMIT`, on the loop: opens the SQLite transaction if it is
+    /// not, and gathers what waits in memory (held rows, moved counters, the LSN) for the
+    /// `COMMIT`'s thread to write first. The held rows count as written from here: if writing
+    /// them fails, the transaction is rolled back, and a lost transaction drops every held row
+    /// (its units of work are applied again from the commit log). Returns the LSN saved and the
+    /// writes; nil when nothing waits.
+    private func prepareSave() throws(StoreError) -> (UInt64, SQLiteDatabase.Writes)? {
         precondition(!inTransaction, "save inside a unit of work")
         database.takeBack()
         noticeLostTransaction()
@@ -105,16 +108,18 @@ extension TransactionStore {
         if needsCatchUp { try catchUp() }
         guard unsavedSince != nil || sqliteOpen else { return nil }
         let lsn = commitLog.nextLSN - 1
+        var writes = SQLiteDatabase.Writes()
         do throws(StoreError) {
             try openSQLiteTransaction()
-            try writeHeldRows()
-            try storeMovedSequences()
-            try setSetting(Self.lsnKey, String(lsn))
+            try gatherHeldRows(into: &writes)
+            for values in movedSequenceValues() { try database.add(Self.sequenceUpsertSQL, values, to: &writes) }
+            movedSequences.removeAll(keepingCapacity: true)
+            try database.add(Self.settingUpsertSQL, [.text(Self.lsnKey), .text(String(lsn))], to: &writes)
         } catch {
             noticeLostTransaction()
             throw error
         }
-        return lsn
+        return (lsn, writes)
     }
 
     /// After a save's `COMMIT`, wherever it ran: tells the checkpointer how far the WAL goes.
@@ -123,7 +128,7 @@ extension TransactionStore {
             // In a unit of work (the connection was taken back for one of its statements), the
             // unit fails if the transaction is lost, and its rollback notices the loss.
             if !inTransaction { noticeLostTransaction() }
-            throw database.error(outcome.status, "COMMIT: \(outcome.message)", systemErrno: outcome.systemErrno)
+            throw database.error(outcome.status, outcome.message, systemErrno: outcome.systemErrno)
         }
         sqliteOpen = false
         if !inTransaction { keepKeyFilterUseful() }

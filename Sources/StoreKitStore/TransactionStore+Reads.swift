@@ -124,10 +124,11 @@ extension TransactionStore {
         return try select.firstRow { $0.text(0) }
     }
 
+    static let settingUpsertSQL = "INSERT INTO settings(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+
     public func setSetting(_ key: String, _ value: String?) throws(StoreError) {
         if let value {
-            let upsert = try database.statement(
-                "INSERT INTO settings(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+            let upsert = try database.statement(Self.settingUpsertSQL)
             upsert.bind(1, key)
             upsert.bind(2, value)
             try upsert.run()

@@ -58,19 +58,25 @@ extension TransactionStore {
     /// was undone stay used: gaps are harmless).
     func storeMovedSequences() throws(StoreError) {
         guard !movedSequences.isEmpty else { return }
-        let upsert = try database.statement("""
-            INSERT INTO sequences(uid, app, last) VALUES(?, ?, ?)
-            ON CONFLICT(uid, app) DO UPDATE SET last = excluded.last
-            """)
-        for key in movedSequences {
-            guard let last = sequences[key] else { continue }
+        let upsert = try database.statement(Self.sequenceUpsertSQL)
+        for values in movedSequenceValues() {
             upsert.reset()
-            upsert.bind(1, Int64(key.uid))
-            upsert.bind(2, key.app)
-            upsert.bind(3, Int64(last))
+            upsert.bind(values)
             try upsert.run()
         }
         movedSequences.removeAll(keepingCapacity: true)
+    }
+
+    static let sequenceUpsertSQL = """
+        INSERT INTO sequences(uid, app, last) VALUES(?, ?, ?)
+        ON CONFLICT(uid, app) DO UPDATE SET last = excluded.last
+        """
+
+    /// The parameters of `sequenceUpsertSQL` for each counter that moved.
+    func movedSequenceValues() -> [[SQLiteDatabase.BoundValue]] {
+        movedSequences.compactMap { key in
+            sequences[key].map { [.integer(Int64(key.uid)), .text(key.app), .integer(Int64($0))] }
+        }
     }
 
     // MARK: Writes
@@ -143,13 +149,31 @@ extension TransactionStore {
         try database.unrecorded { () throws(StoreError) in
             for id in ids {
                 guard let row = held.row(id: id), !row.isWritten else { continue }
-                let changed = row.state == .changed
-                let write = try database.statement(changed ? Self.rewriteSQL : Self.insertSQL)
-                write.bind(changed ? Self.rewriteValues(row.record) : Self.insertValues(row.record, paymentKey: row.key?.text))
+                let (sql, values) = Self.writeStatement(for: row)
+                let write = try database.statement(sql)
+                write.bind(values)
                 try write.run()
                 held.noteWritten(id: id, at: now)
             }
         }
+    }
+
+    /// For a save (`prepareSave`): the statements that write every held row not yet written,
+    /// gathered into `writes` to run before its `COMMIT`; the rows are kept as written from here.
+    func gatherHeldRows(into writes: inout SQLiteDatabase.Writes) throws(StoreError) {
+        let now = DiskSpaceGuard.monotonicMilliseconds()
+        for id in held.allIDs {
+            guard let row = held.row(id: id), !row.isWritten else { continue }
+            let (sql, values) = Self.writeStatement(for: row)
+            try database.add(sql, values, to: &writes)
+            held.noteWritten(id: id, at: now)
+        }
+    }
+
+    /// A new row is inserted, a changed one written again.
+    static func writeStatement(for row: HeldRows.Row) -> (String, [SQLiteDatabase.BoundValue]) {
+        row.state == .changed ? (rewriteSQL, rewriteValues(row.record))
+            : (insertSQL, insertValues(row.record, paymentKey: row.key?.text))
     }
 
     /// A changed row written again: every column a held row's change may touch.

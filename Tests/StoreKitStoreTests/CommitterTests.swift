@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 @testable import StoreKitStore
 import StoreKitPosix
@@ -45,10 +46,12 @@ struct CommitterTests {
     /// A purchase as a unit of work makes it with no statement: a new id, the queue's next
     /// number (cached), a row held in memory, then finished.
     @discardableResult
-    static func heldPurchase(_ store: TransactionStore, finish: Bool = true) throws -> TransactionRecord {
+    static func heldPurchase(
+        _ store: TransactionStore, finish: Bool = true, productID: String = "com.example.game.coins100"
+    ) throws -> TransactionRecord {
         try StoreFixture.unit(store) { () throws in
             let sequence = try store.nextSequence(uid: 1000, app: app)
-            let record = makeRecord(id: store.allocateTransactionID(), sequence: sequence)
+            let record = makeRecord(id: store.allocateTransactionID(), productID: productID, sequence: sequence)
             try store.insert(record)
             if finish { #expect(try store.markFinished(id: record.id, sequence: try store.nextSequence(uid: 1000, app: app))) }
             return record
@@ -200,6 +203,71 @@ struct CommitterTests {
         #expect(reopened.openReport == "schema \(TransactionStore.schemaVersion)")
         #expect(try reopened.transaction(id: before.id)?.finished == true)
         #expect(try reopened.transaction(id: during.id)?.finished == true)
+    }
+
+    @Test("a save's held rows, counters and LSN are written on the committer's thread, not by the loop")
+    func heldRowsAreWrittenOffTheLoop() throws {
+        let fixture = StoreFixture()
+        let gate = Gate()
+        let (store, committer) = try Self.store(fixture, gate: gate)
+        defer { committer.stop() }
+        let purchases = try (0..<5).map { _ in try Self.heldPurchase(store) }
+        let changesBefore = store.database.totalChanges
+        try store.startSave()
+        // The loop is back from startSave while the committer's job waits at the gate: it ran no
+        // statement for the rows, and reads still find them (kept as written).
+        #expect(store.database.totalChanges == changesBefore)
+        #expect(store.database.isLent)
+        #expect(try store.transaction(id: purchases[2].id)?.finished == true)
+        #expect(store.database.isLent)
+        gate.openUp()
+        while !store.database.takeBackIfDone() { usleep(1000) }
+        #expect(store.takeSaveOutcome().map { if case .success = $0 { true } else { false } } == true)
+        // Five rows, the queue's counter and the LSN, on the committer's thread.
+        #expect(store.database.totalChanges == changesBefore + 7)
+        try store.shutDown()
+        let reopened = try fixture.open()
+        for purchase in purchases { #expect(try reopened.transaction(id: purchase.id)?.finished == true) }
+    }
+
+    @Test("a held row that cannot be written off the loop rolls the save back; its units are applied again and nothing is lost")
+    func failedRowWriteRollsBackAndCatchesUp() throws {
+        let fixture = StoreFixture()
+        let gate = Gate()
+        gate.openUp()
+        let (store, committer) = try Self.store(fixture, gate: gate)
+        defer { committer.stop() }
+        // A trigger of this connection refuses one product's row, as a full disk would refuse any.
+        try store.database.execute("""
+            CREATE TEMP TRIGGER refuse BEFORE INSERT ON transactions WHEN NEW.product = 'com.example.game.refused'
+            BEGIN SELECT RAISE(ABORT, 'refused on purpose'); END
+            """)
+        let before = try Self.heldPurchase(store)
+        let refused = try Self.heldPurchase(store, productID: "com.example.game.refused")
+        try store.startSave()
+        while !store.database.takeBackIfDone() { usleep(1000) }
+
+        let outcome = try #require(store.takeSaveOutcome())
+        guard case .failure(let error) = outcome else {
+            Issue.record("the save succeeded")
+            return
+        }
+        #expect(error.message.contains("writing a saved row"))
+        #expect(error.message.contains("refused on purpose"))
+        // The whole transaction is gone, not only the refused row: nothing of it is half saved.
+        #expect(!store.sqliteOpen)
+        #expect(store.needsCatchUp)
+        #expect(sqlite3_get_autocommit(store.database.handle) != 0)
+
+        try store.database.execute("DROP TRIGGER refuse")
+        try store.startSave()
+        while !store.database.takeBackIfDone() { usleep(1000) }
+        #expect(store.takeSaveOutcome().map { if case .success = $0 { true } else { false } } == true)
+        #expect(!store.needsCatchUp)
+        try store.shutDown()
+        let reopened = try fixture.open()
+        #expect(try reopened.transaction(id: before.id)?.finished == true)
+        #expect(try reopened.transaction(id: refused.id)?.productID == "com.example.game.refused")
     }
 
     @Test("without a committer a save commits before it returns")
