@@ -10,17 +10,22 @@ import Glibc
 public enum NamedThread {
     private final class Start {
         let name: String
+        let timeSlice: UInt64?
         let body: @Sendable () -> Void
-        init(name: String, body: @escaping @Sendable () -> Void) {
+        init(name: String, timeSlice: UInt64?, body: @escaping @Sendable () -> Void) {
             self.name = name
+            self.timeSlice = timeSlice
             self.body = body
         }
     }
 
-    /// Runs `body` on a new, detached thread named `name` (at most 15 bytes).
-    public static func start(_ name: String, _ body: @escaping @Sendable () -> Void) {
+    /// Runs `body` on a new, detached thread named `name` (at most 15 bytes). `timeSlice`: the
+    /// thread's slice in the fair scheduler (ns, 100,000 at least), for a thread that runs briefly
+    /// and must not wait for another thread's slice to end when it wakes. Kernels before 6.12
+    /// keep their own slice; the thread runs either way.
+    public static func start(_ name: String, timeSlice: UInt64? = nil, _ body: @escaping @Sendable () -> Void) {
         precondition(name.utf8.count <= 15, "a thread name has at most 15 bytes")
-        let start = Unmanaged.passRetained(Start(name: name, body: body)).toOpaque()
+        let start = Unmanaged.passRetained(Start(name: name, timeSlice: timeSlice, body: body)).toOpaque()
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
@@ -30,6 +35,7 @@ public enum NamedThread {
             guard let context else { return nil }
             let start = Unmanaged<Start>.fromOpaque(context).takeRetainedValue()
             storekit_name_thread(start.name)
+            if let slice = start.timeSlice { _ = storekit_set_time_slice(slice) }
             start.body()
             return nil
         }, start)

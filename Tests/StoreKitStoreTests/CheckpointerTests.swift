@@ -99,4 +99,43 @@ struct CheckpointerTests {
             return names.contains("storekitd-ckpt") && names.contains("storekitd-sync")
         }, "threads: \(Self.threadNames())")
     }
+
+    /// The `se.slice` line of each thread named `name` in /proc/self/task/*/sched (ns).
+    static func slices(of name: String) -> [UInt64] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task -> UInt64? in
+            guard (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .newlines) == name,
+                  let sched = try? String(contentsOfFile: "/proc/self/task/\(task)/sched", encoding: .utf8),
+                  let line = sched.split(separator: "\n").first(where: { $0.hasPrefix("se.slice") }),
+                  let value = line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) else { return nil }
+            return UInt64(value)
+        }
+    }
+
+    /// Linux 6.12 and later honour a fair thread's own slice, and show it as `se.slice`.
+    static var kernelHonoursSlices: Bool {
+        var name = utsname()
+        uname(&name)
+        let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let parts = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+        guard parts.count == 2, (parts[0], parts[1]) >= (6, 12) else { return false }
+        return FileManager.default.fileExists(atPath: "/proc/self/sched")
+    }
+
+    @Test("the commit-log sync thread runs with the shortest slice, so that it need not wait for the loop's to end",
+          .enabled(if: kernelHonoursSlices, "needs Linux 6.12 or later with /proc/PID/sched"))
+    func syncThreadHasAShortSlice() throws {
+        let syncer = CommitLogSyncer(onSynced: {})
+        syncer.start(syncedThrough: 0)
+        defer { syncer.stop() }
+        #expect(eventually(timeout: 5) { !Self.slices(of: "storekitd-sync").isEmpty }, "threads: \(Self.threadNames())")
+        let slices = Self.slices(of: "storekitd-sync")
+        #expect(!slices.isEmpty && slices.allSatisfy { $0 == CommitLogSyncer.timeSlice }, "slices: \(slices)")
+        // Other threads keep the kernel's default slice.
+        let own = try String(contentsOfFile: "/proc/thread-self/sched", encoding: .utf8)
+            .split(separator: "\n").first { $0.hasPrefix("se.slice") }?.split(separator: ":").last
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(own != nil && own != String(CommitLogSyncer.timeSlice))
+    }
 }
