@@ -24,6 +24,7 @@ struct PacedWritesTests {
     @Test("a transaction of 2 MiB syncs the WAL every step, a checkpoint the database file; the data reads back")
     func commitAndCheckpointAreSyncedInSteps() throws {
         let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (database, path) = try Self.database(in: directory, journalMode: "WAL")
         let megabytes = 2
         let steps = megabytes << 20 / PacedWrites.step
@@ -49,6 +50,7 @@ struct PacedWritesTests {
     @Test("in rollback-journal mode the database file is paced and its journal is not")
     func onlyTheDatabaseAndItsWALArePaced() throws {
         let directory = TemporaryDirectory()
+        defer { directory.remove() }
         // A rollback journal (not WAL): the journal file is written but never stepped.
         let (database, path) = try Self.database(in: directory, journalMode: "DELETE")
         try database.execute("INSERT INTO blobs(data) SELECT randomblob(16384) FROM (SELECT 1 UNION ALL SELECT 2)")
