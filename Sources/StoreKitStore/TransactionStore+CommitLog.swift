@@ -95,8 +95,8 @@ extension TransactionStore {
 
     /// What a save does before its `COMMIT`, on the loop: opens the SQLite transaction if it is
     /// not, and gathers what waits in memory (held rows, moved counters, the LSN) for the
-    /// `COMMIT`'s thread to write first. The held rows count as written from here: if writing
-    /// them fails, the transaction is rolled back, and a lost transaction drops every held row
+    /// `COMMIT`'s thread to write first. The held rows count as written once all is gathered: if
+    /// writing them fails, the transaction is rolled back, and a lost transaction drops every held row
     /// (its units of work are applied again from the commit log). Returns the LSN saved and the
     /// writes; nil when nothing waits.
     private func prepareSave() throws(StoreError) -> (UInt64, SQLiteDatabase.Writes)? {
@@ -111,10 +111,13 @@ extension TransactionStore {
         var writes = SQLiteDatabase.Writes()
         do throws(StoreError) {
             try openSQLiteTransaction()
-            try gatherHeldRows(into: &writes)
+            let rows = try gatherHeldRows(into: &writes)
             for values in movedSequenceValues() { try database.add(Self.sequenceUpsertSQL, values, to: &writes) }
-            movedSequences.removeAll(keepingCapacity: true)
             try database.add(Self.settingUpsertSQL, [.text(Self.lsnKey), .text(String(lsn))], to: &writes)
+            // Everything is gathered: from here the rows and counters count as written.
+            let now = DiskSpaceGuard.monotonicMilliseconds()
+            for id in rows { held.noteWritten(id: id, at: now) }
+            movedSequences.removeAll(keepingCapacity: true)
         } catch {
             noticeLostTransaction()
             throw error

@@ -159,15 +159,18 @@ extension TransactionStore {
     }
 
     /// For a save (`prepareSave`): the statements that write every held row not yet written,
-    /// gathered into `writes` to run before its `COMMIT`; the rows are kept as written from here.
-    func gatherHeldRows(into writes: inout SQLiteDatabase.Writes) throws(StoreError) {
-        let now = DiskSpaceGuard.monotonicMilliseconds()
+    /// gathered into `writes` to run before its `COMMIT`. Returns the rows' ids, for the save to
+    /// keep them as written once everything it writes is gathered (not before: a row noted
+    /// written whose statement never runs would be lost from SQLite).
+    func gatherHeldRows(into writes: inout SQLiteDatabase.Writes) throws(StoreError) -> [UInt64] {
+        var gathered: [UInt64] = []
         for id in held.allIDs {
             guard let row = held.row(id: id), !row.isWritten else { continue }
             let (sql, values) = Self.writeStatement(for: row)
             try database.add(sql, values, to: &writes)
-            held.noteWritten(id: id, at: now)
+            gathered.append(id)
         }
+        return gathered
     }
 
     /// A new row is inserted, a changed one written again.
