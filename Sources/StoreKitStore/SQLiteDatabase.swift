@@ -214,8 +214,6 @@ public final class SQLiteDatabase {
     /// thread has the connection then: what a save writes before its `COMMIT` (`commit(_:writing:…)`).
     struct Writes: @unchecked Sendable {   // the handles are used only by whoever holds the connection
         fileprivate var items: [(handle: OpaquePointer, values: [BoundValue])] = []
-
-        var count: Int { items.count }
     }
 
     /// Adds a run of `sql` with `values` bound to its parameters 1, 2, … to `writes`.
