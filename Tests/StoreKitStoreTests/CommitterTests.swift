@@ -230,13 +230,26 @@ struct CommitterTests {
         for purchase in purchases { #expect(try reopened.transaction(id: purchase.id)?.finished == true) }
     }
 
-    @Test("a held row that cannot be written off the loop rolls the save back; its units are applied again and nothing is lost")
-    func failedRowWriteRollsBackAndCatchesUp() throws {
+    /// Off the loop (`lent`): the committer's job; inline: a save with no committer (backup,
+    /// shutdown, low disk space), which runs the same statements on the loop.
+    @Test("a held row that cannot be written rolls the save back; its units are applied again and nothing is lost",
+          arguments: [true, false])
+    func failedRowWriteRollsBackAndCatchesUp(lent: Bool) throws {
         let fixture = StoreFixture()
         let gate = Gate()
         gate.openUp()
         let (store, committer) = try Self.store(fixture, gate: gate)
         defer { committer.stop() }
+        if !lent { store.committer = nil }
+        func save() throws -> Result<Void, StoreError>? {
+            guard lent else {
+                do throws(StoreError) { try store.save() } catch { return .failure(error) }
+                return .success(())
+            }
+            try store.startSave()
+            while !store.database.takeBackIfDone() { usleep(1000) }
+            return store.takeSaveOutcome()
+        }
         // A trigger of this connection refuses one product's row, as a full disk would refuse any.
         try store.database.execute("""
             CREATE TEMP TRIGGER refuse BEFORE INSERT ON transactions WHEN NEW.product = 'com.example.game.refused'
@@ -244,10 +257,7 @@ struct CommitterTests {
             """)
         let before = try Self.heldPurchase(store)
         let refused = try Self.heldPurchase(store, productID: "com.example.game.refused")
-        try store.startSave()
-        while !store.database.takeBackIfDone() { usleep(1000) }
-
-        let outcome = try #require(store.takeSaveOutcome())
+        let outcome = try #require(try save())
         guard case .failure(let error) = outcome else {
             Issue.record("the save succeeded")
             return
@@ -260,9 +270,7 @@ struct CommitterTests {
         #expect(sqlite3_get_autocommit(store.database.handle) != 0)
 
         try store.database.execute("DROP TRIGGER refuse")
-        try store.startSave()
-        while !store.database.takeBackIfDone() { usleep(1000) }
-        #expect(store.takeSaveOutcome().map { if case .success = $0 { true } else { false } } == true)
+        #expect(try save().map { if case .success = $0 { true } else { false } } == true)
         #expect(!store.needsCatchUp)
         try store.shutDown()
         let reopened = try fixture.open()
