@@ -70,7 +70,7 @@ extension Server {
                     let left = requestRates.available(uid: session.peer.uid, now: now, perSecond: rate)
                         - Double(queuedPerUID[session.peer.uid] ?? 0)
                     if left < 1 {
-                        pace(session, until: RequestRateLimit.refilled(1 - left, now: now, perSecond: rate))
+                        pace(session, until: RequestRateLimit.resumesAt(left: left, now: now, perSecond: rate))
                         return
                     }
                 }
@@ -91,8 +91,9 @@ extension Server {
     }
 
     /// Reads paced sessions again, longest paced first, as many of each uid as its bucket has
-    /// requests for: a flood is read a few requests at a time, as its rate allows, not in bursts
-    /// that would fill units of work ahead of everyone else.
+    /// requests for: a flood is read a quantum of its rate at a time (`RequestRateLimit.resumesAt`,
+    /// 5 ms), into one unit of work, neither a request per unit nor bursts that would fill units
+    /// of work ahead of everyone else.
     func resumePaced(now: Int64) {
         guard let first = nextPacedResume, first <= now else { return }
         let waiting = paced
@@ -104,7 +105,7 @@ extension Server {
             let left = requestRates.available(uid: uid, now: now, perSecond: rate) - granted[uid, default: 0]
                 - Double(queuedPerUID[uid] ?? 0)
             guard left >= 1 else {
-                session.pacedUntil = RequestRateLimit.refilled(1 - left, now: now, perSecond: rate)
+                session.pacedUntil = RequestRateLimit.resumesAt(left: left, now: now, perSecond: rate)
                 paced.append(session)
                 continue
             }
