@@ -45,6 +45,11 @@ static inline int storekit_accept(int fd) {
 
 static inline int storekit_errno(void) { return errno; }
 
+/* renameat2(RENAME_EXCHANGE): swaps two paths in one step (Linux 3.15). Returns 0, or -1 with errno. */
+static inline int storekit_exchange(const char *first, const char *second) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, first, AT_FDCWD, second, 2 /* RENAME_EXCHANGE */);
+}
+
 /* Binds and listens on a filesystem Unix socket path; returns fd or -1 (errno set). */
 static inline int storekit_listen_unix(const char *path, int backlog, int nonblock) {
     struct sockaddr_un addr;

@@ -41,6 +41,11 @@ struct ConfigFile: Sendable, Equatable {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw ConfigError(file: path, line: nil, message: "file is not valid UTF-8")
         }
+        if let nul = bytes.firstIndex(of: 0) {
+            // An app id or path cut at a NUL by the C libraries below would name something else.
+            throw ConfigError(file: path, line: bytes[..<nul].count { $0 == UInt8(ascii: "\n") } + 1,
+                              message: "the line holds a NUL byte")
+        }
         return try parse(text, path: path)
     }
 

@@ -73,7 +73,7 @@ struct ControlCommands {
         case "certificate":
             return certificate()
         case "rotate-key":
-            return rotateKey()
+            return rotateKey(arguments)
         case "receipt":
             return try receipt(arguments)
         default:
@@ -155,21 +155,30 @@ struct ControlCommands {
         ]))
     }
 
-    /// A new signing certificate and key under the same root.
-    private func rotateKey() -> Result {
+    /// A new signing certificate and key under the same root; with `chain=1`, a whole new chain.
+    private func rotateKey(_ arguments: Arguments) -> Result {
+        let chain = arguments["chain"] == "1"
         do {
-            try server.proof.rotateKey()
+            try server.proof.rotateKey(chain: chain)
         } catch {
             return .failure(.internalError, "cannot make a new signing key: \(error)")
         }
-        let leaf = server.proof.identity.leaf
-        let expires = Int64(leaf.notAfter.timeIntervalSince1970 * 1000)
-        server.logger.notice("Replaced the signing certificate (storekitctl rotate-key)", id: .signingKey,
-                             fields: [("STOREKIT_SIGNING_LEAF_EXPIRES", RFC3339.string(milliseconds: expires))])
-        return Result(json: .object([
-            ("certificate", .string(String(decoding: leaf.pem, as: UTF8.self))),
+        let identity = server.proof.identity
+        let expires = Int64(identity.leaf.notAfter.timeIntervalSince1970 * 1000)
+        let fields = [("STOREKIT_SIGNING_LEAF_EXPIRES", RFC3339.string(milliseconds: expires))]
+        if chain {
+            server.logger.notice("Replaced the whole signing chain, root included (storekitctl rotate-key --chain): "
+                                     + "hand the new root (\(server.proof.rootPaths[0])) to the servers that validate purchases",
+                                 id: .signingKey, fields: fields)
+        } else {
+            server.logger.notice("Replaced the signing certificate (storekitctl rotate-key)", id: .signingKey, fields: fields)
+        }
+        var json: [(String, JSONValue)] = [
+            ("certificate", .string(String(decoding: identity.leaf.pem, as: UTF8.self))),
             ("expires", .string(RFC3339.string(milliseconds: expires))),
-        ]))
+        ]
+        if chain { json.append(("root", .string(String(decoding: identity.root.pem, as: UTF8.self)))) }
+        return Result(json: .object(json))
     }
 
     /// A queue's app receipt, base64, as a server receives it.

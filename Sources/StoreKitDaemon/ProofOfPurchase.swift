@@ -36,7 +36,17 @@ public final class ProofOfPurchase {
     /// Loads (or makes, at first start) the identity in `STATE/signing` and publishes the root.
     static func open(stateDirectory: String, runtimeDirectory: String?, logger: Logger) throws(SigningError) -> ProofOfPurchase {
         let directory = stateDirectory + "/signing"
-        let (identity, origin) = try SigningIdentity.openOrCreate(directory: directory)
+        let (identity, origin, repairs) = try SigningIdentity.openOrCreate(directory: directory)
+        if !repairs.isEmpty {
+            // Said once, at the start that found it: the next start finds the modes right.
+            logger.warning("The signing key was readable by other users and has been made private ("
+                               + repairs.map(\.description).joined(separator: "; ")
+                               + "). Anyone who read it can sign purchases that verify: rotate the chain with "
+                               + "storekitctl rotate-key --chain and hand the new root to the servers that validate purchases",
+                           id: .signingKeyExposed,
+                           fields: [("STOREKIT_KEY_DIRECTORY", directory),
+                                    ("STOREKIT_REPAIRED", repairs.map(\.description).joined(separator: "; "))])
+        }
         var rootPaths = [stateDirectory + "/" + RootCertificateLocation.fileName]
         if let runtimeDirectory { rootPaths.append(runtimeDirectory + "/" + RootCertificateLocation.fileName) }
         for path in rootPaths { try identity.publishRoot(to: path) }
@@ -55,8 +65,15 @@ public final class ProofOfPurchase {
     }
 
     /// `storekitctl rotate-key`: a new leaf from now on; what the old one signed stays verifiable.
-    func rotateKey() throws(SigningError) {
-        identity = try identity.rotatingLeaf(in: keyDirectory)
+    /// With `chain`, a new root and intermediate as well (published at once where the old root
+    /// was): for a key someone else may have read.
+    func rotateKey(chain: Bool = false) throws(SigningError) {
+        if chain {
+            identity = try SigningIdentity.replacingChain(in: keyDirectory)
+            for path in rootPaths { try identity.publishRoot(to: path) }
+        } else {
+            identity = try identity.rotatingLeaf(in: keyDirectory)
+        }
         cache.removeAll()
         cacheOrder.removeAll()
     }

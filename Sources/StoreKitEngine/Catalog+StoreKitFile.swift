@@ -348,6 +348,9 @@ private struct StoreKitFileDecoder {
     private func optionalString(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> String? {
         switch fields[key] {
         case nil, .null?: return nil
+        case .string(let text)? where text.utf8.contains(0):
+            // Identifiers and names reach the ledger and signed data, which must hold them whole.
+            throw fail(join(location, key), "the string holds a NUL character (\\u0000)")
         case .string(let text)?: return text
         case let other?: throw expected("a string", other, at: join(location, key))
         }

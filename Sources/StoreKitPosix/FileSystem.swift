@@ -1,3 +1,4 @@
+import CPosix
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,6 +16,12 @@ public enum FileSystem {
         var info = stat()
         _ = try retryingSyscall { followingSymlinks ? stat(path, &info) : lstat(path, &info) }
         return info
+    }
+
+    /// `renameat2(2)` with `RENAME_EXCHANGE`: `first` and `second` (both must exist) trade places
+    /// in one step, so a reader sees one or the other, never neither.
+    public static func exchange(_ first: String, _ second: String) throws(Errno) {
+        _ = try retryingSyscall { storekit_exchange(first, second) }
     }
 
     /// `unlink(2)`.

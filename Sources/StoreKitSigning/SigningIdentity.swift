@@ -8,7 +8,8 @@ import Glibc
 /// The daemon's signing key and its three-level chain: a long-lived root (the trust anchor apps
 /// and servers are given), an intermediate, and a leaf whose key signs JWS and receipts.
 ///
-/// Kept in `DIR` (made 0700, each file 0600, never followed through a link), one file per level
+/// Kept in `DIR` (0700, each file 0600, owned by the daemon's uid, never followed through a link:
+/// checked at every start, see `secureFiles`), one file per level
 /// holding its key and certificate, so that replacing the leaf is one rename:
 /// `root.pem` (20 years), `intermediate.pem` (15 years), `leaf.pem` (2 years, replaced by
 /// `storekitctl rotate-key` and automatically within 30 days of its end). Replacing the leaf
@@ -43,17 +44,32 @@ public final class SigningIdentity: @unchecked Sendable {
         case loaded, created, leafRenewed
     }
 
-    /// Loads the identity in `directory`, making what is missing: a whole new chain on first
-    /// start, a new leaf when the leaf is about to expire.
-    public static func openOrCreate(directory: String) throws(SigningError) -> (SigningIdentity, Origin) {
-        do {
-            try PrivateDirectory.prepare(directory, mode: 0o700)
-        } catch {
-            throw SigningError("Refusing the key directory \(directory): \(error)")
+    /// A key file, or the key directory, found with a mode that let other users in, and made
+    /// private again. Whoever could read it may have copied the key: the daemon says so once in
+    /// the journal, and the remedy is `storekitctl rotate-key --chain`.
+    public struct ModeRepair: Sendable, Equatable, CustomStringConvertible {
+        public let path: String
+        public let found: mode_t
+        public let made: mode_t
+
+        public var description: String {
+            "\(path) was \(String(found, radix: 8)), made \(String(made, radix: 8))"
         }
+    }
+
+    /// The files `directory` keeps, the root first.
+    public static let fileNames = ["root.pem", "intermediate.pem", "leaf.pem"]
+
+    /// Loads the identity in `directory`, making what is missing: a whole new chain on first
+    /// start, a new leaf when the leaf is about to expire. The directory and its files are
+    /// checked first (`secureFiles`); what was made private again is returned.
+    public static func openOrCreate(directory: String, uid: uid_t = geteuid()) throws(SigningError)
+        -> (identity: SigningIdentity, origin: Origin, repairs: [ModeRepair]) {
+        removeDirectory(directory + ".next")   // a chain replacement that a crash cut short
+        let repairs = try secureFiles(directory: directory, uid: uid)
         let rootPath = directory + "/root.pem"
         if !FileSystem.exists(rootPath) {
-            return (try create(in: directory), .created)
+            return (try create(in: directory), .created, repairs)
         }
         let (root, _) = try readPair(rootPath)
         let (intermediate, intermediateKey) = try readPair(directory + "/intermediate.pem")
@@ -64,9 +80,84 @@ public final class SigningIdentity: @unchecked Sendable {
             throw SigningError("The signing chain in \(directory) does not verify: \(problem)")
         }
         if leaf.notAfter.timeIntervalSinceNow < Double(renewLeafWithinDays) * 86_400 {
-            return (try identity.rotatingLeaf(in: directory), .leafRenewed)
+            return (try identity.rotatingLeaf(in: directory), .leafRenewed, repairs)
         }
-        return (identity, .loaded)
+        return (identity, .loaded, repairs)
+    }
+
+    /// Checks the key directory and its files as the database's are checked, at every start:
+    /// the directory is a directory (not a link) and each key file a regular file with one link,
+    /// all owned by `uid`. A looser mode with the right owner (what `cp -r`, git, a copy by a
+    /// configuration tool or a restore from FAT or SMB leaves) is repaired to 0700/0600 and
+    /// returned; anything else is refused, since another user could have put it there.
+    /// Made 0700 when absent. Files are changed through a descriptor opened without following
+    /// links, so a file swapped between the check and the change is never the one changed.
+    public static func secureFiles(directory: String, uid: uid_t = geteuid()) throws(SigningError) -> [ModeRepair] {
+        func refuse(_ reason: String) -> SigningError {
+            SigningError("Refusing the signing key directory \(directory): \(reason)")
+        }
+        guard let status = try? FileSystem.status(of: directory, followingSymlinks: false) else {
+            do {
+                try PrivateDirectory.prepare(directory, mode: 0o700, uid: uid)
+            } catch {
+                throw refuse("\(error)")
+            }
+            return []
+        }
+        guard status.st_mode & S_IFMT == S_IFDIR else {
+            throw refuse("\(directory) is not a directory (a symbolic link or another file is there)")
+        }
+        guard status.st_uid == uid else {
+            throw refuse("it belongs to uid \(status.st_uid), not to storekitd's uid \(uid): "
+                + "give it and its files to uid \(uid) (chown -R), then rotate the whole chain "
+                + "(storekitctl rotate-key --chain), since another user held the key")
+        }
+        var repairs: [ModeRepair] = []
+        if status.st_mode & 0o7077 != 0 {
+            do throws(Errno) {
+                try FileSystem.setPermissions(of: directory, to: 0o700)
+            } catch {
+                throw refuse("cannot make it private (0700): \(error)")
+            }
+            repairs.append(ModeRepair(path: directory, found: status.st_mode & 0o7777, made: 0o700))
+        }
+        for name in fileNames {
+            let path = directory + "/" + name
+            let file: FileDescriptor
+            do throws(Errno) {
+                file = try FileDescriptor.open(path, .readOnly, options: [.noFollow, .closeOnExec, FileDescriptor.OpenOptions(rawValue: O_NONBLOCK)])
+            } catch .notFound {
+                continue
+            } catch .tooManySymbolicLinks {
+                throw refuse("\(path) is a symbolic link; the key directory must hold its own files only")
+            } catch {
+                throw refuse("cannot open \(path): \(error)")
+            }
+            let info: stat
+            do throws(Errno) {
+                info = try file.status()
+            } catch {
+                throw refuse("cannot inspect \(path): \(error)")
+            }
+            guard info.st_mode & S_IFMT == S_IFREG else { throw refuse("\(path) is not a regular file") }
+            guard info.st_nlink == 1 else {
+                throw refuse("\(path) has \(info.st_nlink) hard links; the key directory must hold its own files only")
+            }
+            guard info.st_uid == uid else {
+                throw refuse("\(path) belongs to uid \(info.st_uid), not to storekitd's uid \(uid): "
+                    + "give it to uid \(uid) (chown), then rotate the whole chain (storekitctl rotate-key --chain)")
+            }
+            if info.st_mode & 0o7077 != 0 {
+                do throws(Errno) {
+                    try file.setPermissions(0o600)
+                } catch {
+                    throw refuse("cannot make \(path) private (0600): \(error)")
+                }
+                repairs.append(ModeRepair(path: path, found: info.st_mode & 0o7777, made: 0o600))
+            }
+            try? file.close()
+        }
+        return repairs
     }
 
     /// A new leaf key and certificate under the same intermediate, written to `directory`.
@@ -77,6 +168,38 @@ public final class SigningIdentity: @unchecked Sendable {
         try Self.writePair(certificate, key, to: directory + "/leaf.pem")
         return SigningIdentity(root: root, intermediate: intermediate, intermediateKey: intermediateKey,
                                leaf: certificate, leafKey: key)
+    }
+
+    /// A whole new chain (root, intermediate and leaf, each with a new key) in place of the one in
+    /// `directory`: for a key that may have been read by someone else. Made in `DIR.next`, then
+    /// swapped with `directory` in one step (`renameat2(RENAME_EXCHANGE)`), so a crash leaves
+    /// either the old chain or the new one, never a mix; the old files are then removed.
+    /// What the old chain signed no longer verifies under the new root.
+    public static func replacingChain(in directory: String) throws(SigningError) -> SigningIdentity {
+        let next = directory + ".next"
+        removeDirectory(next)
+        do {
+            try PrivateDirectory.prepare(next, mode: 0o700)
+        } catch {
+            throw SigningError("Cannot make \(next): \(error)")
+        }
+        let identity = try create(in: next)
+        do throws(Errno) {
+            try FileSystem.exchange(next, directory)
+        } catch {
+            removeDirectory(next)
+            throw SigningError("Cannot put the new chain in place of \(directory): \(error)")
+        }
+        removeDirectory(next)   // now the old chain
+        return identity
+    }
+
+    /// Removes `directory` and the files in it, if it exists (best effort: a leftover is
+    /// removed again the next time).
+    static func removeDirectory(_ directory: String) {
+        guard let names = try? FileSystem.names(inDirectory: directory) else { return }
+        for name in names { try? FileSystem.remove(directory + "/" + name) }
+        rmdir(directory)
     }
 
     static func create(in directory: String) throws(SigningError) -> SigningIdentity {

@@ -115,8 +115,9 @@ public enum ClientMessage: Sendable, Equatable {
         return writer.bytes
     }
 
+    /// Decodes a client's message. Every string in it is refused when it holds a NUL byte.
     public static func decode(_ body: [UInt8]) throws(WireError) -> ClientMessage {
-        var reader = WireReader(body)
+        var reader = WireReader(body, refusingNUL: true)
         guard body.count > 0 else { throw WireError(.emptyFrame) }
         let rawTag = try reader.u8()
         guard let tag = Tag(rawValue: rawTag) else { throw WireError(.unknownMessageType(rawTag)) }

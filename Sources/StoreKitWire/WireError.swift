@@ -6,6 +6,7 @@ public struct WireError: Error, Equatable, CustomStringConvertible, Sendable {
         case emptyFrame
         case unknownMessageType(UInt8)
         case invalidUTF8
+        case nulInString
         case invalidValue(String)
         case trailingBytes(Int)
         case versionMismatch(client: UInt16, server: UInt16)
@@ -22,6 +23,7 @@ public struct WireError: Error, Equatable, CustomStringConvertible, Sendable {
         case .emptyFrame: return "frame has no message type"
         case .unknownMessageType(let type): return "unknown message type \(type)"
         case .invalidUTF8: return "string is not valid UTF-8"
+        case .nulInString: return "string holds a NUL byte (strings are taken exactly or refused, never cut)"
         case .invalidValue(let what): return "invalid value: \(what)"
         case .trailingBytes(let count): return "\(count) unexpected bytes after the message"
         case .versionMismatch(let client, let server): return "protocol version \(client) is not supported (server speaks \(server))"

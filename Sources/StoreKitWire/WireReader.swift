@@ -3,11 +3,16 @@ public struct WireReader {
     public let bytes: [UInt8]
     public private(set) var offset: Int
     private let end: Int
+    /// Whether a string holding a NUL byte is refused (`WireError.nulInString`). Set for what
+    /// clients send: SQLite, libpq and C clients cut a string at its first NUL, so such a string
+    /// would be acknowledged whole and stored, signed or compared cut short.
+    public let refusesNUL: Bool
 
-    public init(_ bytes: [UInt8], offset: Int = 0, end: Int? = nil) {
+    public init(_ bytes: [UInt8], offset: Int = 0, end: Int? = nil, refusingNUL: Bool = false) {
         self.bytes = bytes
         self.offset = offset
         self.end = end ?? bytes.count
+        self.refusesNUL = refusingNUL
     }
 
     public var remaining: Int { end - offset }
@@ -56,6 +61,7 @@ public struct WireReader {
     public mutating func string() throws(WireError) -> String {
         let count = Int(try u32())
         let at = try take(count)
+        if refusesNUL, bytes[at..<(at + count)].contains(0) { throw WireError(.nulInString) }
         guard let value = String(validating: bytes[at..<(at + count)], as: UTF8.self) else {
             throw WireError(.invalidUTF8)
         }

@@ -23,21 +23,31 @@ struct CertificateCommand: Subcommand {
     }
 }
 
-/// `storekitctl rotate-key`: a new signing certificate and key under the same root.
+/// `storekitctl rotate-key [--chain]`: a new signing certificate and key; with --chain, a new root too.
 struct RotateKeyCommand: Subcommand {
     static let name = "rotate-key"
-    static let summary = "replace the signing key and certificate (the root stays)"
+    static let summary = "replace the signing key and certificate [--chain: the root and intermediate too]"
     static let usage = """
-        Usage: storekitctl rotate-key [-o json]
+        Usage: storekitctl rotate-key [--chain] [-o json]
 
         Makes a new signing key and certificate under the same root and intermediate and signs with
         them from now on. Everything signed before stays verifiable: each JWS carries its chain,
         and verifiers check it at the time it was signed.
+
+        With --chain, makes a whole new chain instead (root, intermediate and signing certificate,
+        each with a new key), publishes the new root where the old one was, and prints it. Use it
+        when a key may have been read by someone else (the journal says so when storekitd finds
+        its key files readable by other users): what the old chain signed no longer verifies under
+        the new root, and every app and server must be given the new root (docs/receipts.md).
         """
-    init(_ arguments: inout ArgumentList) throws(UsageError) {}
-    var request: (command: String, arguments: [String]) { ("rotate-key", []) }
+    let chain: Bool
+    init(_ arguments: inout ArgumentList) throws(UsageError) { chain = arguments.flag("--chain") }
+    var request: (command: String, arguments: [String]) { ("rotate-key", chain ? ["chain=1"] : []) }
     func renderTable(_ json: Any) -> String {
-        "New signing certificate, valid until \((json as? [String: Any])?["expires"] as? String ?? "?")\n"
+        let fields = json as? [String: Any]
+        let expires = "New signing certificate, valid until \(fields?["expires"] as? String ?? "?")\n"
+        guard chain, let root = fields?["root"] as? String else { return expires }
+        return expires + "New root certificate (give it to every app and server that verifies purchases):\n" + root
     }
 }
 

@@ -5,7 +5,7 @@ extension Bench {
     /// Median microseconds to sign a transaction's JWS (a realistic JWSTransaction payload) and an
     /// app receipt listing 20 purchases, with a key made as the daemon makes its own.
     func signingCost() throws -> (jws: Double, receipt: Double) {
-        let (identity, _) = try SigningIdentity.openOrCreate(directory: directory + "/signing")
+        let (identity, _, _) = try SigningIdentity.openOrCreate(directory: directory + "/signing")
         let payload = Array("""
             {"transactionId":"2028930296248611","originalTransactionId":"2028930296248611","bundleId":"com.example.game",\
             "productId":"com.example.game.coins100","purchaseDate":1796155896248,"originalPurchaseDate":1796155896248,\

@@ -11,7 +11,7 @@ struct StoreKit2VerificationTests {
     /// A signing identity (root, intermediate, leaf) made in a temporary directory, as storekitd makes its own.
     private static func identity() throws -> (SigningIdentity, TemporaryDirectory) {
         let directory = TemporaryDirectory("sk2-keys")
-        let (identity, _) = try SigningIdentity.openOrCreate(directory: directory.file("keys"))
+        let (identity, _, _) = try SigningIdentity.openOrCreate(directory: directory.file("keys"))
         return (identity, directory)
     }
 

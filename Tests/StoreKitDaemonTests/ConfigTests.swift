@@ -152,6 +152,16 @@ struct ConfigTests {
 
     // MARK: Errors carry file:line
 
+    @Test("a NUL byte in a configuration file is refused with its line, not cut at by the C libraries below")
+    func nulByteIsRefused() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/storekitd.conf"
+            try write("[Daemon]\nLogLevel=notice\n[Store]\nStorefront=USA\u{0}FRA\n", to: path)
+            let error = try #require(loadError(path))
+            #expect(error == ConfigError(file: path, line: 4, message: "the line holds a NUL byte"))
+        }
+    }
+
     @Test func unknownKeyIsReportedWithFileAndLine() throws {
         try withTemporaryDirectory { dir in
             let path = dir + "/storekitd.conf"

@@ -522,6 +522,23 @@ struct CatalogBadFileTests {
             reason: "expected a period like P1W, P1M or P1Y, found \"P1Q\""))
     }
 
+    @Test("a product id with \\u0000 is refused with its JSON path, not stored cut at the NUL")
+    func nulInProductID() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = try Self.edited(3, in: directory) { text in
+            guard let id = text.range(of: "\"productID\" : \"")?.upperBound ?? text.range(of: "\"productID\":\"")?.upperBound else {
+                return text
+            }
+            var edited = text
+            edited.insert(contentsOf: "x\\u0000", at: id)
+            return edited
+        }
+        let error = try #require(throws: CatalogError.self) { try Catalog.load(path: path) }
+        #expect(error.location.hasSuffix(".productID"), "\(error)")
+        #expect(error.reason.contains("NUL"))
+    }
+
     @Test("a FIFO is not a catalogue: refused at once, not waited on")
     func fifo() throws {
         let directory = TemporaryDirectory()

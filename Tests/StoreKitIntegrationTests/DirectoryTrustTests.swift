@@ -115,6 +115,52 @@ struct DirectoryTrustTests {
         #expect(Self.mode(daemon.databasePath) == 0o600)
     }
 
+    @Test("signing keys copied with loose modes (directory 0755, files 0644) are made private at start, said once in the journal")
+    func looseKeyModesRepaired() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        #expect(daemon.stop() == 0)
+        let keys = daemon.stateDirectory + "/signing"
+        #expect(chmod(keys, 0o755) == 0)
+        for file in ["root.pem", "intermediate.pem", "leaf.pem"] { #expect(chmod(keys + "/" + file, 0o644) == 0) }
+        if getuid() == 0 {
+            // What the hostile user of the finding did: read the leaf key as another uid.
+            daemon.openDirectoriesToOtherUsers()
+            #expect(try ProcessRunner.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/bin/cat", keys + "/leaf.pem"]).status == 0,
+                    "readable before the start")
+        }
+        try daemon.start()
+        #expect(Self.mode(keys) == 0o700)
+        for file in ["root.pem", "intermediate.pem", "leaf.pem"] { #expect(Self.mode(keys + "/" + file) == 0o600, "\(file)") }
+        if getuid() == 0 {
+            #expect(try ProcessRunner.run("/usr/sbin/runuser", ["-u", "nobody", "--", "/bin/cat", keys + "/leaf.pem"]).status != 0)
+        }
+        let warnings = daemon.log().split(separator: "\n").filter { $0.contains("signing key was readable by other users") }
+        #expect(warnings.count == 1, "\(daemon.log())")
+        #expect(warnings.first?.contains("leaf.pem was 644, made 600") == true)
+        #expect(warnings.first?.contains("rotate-key --chain") == true)
+        #expect(daemon.stop() == 0)
+        try daemon.start()
+        #expect(daemon.log().split(separator: "\n").filter { $0.contains("signing key was readable") }.count == 1,
+                "nothing to repair the next time")
+    }
+
+    @Test("a signing key file that is a symbolic link is refused at start, and its target is not read as the key")
+    func symlinkedKeyRefused() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        #expect(daemon.stop() == 0)
+        let leaf = daemon.stateDirectory + "/signing/leaf.pem"
+        let elsewhere = daemon.directory.file("planted.pem")
+        #expect(rename(leaf, elsewhere) == 0)
+        #expect(symlink(elsewhere, leaf) == 0)
+        let (status, log) = try Self.refusedStart(daemon)
+        #expect(status == 1)
+        #expect(log.contains("leaf.pem is a symbolic link"), "\(log)")
+    }
+
     @Test("a client does not use a per-user socket directory that another user may write into")
     func clientSkipsUntrustedDirectory() throws {
         let runtime = TemporaryDirectory("skxdg")

@@ -186,3 +186,78 @@ struct HostileClientTests {
         return Int(line.filter(\.isNumber)) ?? 0
     }
 }
+
+/// Strings with a NUL, through the real daemon: refused as malformed, nothing stored or signed.
+@Suite("hostile clients: NUL in strings")
+struct HostileNULTests {
+    /// Sends `message` after a good hello and returns whether the daemon answered malformedRequest and closed.
+    static func refusedAndClosed(_ daemon: DaemonProcess, _ message: ClientMessage) throws -> Bool {
+        let client = try daemon.connect()
+        defer { client.close() }
+        try client.send(message)
+        guard case .result(_, let code, _, _, _)? = try? client.receive() else { return false }
+        return code == .malformedRequest && HostileClientTests.closedByDaemon(client.fd, within: 5)
+    }
+
+    @Test("an appAccountToken with a NUL (a UUID then forged JSON) is refused, not stored as the UUID and signed")
+    func applicationUsername() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let forged = "0f6e2b9c-1111-4222-8333-944455556666\u{0}\",\"productId\":\"com.example.game.level_pack"
+        #expect(try Self.refusedAndClosed(daemon, .addPayment(.init(requestID: 1, key: "forged", productID: Sample.coins,
+                                                                     quantity: 1, applicationUsername: forged))))
+        #expect(try Self.refusedAndClosed(daemon, .addPayment(.init(requestID: 1, key: "plain", productID: Sample.coins,
+                                                                     quantity: 1, applicationUsername: "nul\u{0}byte"))))
+        #expect(try daemon.transactions().isEmpty, "nothing was bought")
+        #expect(daemon.log().contains("NUL"), "\(daemon.log())")
+        // The same bytes without the NUL are stored and signed as sent.
+        let client = try daemon.connect()
+        try client.send(.addPayment(.init(requestID: 1, key: "clean", productID: Sample.coins, quantity: 1,
+                                          applicationUsername: "0f6e2b9c-1111-4222-8333-944455556666")))
+        #expect(try client.result(for: 1).code == .ok)
+    }
+
+    @Test("payment keys k\\0first and k\\0second are not one key: both are refused, neither answers with the other's id")
+    func paymentKeys() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        for key in ["k\u{0}first", "k\u{0}second"] {
+            #expect(try Self.refusedAndClosed(daemon, .addPayment(.init(requestID: 1, key: key, productID: Sample.coins, quantity: 1))))
+        }
+        #expect(try daemon.transactions().isEmpty)
+        let client = try daemon.connect()
+        try client.send(.addPayment(.init(requestID: 1, key: "k", productID: Sample.coins, quantity: 1)))
+        #expect(try client.result(for: 1).code == .ok)
+        try client.send(.addPayment(.init(requestID: 2, key: "kfirst", productID: Sample.coins, quantity: 1)))
+        #expect(try client.result(for: 2).code == .ok)
+        #expect(try daemon.transactions().count == 2)
+    }
+
+    @Test("an app id, product id, group id or control argument with a NUL is refused the same way")
+    func otherFields() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let raw = try WireConnection(path: daemon.clientSocket)
+        defer { raw.close() }
+        try raw.send(.hello(version: ProtocolVersion.current, app: Sample.app + "\u{0}.x"))
+        if case .result(_, let code, _, _, _)? = try? raw.receive() { #expect(code == .malformedRequest) }
+        #expect(HostileClientTests.closedByDaemon(raw.fd, within: 5))
+        #expect(try Self.refusedAndClosed(daemon, .addPayment(.init(requestID: 1, key: "p", productID: Sample.coins + "\u{0}",
+                                                                     quantity: 1))))
+        #expect(try Self.refusedAndClosed(daemon, .products(requestID: 1, identifiers: [Sample.coins + "\u{0}"])))
+        #expect(try Self.refusedAndClosed(daemon, .subscriptionStatus(requestID: 1, groupID: "g\u{0}")))
+        let control = try WireConnection(path: daemon.controlSocket)
+        defer { control.close() }
+        _ = try control.hello(app: "")
+        try control.send(.control(requestID: 7, command: "storefront", arguments: ["storefront=USA\u{0}FRA"]))
+        var answered: ResultCode?
+        while answered == nil, let message = try? control.receive() {
+            if case .result(let id, let code, _, _, _) = message, id == 7 || id == 0 { answered = code }
+        }
+        #expect(answered == .malformedRequest)
+        #expect(try daemon.ctl(["buy", Sample.app, Sample.coins]).status == 0, "the daemon serves on")
+    }
+}

@@ -350,6 +350,33 @@ struct ProofOfPurchaseTests {
         #expect(try IndependentVerifier.verifyJWS(before, root: root).status == 0)
     }
 
+    @Test("rotate-key --chain: a new root is published and printed; new signatures verify only under it; it survives a restart")
+    func chainRotation() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        let oldRoot = daemon.directory.file("root.pem")
+        let before = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.levelPack])[string: "jwsRepresentation"])
+        let rotated = try daemon.ctlObject(["rotate-key", "--chain"])
+        let newRootText = try #require(rotated[string: "root"])
+        #expect(try String(contentsOfFile: oldRoot, encoding: .utf8) != newRootText)
+        #expect(try String(contentsOfFile: daemon.stateDirectory + "/root-certificate.pem", encoding: .utf8) == newRootText,
+                "published where the old root was")
+        #expect(try daemon.ctl(["certificate"]).stdout == newRootText)
+        #expect(daemon.log().contains("Replaced the whole signing chain"))
+        let table = try daemon.ctl(["rotate-key", "--chain"])
+        #expect(table.status == 0 && table.stdout.contains("New root certificate"), "\(table.stderr)")
+        let newRoot = daemon.directory.file("new-root.pem")
+        try daemon.ctl(["certificate"]).stdout.write(toFile: newRoot, atomically: true, encoding: .utf8)
+        let after = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.seasonPass])[string: "jwsRepresentation"])
+        #expect(try IndependentVerifier.verifyJWS(after, root: newRoot).status == 0)
+        #expect(try IndependentVerifier.verifyJWS(after, root: oldRoot).status != 0, "the old root no longer vouches")
+        #expect(try IndependentVerifier.verifyJWS(before, root: newRoot).status != 0)
+        _ = daemon.stop()
+        try daemon.start()
+        #expect(try daemon.ctl(["certificate"]).stdout == String(contentsOfFile: newRoot, encoding: .utf8), "the new chain is kept")
+        #expect(!FileManager.default.fileExists(atPath: daemon.stateDirectory + "/signing.next"))
+    }
+
     static func base64(_ base64url: String) -> String {
         var text = base64url.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while text.count % 4 != 0 { text += "=" }

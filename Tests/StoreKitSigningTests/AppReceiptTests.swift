@@ -29,7 +29,7 @@ struct AppReceiptTests {
     func roundTripAndTamper() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let (identity, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
+        let (identity, _, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
         let receipt = Self.sample()
         let signed = try identity.signReceipt(receipt)
         let verifier = ReceiptVerifier(roots: [identity.root])
@@ -56,7 +56,7 @@ struct AppReceiptTests {
         #expect(refused > 1000)
         let other = TemporaryDirectory()
         defer { other.remove() }
-        let (stranger, _) = try SigningIdentity.openOrCreate(directory: other.file("signing"))
+        let (stranger, _, _) = try SigningIdentity.openOrCreate(directory: other.file("signing"))
         #expect(throws: SignedDataVerificationError.self) { try ReceiptVerifier(roots: [stranger.root]).verify(signed).get() }
         #expect(throws: SignedDataVerificationError.self) { try verifier.verify(Array("not a receipt".utf8)).get() }
     }
@@ -82,7 +82,7 @@ struct AppReceiptTests {
     func opensslAgrees() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let (identity, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
+        let (identity, _, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
         try identity.publishRoot(to: directory.file("root.pem"))
         let signed = try identity.signReceipt(Self.sample())
         try Data(signed).write(to: URL(fileURLWithPath: directory.file("receipt")))

@@ -15,7 +15,7 @@ struct SignedDataTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let keys = directory.file("signing")
-        let (identity, origin) = try SigningIdentity.openOrCreate(directory: keys)
+        let (identity, origin, _) = try SigningIdentity.openOrCreate(directory: keys)
         #expect(origin == .created)
         #expect(identity.chainProblem(at: Date()) == nil)
         for file in ["root.pem", "intermediate.pem", "leaf.pem"] {
@@ -23,7 +23,7 @@ struct SignedDataTests {
             #expect(info.st_mode & 0o777 == 0o600, "\(file)")
         }
         #expect(try FileSystem.status(of: keys).st_mode & 0o777 == 0o700)
-        let (again, originAgain) = try SigningIdentity.openOrCreate(directory: keys)
+        let (again, originAgain, _) = try SigningIdentity.openOrCreate(directory: keys)
         #expect(originAgain == .loaded)
         #expect(again.root.der == identity.root.der)
         #expect(again.leaf.der == identity.leaf.der)
@@ -48,7 +48,7 @@ struct SignedDataTests {
     func tamperedJWSIsRefused() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let (identity, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
+        let (identity, _, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
         let payload = Self.payload()
         let jws = try identity.signJWS(payload: payload)
         let verifier = SignedDataVerifier(roots: [identity.root])
@@ -69,7 +69,7 @@ struct SignedDataTests {
         // Another daemon's root does not anchor this chain.
         let other = TemporaryDirectory()
         defer { other.remove() }
-        let (stranger, _) = try SigningIdentity.openOrCreate(directory: other.file("signing"))
+        let (stranger, _, _) = try SigningIdentity.openOrCreate(directory: other.file("signing"))
         guard case .failure(let error) = SignedDataVerifier(roots: [stranger.root]).verify(jws) else {
             Issue.record("a foreign root was accepted")
             return
@@ -88,7 +88,7 @@ struct SignedDataTests {
     func malformedJSONIsRefused() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let (identity, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
+        let (identity, _, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
         let parts = try identity.signJWS(payload: Self.payload()).split(separator: ".").map(String.init)
         let verifier = SignedDataVerifier(roots: [identity.root])
         let header = String(decoding: try #require(Base64URL.decode(parts[0][...])), as: UTF8.self)
@@ -118,12 +118,12 @@ struct SignedDataTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let keys = directory.file("signing")
-        let (identity, _) = try SigningIdentity.openOrCreate(directory: keys)
+        let (identity, _, _) = try SigningIdentity.openOrCreate(directory: keys)
         let before = try identity.signJWS(payload: Self.payload())
         let rotated = try identity.rotatingLeaf(in: keys)
         #expect(rotated.leaf.der != identity.leaf.der)
         #expect(rotated.root.der == identity.root.der)
-        let (reloaded, origin) = try SigningIdentity.openOrCreate(directory: keys)
+        let (reloaded, origin, _) = try SigningIdentity.openOrCreate(directory: keys)
         #expect(origin == .loaded)
         #expect(reloaded.leaf.der == rotated.leaf.der)
         let after = try reloaded.signJWS(payload: Self.payload())
@@ -137,7 +137,7 @@ struct SignedDataTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let keys = directory.file("signing")
-        let (identity, _) = try SigningIdentity.openOrCreate(directory: keys)
+        let (identity, _, _) = try SigningIdentity.openOrCreate(directory: keys)
         let key = try SigningKey.generate()
         let ending = try Certificate.issue(role: .leaf, commonName: "storekitd Signing", key: key,
                                            issuer: (identity.intermediate, identity.intermediateKey), validForDays: 10)
@@ -146,12 +146,12 @@ struct SignedDataTests {
                                     intermediateKey: identity.intermediateKey, leaf: ending, leafKey: key)
         let signedBefore = try short.signJWS(payload: Self.payload())
 
-        let (renewed, origin) = try SigningIdentity.openOrCreate(directory: keys)
+        let (renewed, origin, _) = try SigningIdentity.openOrCreate(directory: keys)
         #expect(origin == .leafRenewed)
         #expect(renewed.leaf.der != ending.der)
         #expect(renewed.root.der == identity.root.der)
         #expect(renewed.leaf.notAfter.timeIntervalSinceNow > 365 * 86_400)
-        let (again, originAgain) = try SigningIdentity.openOrCreate(directory: keys)
+        let (again, originAgain, _) = try SigningIdentity.openOrCreate(directory: keys)
         #expect(originAgain == .loaded, "the renewed leaf was kept")
         #expect(again.leaf.der == renewed.leaf.der)
         #expect(SignedDataVerifier(roots: [identity.root]).verify(signedBefore).failureKind == nil)
@@ -178,7 +178,7 @@ struct SignedDataTests {
     func independentVerifierAgrees() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
-        let (identity, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
+        let (identity, _, _) = try SigningIdentity.openOrCreate(directory: directory.file("signing"))
         try identity.publishRoot(to: directory.file("root-certificate.pem"))
         let jws = try identity.signJWS(payload: Self.payload())
         let good = try IndependentVerifier.verifyJWS(jws, root: directory.file("root-certificate.pem"))
