@@ -405,10 +405,19 @@ stop=$(as_user_systemctl storekitd stop "$UNIT")
 other=$(as_user_systemctl storekitd start nosuch-observer@1000.service)
 plain=$(as_user_systemctl storekitd start dbus.service)
 alice=$(as_user_systemctl 1000 start storekit-example-app-observer@1000.service)
+# Root's and a system account's instances: the polkit rule asks storekitd --verify-observer-unit,
+# which refuses uids outside UID_MIN…UID_MAX of /etc/login.defs.
+asroot=$(as_user_systemctl storekitd start storekit-example-app-observer@0.service)
+system=$(as_user_systemctl storekitd start storekit-example-app-observer@999.service)
+highest=$(as_user_systemctl storekitd start storekit-example-app-observer@4294967295.service)
+root_state=$(IN systemctl show -p ActiveState --value storekit-example-app-observer@0.service)
 denied() { case "$1" in *"Interactive authentication required"* | *"Access denied"*) return 0 ;; *) return 1 ;; esac; }
 check "g. polkit: storekitd may start registered observer instances only; nothing else, nobody else" \
     "storekitd start ...@1000: '${granted:-ok}' ($granted_state); storekitd stop $UNIT: '$stop'; storekitd start nosuch-observer@1000.service: '$other'; storekitd start dbus.service: '$plain'; uid 1000 start ...@1000: '$alice'" \
     eval '[ -z "$granted" ] && denied "$stop" && denied "$other" && denied "$plain" && denied "$alice" && IN systemctl -q is-active "$UNIT"'
+check "g. polkit: no observer as root or a system account (@0, @999, @4294967295 refused)" \
+    "storekitd start ...@0: '$asroot' (ActiveState=$root_state); ...@999: '$system'; ...@4294967295: '$highest'" \
+    eval 'denied "$asroot" && denied "$system" && denied "$highest" && [ "$root_state" != active ]'
 
 # ---------------------------------------------------------------------------------------------
 echo "== h. stop everything, start the client socket: both sockets are back"

@@ -38,7 +38,8 @@ public enum Daemon {
           --check-config       load configuration and catalogues, report, and exit
           --verify-observer-unit UNIT
                                exit 0 when UNIT is an instance of a registered ObserverUnit=
-                               template for a numeric uid (used by the polkit rule), else 1
+                               template for a person's uid (UID_MIN-UID_MAX of /etc/login.defs,
+                               or [Observers] UIDs=; used by the polkit rule), else 1
           --enable-test-hooks  accept debug control commands (for the test suite only)
           -h, --help           show this help
           --version            show the version
@@ -73,8 +74,15 @@ public enum Daemon {
         }
         logger.maximumPriority = LogPriority(rawValue: (options.logLevel ?? configuration.logLevel).rawValue) ?? .info
         if let unit = options.verifyObserverUnit {
-            guard let app = configuration.apps.first(where: { ObserverActivator.isInstance(unit, of: $0.observerUnit) }) else {
+            guard let app = configuration.apps.first(where: { ObserverActivator.instanceUID(unit, of: $0.observerUnit) != nil }),
+                  let uid = ObserverActivator.instanceUID(unit, of: app.observerUnit) else {
                 writeToStandardError("storekitd: \(unit) is not an instance of a registered ObserverUnit=\n")
+                return 1
+            }
+            let people = configuration.observerUIDs()
+            guard people.contains(uid) else {
+                writeToStandardError("storekitd: \(unit) would run as uid \(uid), which is not a person's: observer units "
+                                     + "run only for uids \(people)\n")
                 return 1
             }
             print("\(unit) is the observer of \(app.id)")

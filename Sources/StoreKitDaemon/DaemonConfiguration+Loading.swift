@@ -154,6 +154,8 @@ extension DaemonConfiguration {
             maxUnfinishedPerQueue = try value.isEmpty ? defaults.maxUnfinishedPerQueue : value.count(in: 1...Int(Int32.max))
         case ("Observers", "ActivationIntervalSec"):
             observerActivationInterval = try value.isEmpty ? defaults.observerActivationInterval : value.timeSpan(allowZero: true)
+        case ("Observers", "UIDs"):
+            observerUIDRange = try value.isEmpty ? nil : value.uidRange()
         default:
             throw ConfigError(file: file, line: entry.line, message: "unknown key '\(entry.key)' in section [\(section)]")
         }
@@ -272,6 +274,13 @@ private struct ValueParser {
     func hostName() throws(ConfigError) -> String {
         if let problem = FleetMember.problem(withHostName: entry.value) { throw invalid(problem) }
         return entry.value
+    }
+
+    func uidRange() throws(ConfigError) -> ClosedRange<UInt32> {
+        guard let range = PersonUIDs.parse(entry.value) else {
+            throw invalid("expected a range of uids MIN-MAX with 1 <= MIN <= MAX, such as 1000-60000 (uid 0 is never a person's)")
+        }
+        return range
     }
 
     func accountSource() throws(ConfigError) -> FleetMember.AccountSource {

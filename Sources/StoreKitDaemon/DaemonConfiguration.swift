@@ -69,6 +69,14 @@ public struct DaemonConfiguration: Sendable, Equatable {
     // [Observers]
     /// `ActivationIntervalSec=`: minimum interval between starts of one app's `ObserverUnit=`.
     public var observerActivationInterval: TimeSpan
+    /// `UIDs=`: the uids observer units may be started for; nil: UID_MIN…UID_MAX of /etc/login.defs.
+    public var observerUIDRange: ClosedRange<UInt32>?
+
+    /// The uids observer units may be started for (`UIDs=`, else /etc/login.defs).
+    public func observerUIDs(loginDefinitions: String = PersonUIDs.loginDefinitionsPath) -> PersonUIDs {
+        if let observerUIDRange { return PersonUIDs(range: observerUIDRange, source: "[Observers] UIDs=") }
+        return PersonUIDs.fromLoginDefinitions(path: loginDefinitions)
+    }
 
     /// App registrations from apps.d, sorted by id.
     public var apps: [AppRegistration]
@@ -100,6 +108,7 @@ public struct DaemonConfiguration: Sendable, Equatable {
         maxRequestsPerUIDPerSecond = 2_000
         maxUnfinishedPerQueue = 10_000
         observerActivationInterval = TimeSpan(seconds: 30)
+        observerUIDRange = nil
         apps = []
         sourceFiles = []
     }

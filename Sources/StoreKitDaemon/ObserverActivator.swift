@@ -45,16 +45,17 @@ final class ObserverActivator: @unchecked Sendable {
         String(configured.dropLast("@.service".count)) + "@\(uid).service"
     }
 
-    /// Whether `unit` is the instance of template `configured` for a numeric uid (the check the
-    /// polkit rule makes through `storekitd --verify-observer-unit`).
-    static func isInstance(_ unit: String, of configured: String?) -> Bool {
-        guard let configured, configured.hasSuffix("@.service") else { return false }
+    /// The uid `unit` is the instance of template `configured` for, nil when it is no such
+    /// instance (the check the polkit rule makes through `storekitd --verify-observer-unit`, with
+    /// the uid then checked against `PersonUIDs`).
+    static func instanceUID(_ unit: String, of configured: String?) -> UInt32? {
+        guard let configured, configured.hasSuffix("@.service") else { return nil }
         let prefix = configured.dropLast(".service".count)   // "name@"
-        guard unit.hasPrefix(prefix), unit.hasSuffix(".service") else { return false }
+        guard unit.hasPrefix(prefix), unit.hasSuffix(".service") else { return nil }
         let instance = unit.dropFirst(prefix.count).dropLast(".service".count)
         guard !instance.isEmpty, instance.count <= 10, instance.allSatisfy({ $0.isASCII && $0.isNumber }),
-              let uid = UInt32(instance), String(uid) == instance else { return false }
-        return true
+              let uid = UInt32(instance), String(uid) == instance else { return nil }
+        return uid
     }
 
     /// An update for `queue` found no observer; start its instance of `configured` unless it runs

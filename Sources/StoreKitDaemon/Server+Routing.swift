@@ -85,6 +85,8 @@ extension Server {
         let now = ServiceNotifier.monotonicMilliseconds()
         for queue in Set(queues) where observers[queue]?.isEmpty ?? true {
             guard let unit = configuration.app(queue.app)?.observerUnit else { continue }
+            // Root and system accounts get no observer unit (the polkit rule would refuse it too).
+            guard observerUIDs.contains(queue.uid) else { continue }
             activator.request(queue, unit: unit, now: now, interval: configuration.observerActivationInterval.milliseconds)
         }
     }

@@ -37,6 +37,7 @@ extension Server {
                               + "root, the daemon's user\(newConfiguration.adminGroup.map { " and members of \($0)" } ?? "")", id: .reloaded)
             }
             configuration = newConfiguration
+            observerUIDs = newConfiguration.observerUIDs()
             engine.limits = Self.engineLimits(newConfiguration)
             engine.replaceCatalogs(catalogs)
             logger.notice("Reloaded configuration: \(catalogs.count) apps", id: .reloaded)

@@ -74,6 +74,9 @@ public final class Server {
     /// `debug-slow-signing MS` (test hooks): each job on the signer's thread waits MS ms first.
     var signingDelay: UInt32 = 0
     var configuration: DaemonConfiguration
+    /// The uids observer units are started for (`[Observers] UIDs=` or /etc/login.defs), read at
+    /// start and at each reload.
+    var observerUIDs: PersonUIDs
     let logger: Logger
     let notifier: ServiceNotifier
     /// Who may use the control socket; rebuilt when a reload changes `AdminGroup=`.
@@ -147,6 +150,7 @@ public final class Server {
         self.ledger = Ledger(store: engine.store, logger: logger)
         engine.limits = Self.engineLimits(configuration)
         self.configuration = configuration
+        self.observerUIDs = configuration.observerUIDs()
         self.logger = logger
         self.notifier = notifier
         self.reloader = reloader

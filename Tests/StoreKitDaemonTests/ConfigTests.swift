@@ -80,7 +80,7 @@ struct ConfigTests {
             }
             return String(line)
         }
-        #expect(uncommented == 23)
+        #expect(uncommented == 24)
         try withTemporaryDirectory { dir in
             try write(lines.joined(separator: "\n"), to: dir + "/storekitd.conf")
             let config = try DaemonConfiguration.load(configFile: dir + "/storekitd.conf", required: true)

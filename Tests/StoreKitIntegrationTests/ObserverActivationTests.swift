@@ -161,6 +161,25 @@ struct ObserverActivationTests {
         #expect(Self.count("has connected; not starting it again", in: log) == 1)
     }
 
+    @Test("updates for root or a system account start no observer unit (the polkit rule would refuse it too)")
+    func noObserverForRootOrSystemAccounts() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        for uid in ["0", "999", "65534", "4245"] { try bus.addUnit("example-game-observer@\(uid).service") }
+        let daemon = try Self.daemon(observerUnit: "example-game-observer@.service", interval: "1s", bus: bus)
+        defer { daemon.remove() }
+        for uid in ["0", "999", "65534", "4245"] {
+            #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", uid]).status == 0)
+        }
+        // The person's (4245) is started; by then the others' updates were routed long before.
+        #expect(try eventually { try bus.activeState("example-game-observer@4245.service") == "active" })
+        for uid in ["0", "999", "65534"] {
+            #expect(try bus.activeState("example-game-observer@\(uid).service") != "active", "uid \(uid)'s observer was started")
+            #expect(!daemon.log().contains("observer-unit example-game-observer@\(uid).service"))
+            #expect(!daemon.log().contains("example-game-observer@\(uid).service for"))
+        }
+    }
+
     @Test("an instance that fails is reported with its result and started again after a growing back-off")
     func failedInstanceBacksOff() throws {
         let bus = try PrivateBus()
@@ -190,14 +209,14 @@ struct ObserverActivationTests {
         defer { bus.stop() }
         let daemon = try Self.daemon(observerUnit: "missing-observer@.service", interval: "1s", bus: bus)
         defer { daemon.remove() }
-        #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", "0"]).status == 0)
-        let failure = "Failed to start observer unit missing-observer@0.service"
+        #expect(try daemon.ctl(["buy", "com.example.game", "com.example.game.coins100", "--uid", "4244"]).status == 0)
+        let failure = "Failed to start observer unit missing-observer@4244.service"
         #expect(eventually(timeout: 15) { Self.count(failure, in: daemon.log()) >= 3 })
         let log = daemon.log()
         #expect(log.contains("trying again in 1 s") && log.contains("trying again in 2 s"), "\(log)")
     }
 
-    @Test("the polkit rule's check: only instances of registered templates for numeric uids")
+    @Test("the polkit rule's check: only instances of registered templates for the uids of people")
     func verifyObserverUnit() throws {
         let daemon = try DaemonProcess()
         defer { daemon.remove() }
@@ -207,12 +226,22 @@ struct ObserverActivationTests {
         func verify(_ unit: String) throws -> Int32 {
             try ProcessRunner.run(Paths.binary("storekitd"), ["--config", daemon.configFile, "--verify-observer-unit", unit]).status
         }
+        // Debian's /etc/login.defs: UID_MIN 1000, UID_MAX 60000 (the defaults when it says nothing).
         #expect(try verify("example-game-observer@1000.service") == 0)
-        #expect(try verify("example-game-observer@0.service") == 0)
-        for refused in ["example-game-observer@.service", "example-game-observer@root.service", "example-game-observer@01000.service",
+        #expect(try verify("example-game-observer@60000.service") == 0)
+        for refused in ["example-game-observer@0.service", "example-game-observer@4294967295.service",
+                        "example-game-observer@999.service", "example-game-observer@65534.service",
+                        "example-game-observer@.service", "example-game-observer@root.service", "example-game-observer@01000.service",
                         "example-game-observer@1000.socket", "example-game-observer@99999999999.service", "sshd.service",
                         "other-observer@1000.service", "example-game-observer@1000.service/../x"] {
             #expect(try verify(refused) == 1, "\(refused) was allowed")
         }
+        let root = try ProcessRunner.run(Paths.binary("storekitd"), ["--config", daemon.configFile, "--verify-observer-unit",
+                                                                      "example-game-observer@0.service"])
+        #expect(root.stderr.contains("would run as uid 0, which is not a person's"), "\(root.stderr)")
+        // A configured range replaces login.defs: a uid outside it is refused, one inside allowed.
+        try "[Observers]\nUIDs=2000-2999\n".write(toFile: daemon.configFile, atomically: true, encoding: .utf8)
+        #expect(try verify("example-game-observer@1000.service") == 1)
+        #expect(try verify("example-game-observer@2500.service") == 0)
     }
 }
