@@ -23,7 +23,7 @@ extension ControlCommands {
         }
         let target = PostgresLedger.describe(conninfo)
         if let problem = PostgresLedger.problem(with: conninfo) {
-            return .failure(.invalidArgument, "bad connection string: \(Self.redacting(problem, of: conninfo))")
+            return .failure(.invalidArgument, "bad connection string: \(ConnectionSecrets.redacting(problem, of: conninfo))")
         }
         let member = configuration.fleetMember
         let started = ServiceNotifier.monotonicMilliseconds()
@@ -42,7 +42,7 @@ extension ControlCommands {
                 }
             }
         } catch {
-            let message = Self.redacting(error.message, of: conninfo)
+            let message = ConnectionSecrets.redacting(error.message, of: conninfo)
             server.logger.error("Migration of \(store.path) to \(target) failed: \(message)", id: .storageFailure)
             let code: ResultCode = switch error.code {
             case .io, .busy, .full, .corrupt: .storageFailure
@@ -80,33 +80,5 @@ extension ControlCommands {
             ("milliseconds", .int(milliseconds)),
             ("message", .string(message)),
         ]))
-    }
-
-    /// `text` without the password `conninfo` may hold (`password=…`, or `user:password@` in a
-    /// URI): libpq's messages may quote parts of the string.
-    static func redacting(_ text: String, of conninfo: String) -> String {
-        var secrets: [Substring] = []
-        var rest = conninfo[...]
-        while let found = rest.firstRange(of: "password") {
-            var value = rest[found.upperBound...].drop { $0 == " " }
-            guard value.first == "=" else { rest = value; continue }
-            value = value.dropFirst().drop { $0 == " " }
-            let quoted = value.first == "'"
-            if quoted { value = value.dropFirst() }
-            let end = value.firstIndex { quoted ? $0 == "'" : ($0 == " " || $0 == "&") } ?? value.endIndex
-            secrets.append(value[..<end])
-            rest = value[end...]
-        }
-        if let scheme = conninfo.firstRange(of: "://") {
-            let authority = conninfo[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" }
-            if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
-                secrets.append(authority[authority.index(after: colon)..<at])
-            }
-        }
-        var redacted = text
-        for secret in secrets where !secret.isEmpty {
-            redacted = redacted.replacing(secret, with: "********")
-        }
-        return redacted
     }
 }

@@ -259,14 +259,25 @@ private struct ValueParser {
         return level
     }
 
-    /// A libpq connection string; the value is not repeated in the error (it may hold a password).
-    func connectionString() throws(ConfigError) -> String {
+    /// A libpq connection string; the value is not repeated in the error, and libpq's words about
+    /// it are redacted (it may hold a password). A password is taken only from a file other users
+    /// cannot read; a password file (`passfile=`, `PGPASSFILE`) only when libpq would use it.
+    func connectionString(environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> String {
         if let missing = PostgresLedger.libraryProblem {
             throw ConfigError(file: file, line: entry.line, message: "\(entry.key)= names a PostgreSQL database, but \(missing)")
         }
         if let problem = PostgresLedger.problem(with: entry.value) {
             throw ConfigError(file: file, line: entry.line, message: "invalid value for \(entry.key)=: expected a PostgreSQL "
                               + "connection string (postgresql://… or key=value …), or nothing for the SQLite file: \(problem)")
+        }
+        if ConnectionSecrets.holdsPassword(entry.value), let mode = try? FileSystem.status(of: file).st_mode, mode & 0o004 != 0 {
+            throw ConfigError(file: file, line: entry.line, message: "\(entry.key)= holds a password, and every user may read "
+                              + "this file (mode \(String(mode & 0o7777, radix: 8))): make it readable by root and storekitd's "
+                              + "group only (chmod 0640), or keep the password in a password file (PGPASSFILE, docs/fleet.md)")
+        }
+        if let passFile = PostgresLedger.passwordFile(of: entry.value, environment: environment),
+           let problem = PostgresLedger.passwordFileProblem(passFile) {
+            throw ConfigError(file: file, line: entry.line, message: "the password file of \(entry.key)= \(problem)")
         }
         return entry.value
     }

@@ -40,7 +40,7 @@ final class PostgresConnection {
             throw StoreError(.io, path: description, message: "cannot connect: out of memory")
         }
         guard pq.status(opened) == CONNECTION_OK else {
-            let message = Self.text(pq.errorMessage(opened))
+            let message = ConnectionSecrets.redacting(Self.text(pq.errorMessage(opened)), of: conninfo)
             pq.finish(opened)
             throw StoreError(.io, path: description, message: "cannot connect to PostgreSQL: \(message)")
         }
@@ -167,7 +167,7 @@ final class PostgresConnection {
             pq.clear(sync)
         }
         if pq.exitPipelineMode(connection) != 1 {
-            let lost = failure ?? StoreError(.io, path: description, message: "PostgreSQL connection lost: \(Self.text(pq.errorMessage(connection)).trimmingSuffix())")
+            let lost = failure ?? StoreError(.io, path: description, message: "PostgreSQL connection lost: \(ConnectionSecrets.redacting(Self.text(pq.errorMessage(connection)).trimmingSuffix(), of: conninfo))")
             close()
             throw lost
         }
@@ -216,7 +216,7 @@ final class PostgresConnection {
         let message = result.map { Self.text(pq.resultErrorMessage($0)) }.flatMap { $0.isEmpty ? nil : $0 }
             ?? connection.map { Self.text(pq.errorMessage($0)) } ?? "no connection"
         let state = result.flatMap { pq.resultErrorField($0, Self.sqlStateField) }.map { Self.text($0) } ?? ""
-        let trimmed = message.trimmingSuffix()
+        let trimmed = ConnectionSecrets.redacting(message.trimmingSuffix(), of: conninfo)
         // A failed statement without a SQLSTATE is libpq's own error (the server sends one with
         // every error): the connection broke, although PQstatus may not say so yet ("server
         // closed the connection unexpectedly" while PostgreSQL crashes).
@@ -251,14 +251,15 @@ final class PostgresConnection {
         var message: UnsafeMutablePointer<CChar>?
         guard let options = pq.conninfoParse(conninfo, &message) else {
             defer { if let message { pq.freemem(message) } }
-            return message.map { String(cString: $0).trimmingSuffix() } ?? "not a connection string"
+            return ConnectionSecrets.redacting(message.map { String(cString: $0).trimmingSuffix() } ?? "not a connection string",
+                                               of: conninfo)
         }
         pq.conninfoFree(options)
         return nil
     }
 
-    /// "PostgreSQL database NAME on HOST" from the parts of `conninfo`, never its password.
-    static func describe(_ conninfo: String) -> String {
+    /// The keywords `conninfo` sets and their values, as libpq parses them (empty when it cannot).
+    static func options(_ conninfo: String) -> [String: String] {
         var values: [String: String] = [:]
         if let pq = try? LibPQ.loaded(), let options = pq.conninfoParse(conninfo, nil) {
             var option = options
@@ -268,6 +269,12 @@ final class PostgresConnection {
             }
             pq.conninfoFree(options)
         }
+        return values
+    }
+
+    /// "PostgreSQL database NAME on HOST" from the parts of `conninfo`, never its password.
+    static func describe(_ conninfo: String) -> String {
+        let values = options(conninfo)
         let database = values["dbname"] ?? values["user"] ?? "(default)"
         let host = values["host"] ?? values["hostaddr"] ?? "the default socket"
         return "PostgreSQL database \(database) on \(host)"

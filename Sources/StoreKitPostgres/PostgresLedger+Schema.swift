@@ -18,7 +18,11 @@ extension PostgresLedger {
         do throws(StoreError) {
             // 0x534B5144: "SKQD", the SQLite ledger's application id.
             try connection.execute("SELECT pg_advisory_xact_lock(1397440836)")
-            try connection.execute("CREATE TABLE IF NOT EXISTS storekit_schema (version integer NOT NULL)")
+            // Created only when missing: `CREATE … IF NOT EXISTS` needs CREATE on the schema even
+            // when the table is there, which the daemons' least-privilege role lacks (docs/fleet.md).
+            if try connection.execute("SELECT to_regclass('storekit_schema') IS NULL").rows.first?.first == "t" {
+                try connection.execute("CREATE TABLE storekit_schema (version integer NOT NULL)")
+            }
             let found = Int(try connection.execute("SELECT max(version) FROM storekit_schema").firstInt ?? 0)
             guard found <= version else {
                 throw StoreError(.unsupportedSchema(found: found, supported: Self.schemaVersion), path: path,

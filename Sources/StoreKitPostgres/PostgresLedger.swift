@@ -111,6 +111,26 @@ public final class PostgresLedger: LedgerStorage {
         return "\(error.path): \(error.message)"
     }
 
+    /// The password file named for `conninfo`: its `passfile=`, else `PGPASSFILE`; nil when
+    /// neither is set (libpq's default `~/.pgpass` is the user's own business).
+    public static func passwordFile(of conninfo: String, environment: [String: String]) -> String? {
+        PostgresConnection.options(conninfo)["passfile"] ?? environment["PGPASSFILE"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// Why libpq would not use the password file at `path`, as libpq checks it (it says so on
+    /// standard error, where nobody reads it, and connects without a password); nil when it
+    /// would. A missing file is said too: the configuration names it.
+    public static func passwordFileProblem(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return "\(path) cannot be read: \(String(cString: strerror(errno)))" }
+        guard info.st_mode & S_IFMT == S_IFREG else { return "\(path) is not a regular file; libpq ignores it" }
+        guard info.st_mode & 0o077 == 0 else {
+            return "\(path) has group or world access (mode \(String(info.st_mode & 0o7777, radix: 8))); libpq ignores such a "
+                + "file: make it 0600, owned by storekitd's user"
+        }
+        return nil
+    }
+
     /// The database `conninfo` names, for messages (never its password).
     public static func describe(_ conninfo: String) -> String { PostgresConnection.describe(conninfo) }
 

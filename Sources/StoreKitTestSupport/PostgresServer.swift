@@ -67,16 +67,16 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     /// A libpq connection string for `database`; `schema`: tables go there (its search_path).
-    public func connectionString(database: String = "postgres", schema: String? = nil) -> String {
-        var conninfo = "host=\(socketDirectory) user=\(Self.user) dbname=\(database)"
+    public func connectionString(database: String = "postgres", schema: String? = nil, user: String = PostgresServer.user) -> String {
+        var conninfo = "host=\(socketDirectory) user=\(user) dbname=\(database)"
         if let schema { conninfo += " options='-c search_path=\(schema)'" }
         return conninfo
     }
 
     /// Runs SQL through `psql` (stops at the first error); its output, unaligned, without headers.
     @discardableResult
-    public func sql(_ statements: String, database: String = "postgres") throws -> String {
-        let (status, output) = try run(["/usr/bin/psql", connectionString(database: database), "-X", "-q", "-A", "-t",
+    public func sql(_ statements: String, database: String = "postgres", user: String = PostgresServer.user) throws -> String {
+        let (status, output) = try run(["/usr/bin/psql", connectionString(database: database, user: user), "-X", "-q", "-A", "-t",
                                         "-v", "ON_ERROR_STOP=1", "-c", statements])
         guard status == 0 else { throw Failure(message: "psql failed (\(status)): \(output)") }
         return output.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -19,6 +19,59 @@ import Testing
         return (result, directory)
     }
 
+    @Test("a malformed Database= with a password: neither --check-config nor the start repeats the password")
+    func malformedConnectionStringIsRedacted() throws {
+        let conninfo = "postgresql://storekitd:S3cretPW@[::1/storekit"
+        let (result, directory) = try Self.runDaemon { directory in
+            try directory.write("config/storekitd.conf.d/ledger.conf", "[Store]\nDatabase=\(conninfo)\n")
+            chmod(directory.file("config/storekitd.conf.d/ledger.conf"), 0o600)
+        }
+        defer { directory.remove() }
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("ledger.conf:2"), "\(result.stderr)")
+        #expect(result.stderr.contains("IPv6"), "libpq's reason is kept: \(result.stderr)")
+        #expect(!result.stderr.contains("S3cretPW") && !result.stdout.contains("S3cretPW"), "\(result.stderr)")
+        let check = try ProcessRunner.run(Paths.binary("storekitd"),
+                                          ["--check-config", "--config", directory.file("config/storekitd.conf")], timeout: 10)
+        #expect(check.status == 1)
+        #expect(!check.stderr.contains("S3cretPW") && !check.stdout.contains("S3cretPW"), "\(check.stderr)")
+    }
+
+    @Test("a Database= password in a file every user may read is refused; 0640 is accepted as far as the password goes")
+    func passwordInWorldReadableFileIsRefused() throws {
+        let (result, directory) = try Self.runDaemon { directory in
+            try directory.write("config/storekitd.conf.d/ledger.conf",
+                                "[Store]\nDatabase=host=/nonexistent dbname=storekit password=S3cretPW\n")
+            chmod(directory.file("config/storekitd.conf.d/ledger.conf"), 0o644)
+        }
+        defer { directory.remove() }
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("ledger.conf:2: Database= holds a password, and every user may read this file (mode 644)"),
+                "\(result.stderr)")
+        #expect(!result.stderr.contains("S3cretPW"))
+        chmod(directory.file("config/storekitd.conf.d/ledger.conf"), 0o640)
+        let check = try ProcessRunner.run(Paths.binary("storekitd"),
+                                          ["--check-config", "--config", directory.file("config/storekitd.conf")], timeout: 10)
+        #expect(check.status == 0, "\(check.stderr)")
+    }
+
+    @Test("a password file libpq would ignore (group or world access) is refused with why, as libpq checks it")
+    func loosePasswordFileIsRefused() throws {
+        let (result, directory) = try Self.runDaemon { directory in
+            try directory.write("pgpass", "*:*:*:storekitd:S3cretPW\n")
+            chmod(directory.file("pgpass"), 0o644)
+            try directory.write("config/storekitd.conf.d/ledger.conf",
+                                "[Store]\nDatabase=host=/nonexistent dbname=storekit passfile=\(directory.file("pgpass"))\n")
+        }
+        defer { directory.remove() }
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("pgpass has group or world access (mode 644); libpq ignores such a file"), "\(result.stderr)")
+        chmod(directory.file("pgpass"), 0o600)
+        let check = try ProcessRunner.run(Paths.binary("storekitd"),
+                                          ["--check-config", "--config", directory.file("config/storekitd.conf")], timeout: 10)
+        #expect(check.status == 0, "\(check.stderr)")
+    }
+
     @Test func unknownKeyStopsTheDaemonWithFileAndLine() throws {
         let (result, directory) = try Self.runDaemon { directory in
             try directory.write("config/storekitd.conf", "# test\n[Daemon]\nLogLevel=info\nNoSuchKey=1\n")
