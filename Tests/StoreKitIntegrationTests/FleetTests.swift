@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -159,7 +158,7 @@ struct FleetTests {
             // Forty subscriptions fall due while the fleet is down (the fleet's clock moves on 40 days).
             let buyers: [UInt32] = Array(2000..<2040)
             try subscriptionsDueWhileDown(fleet, buyers: buyers, days: 40)
-            let failures = Mutex<[String]>([])
+            let failures = LockedValue<[String]>([])
             let (a, b) = (fleet.a, fleet.b)
             DispatchQueue.concurrentPerform(iterations: 2) { index in
                 do { try (index == 0 ? a : b).start() } catch {
@@ -254,7 +253,7 @@ struct FleetTests {
             // Each buyer keeps buying until every fault is over and it has made at least `perHost`
             // purchases, so each fault meets both buyers mid-load whichever host runs faster.
             let perHost = 200
-            let told = Mutex<(acknowledged: [String: UInt64], stray: [String], retries: [Int], faultsOver: Bool)>(
+            let told = LockedValue<(acknowledged: [String: UInt64], stray: [String], retries: [Int], faultsOver: Bool)>(
                 ([:], [], [0, 0], false))
             let threads = ClientThreads()
             for (index, daemon) in [fleet.a, fleet.b].enumerated() {

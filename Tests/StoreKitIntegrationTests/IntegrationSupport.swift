@@ -359,3 +359,22 @@ private func setThreadEffectiveUID(_ uid: UInt32) throws {
         throw IntegrationFailure("setresuid(-1, \(uid), -1) failed: errno \(errno)")
     }
 }
+
+// MARK: - A value shared by test threads
+
+/// A value shared by a test's threads under an `NSLock`. Tests use it instead of
+/// `Synchronization.Mutex`, whose contended path (a PI futex handed over in the uninstrumented
+/// runtime) ThreadSanitizer cannot see, so it reports the protected value as raced
+/// (scripts/test-sanitize.sh); NSLock's pthread mutex it understands.
+final class LockedValue<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

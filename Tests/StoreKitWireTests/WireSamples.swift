@@ -4,6 +4,9 @@ import StoreKitWire
 enum WireSamples {
     /// Multi-byte scalars of every UTF-8 length, a flag sequence, a combining mark and a NUL.
     static let unicode = "Café ☕️ 日本語 𝄞 🇫🇷 e\u{301} \u{0}end"
+    /// The same without the NUL: what a client may send (a NUL in a client's string is refused,
+    /// NULStringTests).
+    static let clientUnicode = "Café ☕️ 日本語 𝄞 🇫🇷 e\u{301} \u{7F}end"
 
     static let minimalTransaction = TransactionRecord(
         id: 2_000_000_000_000_001, uid: 0, app: "", productID: "", quantity: 1, state: .purchasing,
@@ -45,13 +48,13 @@ enum WireSamples {
     static let clientMessages: [ClientMessage] = [
         .hello(version: ProtocolVersion.current, app: "com.example.game"),
         .hello(version: .max, app: ""),
-        .hello(version: 0, app: unicode),
+        .hello(version: 0, app: clientUnicode),
         .subscribe(requestID: 0),
         .subscribe(requestID: .max),
         .unsubscribe(requestID: 7),
         .addPayment(.init(requestID: 1, key: "key-1", productID: "com.example.game.coins100", quantity: 1)),
         .addPayment(.init(
-            requestID: .max, key: unicode, productID: unicode, quantity: -5, applicationUsername: unicode,
+            requestID: .max, key: clientUnicode, productID: clientUnicode, quantity: -5, applicationUsername: clientUnicode,
             hasRequestData: true, simulatesAskToBuy: true)),
         .addPayment(.init(
             requestID: 2, key: "", productID: "p", quantity: .min, applicationUsername: "",
@@ -63,19 +66,19 @@ enum WireSamples {
         .finish(requestID: 3, transactionID: .max),
         .restore(requestID: 4, applicationUsername: nil),
         .restore(requestID: 4, applicationUsername: ""),
-        .restore(requestID: 4, applicationUsername: unicode),
+        .restore(requestID: 4, applicationUsername: clientUnicode),
         .products(requestID: 5, identifiers: []),
-        .products(requestID: 5, identifiers: ["com.example.game.level_pack", unicode, ""]),
+        .products(requestID: 5, identifiers: ["com.example.game.level_pack", clientUnicode, ""]),
         .unfinished(requestID: 6),
         .unfinished(requestID: 6, afterID: .max),
         .control(requestID: 7, command: "list", arguments: []),
-        .control(requestID: 7, command: unicode, arguments: ["-o", "json", unicode, ""]),
+        .control(requestID: 7, command: clientUnicode, arguments: ["-o", "json", clientUnicode, ""]),
         .ping(requestID: 8),
         .cancelPayment(requestID: 9, transactionID: 2_000_000_000_000_042),
         .history(requestID: 10),
         .history(requestID: 10, afterID: 2_000_000_000_000_042),
         .subscriptionStatus(requestID: 11, groupID: ""),
-        .subscriptionStatus(requestID: 11, groupID: unicode),
+        .subscriptionStatus(requestID: 11, groupID: clientUnicode),
         .appTransaction(requestID: 12),
         .receipt(requestID: .max),
     ]
