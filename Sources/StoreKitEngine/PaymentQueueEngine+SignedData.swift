@@ -72,7 +72,7 @@ extension PaymentQueueEngine {
     }
 
     /// StoreKit 2's `appAccountToken` is StoreKit 1's `applicationUsername` when that is a UUID.
-    static func appAccountToken(_ username: String?) -> String? {
+    public static func appAccountToken(_ username: String?) -> String? {
         guard let username else { return nil }
         let bytes = Array(username.utf8)
         guard bytes.count == 36 else { return nil }

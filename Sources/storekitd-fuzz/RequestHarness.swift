@@ -14,7 +14,13 @@ import StoreKitWire
 /// - nothing of another queue is returned: every effect's records belong to the effect's queue,
 ///   `unfinished` answers only the asker's (uid, app) and only unfinished rows, `products` only
 ///   the asker's catalogue;
-/// - what the engine says is durable is there when read back.
+/// - what the engine says is durable is there when read back;
+/// - what was acknowledged is byte for byte what is stored and what is signed: an accepted
+///   payment's product and applicationUsername read back from the store, and its payload's
+///   `appAccountToken`, are exactly what the client sent; two different payment keys never
+///   answer with one transaction;
+/// - every request type survives the wire, and a string holding a NUL is refused at decode
+///   (`WireError.nulInString`), never passed on cut short.
 final class RequestHarness {
     static let app = "com.example.game"
     static let otherApp = "com.example.other"
@@ -49,6 +55,7 @@ final class RequestHarness {
         unit { _ = try engine.clear(uid: nil, app: nil) }
         knownIDs.removeAll(keepingCapacity: true)
         knownKeys.removeAll(keepingCapacity: true)
+        answeredKeys.removeAll(keepingCapacity: true)
         while !input.isEmpty, executed < Int.max {
             step(&input)
             executed += 1
@@ -67,7 +74,20 @@ final class RequestHarness {
                 applicationUsername: input.bool() ? input.string(limit: input.bool() ? 300 : 16) : nil,
                 hasRequestData: input.byte() == 0, simulatesAskToBuy: input.bool()))
             guard case .addPayment(let payment) = roundTrip(message) else { return }
-            client(uid, app) { try engine.addPayment(uid: uid, app: app, payment: payment) }
+            client(uid, app) {
+                // A key already used names that payment: the new one's content is not taken.
+                let earlier = payment.key.isEmpty ? nil : try store.transaction(uid: uid, app: app, paymentKey: payment.key)
+                let outcome = try engine.addPayment(uid: uid, app: app, payment: payment)
+                if let earlier {
+                    check(outcome.code != .ok || outcome.value == earlier.id, "payment key \(payment.key.debugDescription) answered "
+                          + "\(outcome.value), not its earlier transaction \(earlier.id)")
+                } else if !payment.key.isEmpty, outcome.code == .ok,
+                          try store.transaction(uid: uid, app: app, paymentKey: payment.key)?.id == outcome.value {
+                    // A transaction this payment made (not an open Ask to Buy request it joined).
+                    checkStoredAsSent(payment, uid: uid, app: app, outcome: outcome)
+                }
+                return outcome
+            }
         case 3, 4:
             guard case .finish(_, let id) = roundTrip(.finish(requestID: input.u32(), transactionID: transactionID(&input))) else { return }
             client(uid, app) { try engine.finish(uid: uid, app: app, transactionID: id) }
@@ -77,13 +97,15 @@ final class RequestHarness {
         case 6:
             client(uid, app) { try engine.restore(uid: uid, app: app, applicationUsername: input.bool() ? input.string() : nil) }
         case 7:
+            guard case .unfinished = roundTrip(.unfinished(requestID: input.u32(), afterID: input.u64())) else { return }
             let records = answer { try engine.unfinished(uid: uid, app: app) } ?? []
             for record in records {
                 check(record.uid == uid && record.app == app, "unfinished of \(uid)/\(app) returned \(record.uid)/\(record.app)")
                 check(!record.finished, "unfinished returned finished transaction \(record.id)")
             }
         case 8:
-            let identifiers = (0..<Int(input.byte() % 4)).map { _ in product(&input) }
+            let asked = (0..<Int(input.byte() % 4)).map { _ in product(&input) }
+            guard case .products(_, let identifiers) = roundTrip(.products(requestID: input.u32(), identifiers: asked)) else { return }
             let (products, invalid) = engine.products(app: app, identifiers: identifiers)
             for product in products { check(identifiers.contains(product.productID), "products answered \(product.productID), not asked for") }
             check(products.count + invalid.count <= identifiers.count, "products answered more than was asked")
@@ -118,7 +140,17 @@ final class RequestHarness {
             }
         case 17:
             // What proof of purchase states (history, subscriptionStatus, receipts): only the
-            // caller's own transactions, each payload naming itself and its app.
+            // caller's own transactions, each payload naming itself and its app. The requests
+            // that ask for it (version 2) go through the wire first.
+            let asks: [ClientMessage] = [
+                .history(requestID: input.u32(), afterID: input.byte() % 4 == 0 ? input.u64() : 0),
+                .subscriptionStatus(requestID: input.u32(), groupID: input.string(limit: input.bool() ? 300 : 16)),
+                .appTransaction(requestID: input.u32()), .receipt(requestID: input.u32()),
+                .ping(requestID: input.u32()), .subscribe(requestID: input.u32()), .unsubscribe(requestID: input.u32()),
+                .hello(version: UInt16(truncatingIfNeeded: input.u32()), app: input.string()),
+                .control(requestID: input.u32(), command: input.string(), arguments: [input.string(), input.string(limit: 300)]),
+            ]
+            guard let ask = input.pick(asks), roundTrip(ask) != nil else { return }
             let history = answer { try engine.history(uid: uid, app: app) } ?? []
             for record in history {
                 check(record.uid == uid && record.app == app, "history of \(uid)/\(app) returned \(record.uid)/\(record.app)")
@@ -213,10 +245,58 @@ final class RequestHarness {
 
     // MARK: Values the input chooses
 
+    /// `message` through the wire codec: what decodes is what was sent, and a message with a
+    /// NUL in a string is refused (nil), never decoded cut short.
     private func roundTrip(_ message: ClientMessage) -> ClientMessage? {
-        let decoded = try? ClientMessage.decode(message.encode())
-        check(decoded == message, "\(message) does not survive the wire")
-        return decoded
+        let holdsNUL = Self.strings(of: message).contains { $0.utf8.contains(0) }
+        do {
+            let decoded = try ClientMessage.decode(message.encode())
+            check(!holdsNUL, "\(message) holds a NUL and was decoded")
+            check(decoded == message, "\(message) does not survive the wire")
+            return decoded
+        } catch {
+            check(holdsNUL && error == WireError(.nulInString), "\(message) was refused by the wire: \(error)")
+            return nil
+        }
+    }
+
+    /// Every string a client message carries.
+    static func strings(of message: ClientMessage) -> [String] {
+        switch message {
+        case .hello(_, let app): [app]
+        case .addPayment(let payment): [payment.key, payment.productID] + (payment.applicationUsername.map { [$0] } ?? [])
+        case .restore(_, let name): name.map { [$0] } ?? []
+        case .products(_, let identifiers): identifiers
+        case .control(_, let command, let arguments): [command] + arguments
+        case .subscriptionStatus(_, let group): [group]
+        case .subscribe, .unsubscribe, .finish, .unfinished, .ping, .cancelPayment, .history, .appTransaction, .receipt: []
+        }
+    }
+
+    /// Payment keys already answered, with the transaction each answered.
+    private var answeredKeys: [String: UInt64] = [:]
+
+    /// An accepted payment is stored and signed with exactly what was sent.
+    private func checkStoredAsSent(_ payment: ClientMessage.AddPayment, uid: UInt32, app: String, outcome: Outcome) {
+        guard outcome.code == .ok, outcome.value != 0,
+              let stored = answer({ try store.transaction(id: outcome.value) }) ?? nil else { return }
+        check(stored.productID.utf8.elementsEqual(payment.productID.utf8),
+              "payment for \(payment.productID.debugDescription) stored as \(stored.productID.debugDescription)")
+        check(stored.applicationUsername?.utf8.elementsEqual((payment.applicationUsername ?? "").utf8) ?? (payment.applicationUsername == nil),
+              "applicationUsername \(String(describing: payment.applicationUsername).debugDescription) stored as "
+                  + "\(String(describing: stored.applicationUsername).debugDescription)")
+        if let payload = answer({ try engine.transactionPayload(stored, environment: "Xcode", signedDate: 0) }) ?? nil {
+            let text = payload.serialized()
+            let token = PaymentQueueEngine.appAccountToken(payment.applicationUsername)
+            check(token.map { text.contains("\"appAccountToken\":\"\($0)\"") } ?? !text.contains("appAccountToken"),
+                  "the signed payload of \(stored.id) carries an appAccountToken the client did not send: \(text)")
+        }
+        guard !payment.key.isEmpty else { return }
+        let key = "\(uid)/\(app)/\(payment.key)"
+        for (other, id) in answeredKeys where id == outcome.value && other != key {
+            check(false, "payment keys \(other.debugDescription) and \(key.debugDescription) answered one transaction \(id)")
+        }
+        answeredKeys[key] = outcome.value
     }
 
     /// Mostly 0…11 (the valid 1…10 and both edges), sometimes any Int32.
