@@ -135,6 +135,7 @@ extension Server {
         if let name = session.storeName, !keepStored { notifier.removeStoredFileDescriptor(name: name) }
         epoll.remove(session.fd)
         UnixSocket.close(session.fd)
+        session.discardOutput()
         count(session, -1)
         if session.subscribed, let app = session.app {
             let key = QueueKey(uid: session.peer.uid, app: app)
@@ -210,14 +211,25 @@ extension Server {
         updateInterest(session)
     }
 
-    /// Cuts off the sessions holding the most unread output until all together hold less than
-    /// `OutputBudget=`.
+    /// Cuts off sessions until all together hold less than `OutputBudget=`: those of the uid that
+    /// holds the most unread output first (its largest first), then the next uid's. Counted by
+    /// uid, not by connection, so that a uid spreading its unread output over many small
+    /// connections cannot get another uid's one slow reader cut in its place.
     func keepOutputBudget() {
         let budget = configuration.outputBudget
-        for session in sessions.values.sorted(by: { $0.pendingOutput > $1.pendingOutput }) {
-            guard outputAccount.queued > budget, session.pendingOutput > 0 else { break }
-            cutOff(session, "the daemon's queued output (\(outputAccount.queued) bytes) is over OutputBudget= (\(budget)); "
-                   + "it held the most unread (\(session.pendingOutput) bytes)")
+        var byUID: [UInt32: (held: Int, sessions: [Session])] = [:]
+        for session in sessions.values where session.pendingOutput > 0 {
+            byUID[session.peer.uid, default: (0, [])].held += session.pendingOutput
+            byUID[session.peer.uid, default: (0, [])].sessions.append(session)
+        }
+        let heaviestFirst = byUID.sorted { $0.value.held != $1.value.held ? $0.value.held > $1.value.held : $0.key < $1.key }
+        for (uid, holding) in heaviestFirst {
+            for session in holding.sessions.sorted(by: { $0.pendingOutput > $1.pendingOutput }) {
+                guard outputAccount.queued > budget else { return }
+                cutOff(session, "the daemon's queued output (\(outputAccount.queued) bytes) is over OutputBudget= (\(budget)); "
+                       + "uid \(uid) held the most unread (\(holding.held) bytes over \(holding.sessions.count) connections), "
+                       + "this connection \(session.pendingOutput) bytes")
+            }
         }
     }
 

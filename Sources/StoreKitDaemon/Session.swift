@@ -62,6 +62,14 @@ final class Session {
 
     deinit { account.queued -= pendingOutput }
 
+    /// Drops what is queued and not sent (the connection is closing): it leaves the daemon's
+    /// account at once, not when the last reference to the session goes.
+    func discardOutput() {
+        account.queued -= pendingOutput
+        output = []
+        outputOffset = 0
+    }
+
     var pendingOutput: Int { output.count - outputOffset }
 
     /// Output queued or on its way through the gate: what `OutputHighWaterMark=` bounds.

@@ -113,6 +113,53 @@ struct HostileLimitsTests {
         #expect(try Self.pingTime(daemon) < 1.0)
     }
 
+    @Test("over OutputBudget= the uid holding the most loses first: many small unread connections of one uid, not another uid's one slow reader",
+          .enabled(if: getuid() == 0, "needs root to connect as other uids"))
+    func outputBudgetByUID() throws {
+        let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=1M\nOutputHighWaterMark=8M\nOutputBudget=3M")
+        defer { daemon.remove() }
+        daemon.openDirectoriesToOtherUsers()
+        let (spreader, slow): (UInt32, UInt32) = (4301, 4302)
+        func hold(_ uid: UInt32, bytes: Int) throws {
+            let buyer = try Client(daemon, asUID: uid)
+            defer { buyer.close() }
+            let reply = try buyer.request { id in
+                .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Sample.levelPack, quantity: 1,
+                                  applicationUsername: String(repeating: "u", count: bytes)))
+            }
+            #expect(reply.code == .ok, "\(reply.code.name) \(reply.message)")
+        }
+        try hold(slow, bytes: 640 << 10)
+        try hold(slow, bytes: 640 << 10)
+        try hold(spreader, bytes: 256 << 10)
+        // The slow reader: one connection, two pages of 640 KB it does not read yet. Then the
+        // spreader: 14 connections, each two pages of 256 KB: less per connection than the slow
+        // reader, three times as much in all.
+        let reader = try connectWithThreadUID(slow, path: daemon.clientSocket)
+        _ = try reader.hello(app: Sample.app)
+        try Self.pipeline(reader, { .unfinished(requestID: $0) }, count: 2)
+        Thread.sleep(forTimeInterval: 0.3)
+        var spread: [WireConnection] = []
+        for _ in 0..<14 {
+            let connection = try connectWithThreadUID(spreader, path: daemon.clientSocket)
+            _ = try connection.hello(app: Sample.app)
+            try Self.pipeline(connection, { .unfinished(requestID: $0) }, count: 2)
+            spread.append(connection)
+        }
+        #expect(eventually { daemon.log().contains("is over OutputBudget=") })
+        #expect(spread.contains { HostileClientTests.closedByDaemon($0.fd, within: 2) }, "the spreader kept every connection")
+        #expect(!Self.hungUp(reader.fd, within: 0.5), "the slow reader of the other uid was cut off")
+        #expect(daemon.log().contains("uid \(spreader) held the most unread"), "\(daemon.log())")
+        #expect(!daemon.log().contains("uid \(slow) held the most unread"))
+        // The slow reader gets its whole answer once it reads.
+        reader.setReceiveTimeout(10)
+        guard case .transactions(_, let records)? = try? reader.receive() else {
+            Issue.record("the slow reader got no answer")
+            return
+        }
+        #expect(records.first?.applicationUsername?.utf8.count == 640 << 10, "a page of the slow reader's own large purchases")
+    }
+
     @Test("a connection that reads none of its output for SendTimeoutSec= is closed")
     func sendTimeout() throws {
         let daemon = try Self.daemon(limits: "MaxApplicationUsernameLength=1M\nSendTimeoutSec=1s")
