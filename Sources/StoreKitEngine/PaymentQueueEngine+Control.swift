@@ -35,7 +35,29 @@ extension PaymentQueueEngine {
             subscription.autoRenew = false
             try saveSubscription(subscription)
         }
-        return .ok(value: transactionID, [.revoked(QueueKey(uid: record.uid, app: record.app), [record.productID])])
+        var queues = [QueueKey(uid: record.uid, app: record.app)]
+        for copy in try alsoRevoked(byRefundOf: record) {
+            let copySequence = try store.nextSequence(uid: copy.uid, app: copy.app)
+            guard try store.setRevocation(id: copy.id, date: now, reason: reason, sequence: copySequence) else { continue }
+            let queue = QueueKey(uid: copy.uid, app: copy.app)
+            if !queues.contains(queue) { queues.append(queue) }
+        }
+        return .ok(value: transactionID, queues.map { .revoked($0, [record.productID]) })
+    }
+
+    /// What a refund of `record` takes back with it: a refund returns the money for a purchase, so
+    /// every copy of that purchase loses it. Refunding a purchase revokes its restored copies (on
+    /// every host of a fleet); refunding a restored copy revokes the purchase it restored and its
+    /// other copies. Renewals of a subscription are purchases of their own and are not included.
+    private func alsoRevoked(byRefundOf record: TransactionRecord) throws(StoreError) -> [TransactionRecord] {
+        var purchase = record
+        if record.state == .restored, let originalID = record.originalID, originalID != record.id {
+            guard let original = try store.transaction(id: originalID) else { return [] }
+            purchase = original
+        }
+        var found: [TransactionRecord] = purchase.id == record.id ? [] : [purchase]
+        found += try store.restoredCopies(of: purchase.id).filter { $0.id != record.id }
+        return found.filter { $0.revocationDate == nil && ($0.state == .purchased || $0.state == .restored) }
     }
 
     // MARK: Switches, storefront, clock

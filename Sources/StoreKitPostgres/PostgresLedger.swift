@@ -475,6 +475,15 @@ public final class PostgresLedger: LedgerStorage {
             """, scope(uid: uid, app: app)).filter(isSeenHere).map(\.record)
     }
 
+    /// Every host's restored copies: a refund on one host takes them back on all.
+    public func restoredCopies(of originalID: UInt64) throws(StoreError) -> [TransactionRecord] {
+        guard let stored = Self.storedID(originalID) else { return [] }
+        return try records("""
+            SELECT \(Self.columns(finished: Self.finishedByID)) FROM \(Self.view)
+            WHERE t.original_id = $2 AND t.state = $3 AND t.id != t.original_id ORDER BY t.id
+            """, [member.host, stored, String(TransactionState.restored.rawValue)])
+    }
+
     /// An account's history as this host sees it; with no uid, every account's.
     public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int) throws(StoreError) -> [TransactionRecord] {
         var found: [TransactionRecord] = []

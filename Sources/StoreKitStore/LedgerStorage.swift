@@ -43,6 +43,9 @@ public protocol LedgerStorage: AnyObject {
     func transaction(uid: UInt32, app: String, paymentKey: String) throws(StoreError) -> TransactionRecord?
     func unfinished(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord]
     func all(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord]
+    /// The `restored` transactions that restore `originalID`, of every queue (in a fleet, of
+    /// every host): what a refund of the original takes back with it.
+    func restoredCopies(of originalID: UInt64) throws(StoreError) -> [TransactionRecord]
     func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int) throws(StoreError) -> [TransactionRecord]
     func unfinishedCount(of queue: TransactionStore.QueueKey) throws(StoreError) -> Int
     func unfinishedCount() throws(StoreError) -> Int

@@ -84,6 +84,16 @@ extension TransactionStore {
         return try records(select)
     }
 
+    public func restoredCopies(of originalID: UInt64) throws(StoreError) -> [TransactionRecord] {
+        guard let stored = Self.storedID(originalID) else { return [] }
+        try writeHeldRows()
+        let select = try database.statement(
+            "SELECT \(Self.columns) FROM transactions WHERE original_id = ? AND state = ? AND id != original_id ORDER BY id")
+        select.bind(1, stored)
+        select.bind(2, Int64(TransactionState.restored.rawValue))
+        return try records(select)
+    }
+
     /// Transactions filtered by uid, app and finished-ness, oldest first, at most `limit`.
     public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int = 10_000) throws(StoreError) -> [TransactionRecord] {
         try writeHeldRows()

@@ -322,6 +322,38 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.rows == before + restored)
     }
 
+    @Test("a refund takes back every copy of the purchase: refunding the original revokes its restored copies, refunding a copy revokes the original; entitlements lose it",
+          arguments: LedgerBackend.allCases)
+    func refundRevokesRestoredCopies(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
+        let pack = try fixture.buy(Product.levelPack)
+        #expect(try fixture.finish(pack).code == .ok)
+        let firstCopy = try #require(updatedRecords(try fixture.restore()).first { $0.productID == Product.levelPack })
+        #expect(try fixture.finish(firstCopy.id).code == .ok)
+        let secondCopy = try #require(updatedRecords(try fixture.restore()).first { $0.productID == Product.levelPack })
+        #expect(try fixture.unit { try $0.entitlements(uid: player, app: game) }.map(\.productID).contains(Product.levelPack))
+
+        let refund = try fixture.unit { try $0.refund(transactionID: pack, reason: 1) }
+        #expect(refund.code == .ok)
+        #expect(refund.effects == [.revoked(queue, [Product.levelPack])], "one announcement for the queue")
+        for id in [pack, firstCopy.id, secondCopy.id] {
+            let row = try #require(try fixture.store.transaction(id: id))
+            #expect(row.revocationDate != nil && row.revocationReason == 1, "transaction \(id) still entitles")
+        }
+        #expect(try !fixture.unit { try $0.entitlements(uid: player, app: game) }.map(\.productID).contains(Product.levelPack))
+
+        // Refunding a restored copy: the purchase it restored and its other copies go too.
+        let other = try fixture.buy(Product.levelPack, uid: player + 1)
+        #expect(try fixture.finish(other, uid: player + 1).code == .ok)
+        let copy = try #require(updatedRecords(try fixture.restore(uid: player + 1)).first { $0.productID == Product.levelPack })
+        #expect(try fixture.unit { try $0.refund(transactionID: copy.id) }.code == .ok)
+        #expect(try fixture.store.transaction(id: other)?.revocationDate != nil)
+        #expect(try !fixture.unit { try $0.entitlements(uid: player + 1, app: game) }.map(\.productID).contains(Product.levelPack))
+        // Nobody else's purchase was touched, and a second refund is refused as before.
+        #expect(try fixture.store.transaction(id: pack)?.revocationReason == 1)
+        #expect(try fixture.unit { try $0.refund(transactionID: copy.id) }.code == .invalidArgument)
+    }
+
     @Test("restoring again while the restored transactions are unfinished adds nothing", arguments: LedgerBackend.allCases)
     func restoreAgainWhilePending(backend: LedgerBackend) throws {
         let fixture = try EngineFixture(backend)

@@ -328,6 +328,34 @@ struct FleetTests {
         }
     }
 
+    @Test("a refund on host A takes back B's restored copy: storekitctl entitlements and StoreKit 2's currentEntitlements on B lose it")
+    func refundRevokesRestoredCopyElsewhere() throws {
+        try withFleet { fleet in
+            let onA = try Client(fleet.a)
+            _ = try onA.subscribe()
+            let pack = try onA.buy(Sample.levelPack)
+            #expect(try onA.finish(pack.id).code == .ok)
+            let onB = try Client(fleet.b)
+            _ = try onB.subscribe()
+            let restored = try onB.restore()
+            let copy = try #require(restored.updated.first { $0.productID == Sample.levelPack && $0.state == .restored }, "\(restored)")
+            #expect(try onB.finish(copy.id).code == .ok)
+            func entitledOnB() throws -> [String] {
+                let listed = try fleet.b.ctlOK(["entitlements", Sample.app]) as? [[String: Any]] ?? []
+                return listed.compactMap { $0["productIdentifier"] as? String }
+            }
+            #expect(try entitledOnB().contains(Sample.levelPack))
+
+            _ = try fleet.a.ctlOK(["refund", String(pack.id)])
+            #expect(try !entitledOnB().contains(Sample.levelPack), "B still entitles through its restored copy")
+            #expect(try !fleet.b.storeKit2List("entitlements").contains(String(copy.id)))
+            #expect(try !fleet.b.storeKit2List("entitlements").contains(String(pack.id)))
+            #expect(try !fleet.a.storeKit2List("entitlements").contains(String(pack.id)))
+            let seenOnB = try history(onB)
+            #expect(seenOnB.first { $0.id == copy.id }?.revocationDate != nil, "B's history has its copy revoked")
+        }
+    }
+
     @Test("a purchase made on host A: StoreKit 2's Transaction.updates on host B announces it, B's entitlements include it; StoreKit 1's queue on B does not get it; a consumable stays A's")
     func purchasesElsewhereReachStoreKit2() throws {
         try withFleet { fleet in

@@ -7,6 +7,28 @@ import Testing
 /// restoreCompletedTransactions: new `restored` transactions linked to their originals, for
 /// non-consumables and auto-renewable subscriptions only; single-flight; always a finished event.
 @Suite struct RestoreTests {
+    @Test("one host: buy, restore, refund the original: the restored copy no longer entitles (storekitctl and StoreKit 2)")
+    func refundOfOriginalRevokesRestoredCopy() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let client = try Client(daemon)
+        _ = try client.subscribe()
+        let pack = try client.buy(Sample.levelPack)
+        #expect(try client.finish(pack.id).code == .ok)
+        let copy = try #require(try client.restore().updated.first { $0.state == .restored && $0.productID == Sample.levelPack })
+        #expect(try client.finish(copy.id).code == .ok)
+        func entitled() throws -> [String] {
+            (try daemon.ctlOK(["entitlements", Sample.app]) as? [[String: Any]] ?? []).compactMap { $0["productIdentifier"] as? String }
+        }
+        #expect(try entitled() == [Sample.levelPack])
+        _ = try daemon.ctlOK(["refund", String(pack.id)])
+        #expect(try entitled().isEmpty, "the restored copy still entitles")
+        #expect(try daemon.storeKit2List("entitlements").isEmpty)
+        let history = try daemon.ctlOK(["history", Sample.app]) as? [[String: Any]] ?? []
+        #expect(history.first { $0["transactionIdentifier"] as? String == String(copy.id) }?["revocationDate"] != nil)
+    }
+
     @Test func restoreCreatesRestoredTransactionsForNonConsumablesAndSubscriptions() throws {
         let daemon = try DaemonProcess()
         defer { daemon.remove() }
