@@ -1,4 +1,5 @@
 import StoreKitStore
+import StoreKitPosix
 import StoreKitWire
 
 /// The serving loop's narrow view of the durable store, and nothing more of it:
@@ -78,12 +79,26 @@ final class Ledger {
         return sqlite == nil && error.code == .io ? .storeUnreachable : .storageFailure
     }
 
-    /// Said once when it starts; every request meanwhile is refused with its own journal entry.
+    /// Said once when it starts (and once when it ends, by `commit`); the requests refused
+    /// meanwhile are journaled at debug priority only (`isPartOfOutage`).
     private func noteUnreachable(_ error: StoreError) {
         guard sqlite == nil, error.code == .io, unreachable == nil else { return }
-        unreachable = error.message
+        unreachable = Self.oneLine(error.message)
         logger.error("\(storage.path) is unreachable; requests are refused until it is back (tried again at every "
-                     + "unit of work): \(error.message)", id: .storageFailure)
+                     + "unit of work): \(Self.oneLine(error.message))", id: .storageFailure)
+    }
+
+    /// Whether `error` belongs to an outage of the database server that the journal has already
+    /// been told of (noting it if it is the first): its caller logs it at debug priority only.
+    func isPartOfOutage(_ error: StoreError) -> Bool {
+        noteUnreachable(error)
+        return sqlite == nil && error.code == .io && unreachable != nil
+    }
+
+    /// `text` on one line: libpq's messages end in, and may hold, newlines, which would cut a
+    /// `STATUS=` short (systemd keeps its first line) and end journal lines in a line break.
+    static func oneLine(_ text: String) -> String {
+        text.split(whereSeparator: { $0.isNewline }).map { $0.trimmingWhitespace() }.filter { !$0.isEmpty }.joined(separator: " ")
     }
 
     func rollback() { storage.rollback() }

@@ -260,8 +260,12 @@ extension Server {
             fleetChangesDue = fleetChangesWereDue && ledger.unreachable == nil
             statusStale = true   // STATUS= may now say the database is unreachable
             let code = ledger.resultCode(for: error)
-            logger.error("Failed to commit \(batch.count) requests to \(ledger.path): \(error.message)",
-                         id: .storageFailure)
+            if ledger.isPartOfOutage(error) {
+                logger.debug("Refused \(batch.count) requests: \(ledger.path) is unreachable")
+            } else {
+                logger.error("Failed to commit \(batch.count) requests to \(ledger.path): \(error.message)",
+                             id: .storageFailure)
+            }
             var refusals = UnitOutput()
             for (session, message) in batch where sessions[session.token] != nil && !heldTokens.contains(session.token) {
                 refusals.reply(session, .result(message.requestID ?? 0, code, "the store could not record this: \(error.message)"))
@@ -332,7 +336,11 @@ extension Server {
             output.subscriptions.removeSubrange(marks.1...)
             output.journal.removeSubrange(marks.2...)
             output.unobserved.removeSubrange(marks.3...)
-            logger.error("Failed to record a request in \(ledger.path): \(error.message)", id: .storageFailure)
+            if ledger.isPartOfOutage(error) {
+                logger.debug("Refused a request: \(ledger.path) is unreachable")
+            } else {
+                logger.error("Failed to record a request in \(ledger.path): \(error.message)", id: .storageFailure)
+            }
             onFailure(error, &output)
             return false
         }

@@ -327,13 +327,13 @@ public final class Server {
 
     func statusLine() -> String {
         let observerCount = sessions.values.reduce(0) { $0 + ($1.subscribed ? 1 : 0) }
-        let unfinished = ledger.unfinishedCount() ?? -1
-        var line = "Serving \(sessions.count) connections, \(observerCount) observers, \(unfinished) unfinished transactions"
+        let unfinished = ledger.unfinishedCount().map { "\($0) unfinished transactions" } ?? "unfinished transactions unknown"
+        var line = "Serving \(sessions.count) connections, \(observerCount) observers, \(unfinished)"
         if let writesStoppedReason { line += "; WRITES STOPPED: \(writesStoppedReason)" }
         if let low = ledger.lowSpaceReason { line += "; LOW DISK SPACE: \(low)" }
         if let unreachable = ledger.unreachable { line += "; DATABASE UNREACHABLE: \(unreachable)" }
         if let fleet, !fleet.isConnected { line += "; NOT HEARING THE FLEET (reconnecting)" }
-        return line
+        return Ledger.oneLine(line)
     }
 
     // MARK: Introspection for the control plane

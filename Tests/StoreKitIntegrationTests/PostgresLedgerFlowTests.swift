@@ -131,6 +131,19 @@ struct PostgresLedgerFlowTests {
         #expect(manager.waitFor(after: before) { $0.contains("STATUS=") && $0.contains("NOT HEARING THE FLEET") } != nil,
                 "\(manager.notifications.suffix(3))")
         #expect(daemon.log().contains("Lost the fleet's notification connection"))
+        for _ in 0..<5 { #expect(try buyer.addPayment(Sample.coins).code == .storeUnreachable) }
+        // STATUS= is one line (systemd keeps only the first: libpq's newlines would hide the rest),
+        // says both, and never a count it does not know.
+        let statuses = manager.notifications[before...].compactMap { $0.components(separatedBy: "STATUS=").dropFirst().first }
+        #expect(statuses.contains { $0.contains("DATABASE UNREACHABLE") && $0.contains("NOT HEARING THE FLEET") }, "\(statuses)")
+        for status in statuses {
+            #expect(!status.contains("\n") && !status.contains("\r"), "STATUS= has a line break: \(status.debugDescription)")
+            #expect(!status.contains("-1 unfinished"), "\(status)")
+        }
+        // The outage is said once: refused batches are not each an error.
+        let errors = daemon.log().split(separator: "\n").filter { $0.contains("[error]") || $0.contains("[err]") }
+        #expect(errors.count == 1, "\(errors)")
+        #expect(!errors.contains { $0.hasSuffix("\\n") }, "a journal line ends in a literal \\n: \(errors)")
 
         try server.start()
         let back = manager.notifications.count
