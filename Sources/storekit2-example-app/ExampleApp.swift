@@ -140,11 +140,19 @@ enum ExampleApp {
         }
     }
 
+    /// An error in words: StoreKit's own description where it has one.
+    static func describe(_ error: any Error) -> String {
+        (error as? any LocalizedError)?.errorDescription ?? "\(error)"
+    }
+
     static func buy(_ productID: String, options: Set<Product.PurchaseOption>, store: Store) async -> Int32 {
         guard let product = store.coinPacks.first(where: { $0.id == productID }) ?? store.levelPacks.first(where: { $0.id == productID })
                 ?? store.subscriptions.first(where: { $0.id == productID }) ?? store.seasonPasses.first(where: { $0.id == productID })
         else {
-            Output.event(["event": "purchaseFailed", "productIdentifier": productID, "error": "unknown product \(productID)"])
+            // No product list at all is the store's failure, not an unknown product.
+            let reason = store.productRequestFailure.map { "the store could not be asked for its products: \(describe($0))" }
+                ?? "unknown product \(productID)"
+            Output.event(["event": "purchaseFailed", "productIdentifier": productID, "error": reason])
             return 1
         }
         store.purchaseResultHandler = { result in

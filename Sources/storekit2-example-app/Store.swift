@@ -27,6 +27,9 @@ final class Store {
     private(set) var purchasedSeasonPasses: [Product] = []
     private(set) var purchasedSubscriptions: [Product] = []
     private(set) var subscriptionGroupStatus: RenewalState?
+    /// Why the last product request failed (the store unreachable, the app not registered); nil
+    /// after one that succeeded. Not in Apple's sample: there the UI shows no products instead.
+    private(set) var productRequestFailure: (any Error)?
 
     /// Told of every update the listener receives, verified or not (the command line prints them).
     var transactionUpdateHandler: ((VerificationResult<Transaction>) -> Void)?
@@ -110,7 +113,9 @@ final class Store {
             levelPacks = sortByPrice(newLevelPacks)
             subscriptions = sortByPrice(newSubscriptions)
             seasonPasses = sortByPrice(newSeasonPasses)
+            productRequestFailure = nil
         } catch {
+            productRequestFailure = error
             print("Failed product request from the App Store server. \(error)")
         }
     }

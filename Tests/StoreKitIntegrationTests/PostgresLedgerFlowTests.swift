@@ -132,6 +132,11 @@ struct PostgresLedgerFlowTests {
                 "\(manager.notifications.suffix(3))")
         #expect(daemon.log().contains("Lost the fleet's notification connection"))
         for _ in 0..<5 { #expect(try buyer.addPayment(Sample.coins).code == .storeUnreachable) }
+        // A StoreKit 2 app asking to buy meanwhile hears that the store cannot be reached.
+        let app = try ProcessRunner.run(Paths.binary("storekit2-example-app"), ["buy", Sample.coins],
+                                        environment: daemon.clientEnvironment, timeout: appTimeout)
+        #expect(app.status != 0)
+        #expect(app.stdout.contains("could not be reached") && !app.stdout.contains("unknown product"), "\(app.stdout)")
         // STATUS= is one line (systemd keeps only the first: libpq's newlines would hide the rest),
         // says both, and never a count it does not know.
         let statuses = manager.notifications[before...].compactMap { $0.components(separatedBy: "STATUS=").dropFirst().first }
