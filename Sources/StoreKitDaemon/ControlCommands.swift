@@ -55,6 +55,9 @@ struct ControlCommands {
     func execute(command: String, arguments raw: [String], writesStopped: String?) throws(StoreError) -> Result {
         let arguments = Arguments(raw)
         if let writesStopped, Self.mutates(command, arguments) { return .failure(.storageFailure, writesStopped) }
+        // A command that changes the store may change receipts without moving a queue's
+        // sequence number (`clear` and `reset` delete history): kept receipts are made again.
+        if Self.mutates(command, arguments) { server.proof.forgetReceipts() }
         switch command {
         case "status":
             return status()

@@ -26,6 +26,14 @@ public final class ProofOfPurchase {
     private var cache: [UInt64: (state: TransactionState, revocationDate: Int64?, expiresDate: Int64?, jws: String)] = [:]
     private var cacheOrder: [UInt64] = []
     static let cacheLimit = 4096
+    /// Receipts made, by queue, with the queue's last sequence number when each was made: a
+    /// receipt is made (and signed) again only when its queue changed since, not per request.
+    private var receipts: [QueueKey: (sequence: UInt64, bytes: [UInt8])] = [:]
+    private var receiptOrder: [QueueKey] = []
+    private var receiptBytes = 0
+    /// Bytes of kept receipts at most (a queue of 5,000 unfinished purchases has one of 1.3 MB);
+    /// the oldest are dropped first.
+    static let receiptBytesLimit = 64 << 20
 
     init(identity: SigningIdentity, keyDirectory: String, rootPaths: [String]) {
         self.identity = identity
@@ -76,6 +84,29 @@ public final class ProofOfPurchase {
         }
         cache.removeAll()
         cacheOrder.removeAll()
+        forgetReceipts()
+    }
+
+    /// Drops every kept receipt: after what changes receipts without a queue's sequence number
+    /// moving (a new key, a reload of the registrations and catalogues, a store command that
+    /// deletes history).
+    func forgetReceipts() {
+        receipts.removeAll()
+        receiptOrder.removeAll()
+        receiptBytes = 0
+    }
+
+    private func keepReceipt(_ bytes: [UInt8], sequence: UInt64, for queue: QueueKey) {
+        if let old = receipts.updateValue((sequence, bytes), forKey: queue) {
+            receiptBytes -= old.bytes.count
+        } else {
+            receiptOrder.append(queue)
+        }
+        receiptBytes += bytes.count
+        while receiptBytes > Self.receiptBytesLimit, let oldest = receiptOrder.first {
+            receiptOrder.removeFirst()
+            receiptBytes -= receipts.removeValue(forKey: oldest)?.bytes.count ?? 0
+        }
     }
 
     static var now: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
@@ -178,8 +209,19 @@ public final class ProofOfPurchase {
         return try identity.signJWS(payload: payload.serializedBytes())
     }
 
-    /// The app receipt of (uid, app), made now.
+    /// The app receipt of (uid, app): the one kept since the queue last changed, else made now
+    /// and kept.
     func receipt(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> [UInt8] {
+        let queue = QueueKey(uid: uid, app: app)
+        let sequence = try engine.store.lastSequence(uid: uid, app: app)
+        if let kept = receipts[queue], kept.sequence == sequence { return kept.bytes }
+        let bytes = try makeReceipt(uid: uid, app: app, engine: engine, configuration: configuration)
+        keepReceipt(bytes, sequence: sequence, for: queue)
+        return bytes
+    }
+
+    /// The app receipt of (uid, app), made now.
+    private func makeReceipt(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> [UInt8] {
         let registration = configuration.app(app)
         let version = registration?.version ?? "1.0"
         var opaque = [UInt8](repeating: 0, count: 16)

@@ -40,6 +40,7 @@ extension Server {
             observerUIDs = newConfiguration.observerUIDs()
             engine.limits = Self.engineLimits(newConfiguration)
             engine.replaceCatalogs(catalogs)
+            proof.forgetReceipts()   // a product's kind or an app's version may have changed
             logger.notice("Reloaded configuration: \(catalogs.count) apps", id: .reloaded)
             notifier.ready(status: statusLine())
         case .failure(let failure):

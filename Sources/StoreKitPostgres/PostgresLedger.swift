@@ -256,6 +256,13 @@ public final class PostgresLedger: LedgerStorage {
     /// The per-(account, app) counter, moved in the unit of work: its row stays locked until the
     /// commit, so the daemons of a fleet hand out increasing numbers in commit order, and
     /// "changed since sequence N" misses nothing committed (`changesElsewhere`).
+    /// The account's (every host changes it: a change made elsewhere moves it too).
+    public func lastSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
+        let last = try connection.execute("SELECT last FROM sequences WHERE account = $1 AND app = $2",
+                                          [accounts.account(of: uid), app]).firstInt
+        return UInt64(last ?? 0)
+    }
+
     public func nextSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
         precondition(isInTransaction, "sequence allocated outside a unit of work")
         let account = accounts.account(of: uid)
@@ -360,6 +367,11 @@ public final class PostgresLedger: LedgerStorage {
                 scope)
             if table == "transactions" { deleted = result.changed }
         }
+        // What every host made from these queues (a kept receipt) is stale now: their sequence
+        // numbers move, although no transaction remains to carry the new one.
+        try connection.execute(
+            "UPDATE sequences SET last = last + 1 WHERE $1::text IS NOT NULL AND ($2::text IS NULL OR account = $2) AND ($3::text IS NULL OR app = $3)",
+            scope)
         return (deleted, unfinished)
     }
 

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The few ASN.1 DER forms (X.690) the app receipt uses: INTEGER, OCTET STRING, UTF8String,
 /// IA5String, SEQUENCE and SET OF, written and read. Encoding only — no cryptography here.
 enum DER {
@@ -6,7 +10,23 @@ enum DER {
     }
 
     static func element(_ tag: Tag, _ content: [UInt8]) -> [UInt8] {
-        [tag.rawValue] + length(content.count) + content
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(1 + 9 + content.count)
+        bytes.append(tag.rawValue)
+        bytes.append(contentsOf: length(content.count))
+        bytes.append(contentsOf: content)
+        return bytes
+    }
+
+    /// An element whose content is `parts` one after the other, copied once.
+    static func element(_ tag: Tag, concatenating parts: [[UInt8]]) -> [UInt8] {
+        let count = parts.reduce(0) { $0 + $1.count }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(1 + 9 + count)
+        bytes.append(tag.rawValue)
+        bytes.append(contentsOf: length(count))
+        for part in parts { bytes.append(contentsOf: part) }
+        return bytes
     }
 
     static func length(_ count: Int) -> [UInt8] {
@@ -32,11 +52,22 @@ enum DER {
     static func utf8String(_ value: String) -> [UInt8] { element(.utf8String, Array(value.utf8)) }
     static func ia5String(_ value: String) -> [UInt8] { element(.ia5String, Array(value.utf8)) }
     static func octetString(_ value: [UInt8]) -> [UInt8] { element(.octetString, value) }
-    static func sequence(_ elements: [[UInt8]]) -> [UInt8] { element(.sequence, elements.flatMap { $0 }) }
+    static func sequence(_ elements: [[UInt8]]) -> [UInt8] { element(.sequence, concatenating: elements) }
 
-    /// SET OF: DER orders the elements by their encodings.
+    /// SET OF: DER orders the elements by their encodings (X.690 11.6: as octet strings, the
+    /// shorter one first where one is a prefix of the other).
     static func set(_ elements: [[UInt8]]) -> [UInt8] {
-        element(.set, elements.sorted { $0.lexicographicallyPrecedes($1) }.flatMap { $0 })
+        element(.set, concatenating: elements.sorted(by: precedes))
+    }
+
+    /// Byte-wise order with `memcmp`: a receipt's SET holds thousands of elements that share
+    /// long prefixes, where a generic element-by-element comparison dominated the encoding.
+    static func precedes(_ first: [UInt8], _ second: [UInt8]) -> Bool {
+        let common = min(first.count, second.count)
+        let order = common == 0 ? 0 : first.withUnsafeBufferPointer { a in
+            second.withUnsafeBufferPointer { b in memcmp(a.baseAddress!, b.baseAddress!, common) }
+        }
+        return order != 0 ? order < 0 : first.count < second.count
     }
 
     /// Reads DER elements; throws on anything malformed, never reads past the input.

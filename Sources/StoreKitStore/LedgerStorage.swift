@@ -31,6 +31,10 @@ public protocol LedgerStorage: AnyObject {
     // MARK: Transactions
     func allocateTransactionID() throws(StoreError) -> UInt64
     func nextSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64
+    /// The last sequence number given out in the queue (0 before the first): every change of
+    /// one of its transactions takes a new one, so what was made from the queue stays good
+    /// while this stays the same.
+    func lastSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64
     func insert(_ record: TransactionRecord, paymentKey: String?) throws(StoreError)
     func transition(id: UInt64, from: TransactionState, to: TransactionState, sequence: UInt64, date: Int64,
                     errorCode: Int32?, errorMessage: String?, expiresDate: Int64?, originalID: UInt64?) throws(StoreError) -> Bool

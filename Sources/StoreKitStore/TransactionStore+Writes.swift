@@ -36,6 +36,14 @@ extension TransactionStore {
 
     /// The next per-(uid, app) sequence number (stored at the next `save()`; after a crash,
     /// recomputed from the rows that carry it).
+    public func lastSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
+        if let cached = sequences[QueueKey(uid: uid, app: app)] { return cached }
+        let select = try database.statement("SELECT last FROM sequences WHERE uid = ? AND app = ?")
+        select.bind(1, Int64(uid))
+        select.bind(2, app)
+        return try select.firstRow { UInt64($0.int64(0)) } ?? 0
+    }
+
     public func nextSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
         precondition(inTransaction, "sequence allocated outside a unit of work")
         let key = QueueKey(uid: uid, app: app)

@@ -286,6 +286,62 @@ struct ProofOfPurchaseTests {
         #expect(info.status == 0, "\(info.stderr)")
     }
 
+    @Test("a receipt is kept per queue until the queue changes: the same bytes again; a purchase, a refund, a new key or clear make a new one")
+    func receiptKeptUntilTheQueueChanges() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        let client = try Client(daemon)
+        _ = try client.subscribe()
+        func receipt() throws -> [UInt8] {
+            let id = client.makeRequestID()
+            try client.connection.send(.receipt(requestID: id))
+            while true {
+                switch try client.connection.receive() {
+                case .receipt(let requestID, let data) where requestID == id: return data
+                case .result(let requestID, let code, _, _, let message) where requestID == id:
+                    throw IntegrationFailure("receipt refused: \(code.name) \(message)")
+                default: continue
+                }
+            }
+        }
+        /// The receipt's payload, verified against the root with openssl.
+        func payload(_ receipt: [UInt8]) throws -> Data {
+            let file = daemon.directory.file("kept-receipt")
+            try Data(receipt).write(to: URL(fileURLWithPath: file))
+            let verified = try ProcessRunner.run("/usr/bin/openssl", [
+                "cms", "-verify", "-inform", "DER", "-in", file, "-CAfile", daemon.directory.file("root.pem"),
+                "-out", daemon.directory.file("kept-payload")])
+            #expect(verified.status == 0, "\(verified.stderr)")
+            return try Data(contentsOf: URL(fileURLWithPath: daemon.directory.file("kept-payload")))
+        }
+        func lists(_ payload: Data, _ id: UInt64) -> Bool { payload.range(of: Data(String(id).utf8)) != nil }
+
+        let pack = try client.buy(Sample.levelPack)
+        let first = try receipt()
+        #expect(try receipt() == first, "made again although nothing changed")
+        #expect(try receipt() == first)
+        #expect(lists(try payload(first), pack.id))
+
+        let coins = try client.buy(Sample.coins)
+        let afterPurchase = try receipt()
+        #expect(afterPurchase != first)
+        #expect(lists(try payload(afterPurchase), coins.id))
+        #expect(try receipt() == afterPurchase)
+
+        _ = try daemon.ctlOK(["refund", String(pack.id)])
+        let afterRefund = try receipt()
+        #expect(afterRefund != afterPurchase, "a refund (its cancellation date) makes a new receipt")
+
+        _ = try daemon.ctlOK(["rotate-key"])
+        let afterRotation = try receipt()
+        #expect(afterRotation != afterRefund, "a new key signs a new receipt")
+        #expect(lists(try payload(afterRotation), coins.id))
+
+        _ = try daemon.ctlOK(["clear", Sample.app])
+        let afterClear = try payload(try receipt())
+        #expect(!lists(afterClear, coins.id) && !lists(afterClear, pack.id), "cleared purchases are still listed")
+    }
+
     @Test("the receipt verifies with openssl cms against the root alone, lists the purchases in Apple's ASN.1 form, and a changed byte fails")
     func receiptVerifiesWithOpenSSL() throws {
         let daemon = try Self.daemon(environment: "Sandbox")
