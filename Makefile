@@ -21,7 +21,7 @@ CONFIG ?= config/storekitd.conf
 TEST_FUZZ_SECONDS ?= 15
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps test-deps deb-deps build run test bench install install-files clean fuzz torture test-sanitize \
+.PHONY: all swift-check deps test-deps deb-deps build run test bench install install-files clean fuzz torture test-sanitize \
 	deb lint-deb test-system
 
 all: build
@@ -40,7 +40,11 @@ test-deps:
 deb-deps:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(APT_PACKAGES) $(DEB_PACKAGES)"
 
-build: deps
+# One line instead of "swift: command not found" halfway through: Debian does not package Swift.
+swift-check:
+	@command -v $(SWIFT) >/dev/null 2>&1 || { echo "make: '$(SWIFT)' not found: install the Swift 6 toolchain for Debian 12 (the Linux tarball from swift.org), put its usr/bin on PATH or run make SWIFT=/path/to/swift (README, 'First, on a fresh Debian 12')" >&2; exit 1; }
+
+build: swift-check deps
 	$(SWIFT) build
 
 # Starts storekitd in the foreground on the sample config; Ctrl-C stops it cleanly.
@@ -49,31 +53,31 @@ run: build
 
 # The wire codec's libFuzzer targets, then requests through the engine and the store
 # (storekitd-fuzz: seeded random inputs here, coverage-guided libFuzzer with `make fuzz`).
-test: test-deps
+test: swift-check test-deps
 	$(SWIFT) build --build-tests
 	scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
 	$(SWIFT) build --product storekitd-fuzz
 	SWIFT_BACKTRACE=enable=no .build/debug/storekitd-fuzz --seconds $(TEST_FUZZ_SECONDS)
 	$(SWIFT) test --skip-build
 
-fuzz: test-deps
+fuzz: swift-check test-deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 	scripts/fuzz-requests.sh $(FUZZ_SECONDS)
 
 # The whole suite once under AddressSanitizer and once under ThreadSanitizer.
-test-sanitize: test-deps
+test-sanitize: swift-check test-deps
 	scripts/test-sanitize.sh
 
 # BENCH_FLAGS passes flags to storekitd-bench, e.g. `make bench BENCH_FLAGS="--only postgres"`.
 BENCH_FLAGS ?=
-bench: test-deps
+bench: swift-check test-deps
 	$(SWIFT) build -c release --product storekitd-bench
 	$(SWIFT) build -c release --product storekitd
 	.build/release/storekitd-bench $(BENCH_FLAGS)
 
 # `make install` builds in release mode; `install-files` only copies (BUILD_DIR selects the build).
 BUILD_DIR ?= .build/release
-install: deps
+install: swift-check deps
 	$(SWIFT) build -c release
 	$(MAKE) install-files BUILD_DIR=.build/release
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
@@ -81,7 +85,7 @@ install: deps
 	  echo "Installed. Start with: systemctl enable --now storekitd.socket"; fi
 
 # Many cycles of: clients buying and finishing, kill -9 at a random moment, restart, check (STOREKIT_TORTURE_SEED=N replays a run's printed seed).
-torture: test-deps
+torture: swift-check test-deps
 	$(SWIFT) build --build-tests
 	STOREKIT_TORTURE_CYCLES=$${STOREKIT_TORTURE_CYCLES:-300} $(SWIFT) test --skip-build --filter NothingLostTortureTests
 
