@@ -40,7 +40,7 @@ let package = Package(
 
         // The daemon as a library, and its tiny main.
         .target(name: "StoreKitDaemon", dependencies: [
-            "StoreKitEngine", "StoreKitStore", "StoreKitPostgres", "StoreKitWire", "StoreKitPosix", "StoreKitSigning", "CSystemd",
+            "StoreKitEngine", "StoreKitStore", "StoreKitPostgres", "StoreKitWire", "StoreKitPosix", "StoreKitSigning", "StoreKitConnection", "CSystemd",
         ]),
         .executableTarget(name: "storekitd", dependencies: ["StoreKitDaemon"]),
 

@@ -191,6 +191,10 @@ final class StoreConnection: Sendable {
                 report(problem)
                 if case .refused(let code, let message) = error.code {
                     failAll(SKError(.clientInvalid, userInfo: [NSLocalizedDescriptionKey: "storekitd refused \(app): \(message) (\(code.name))"]))
+                } else if case .connect(let errno) = error.code, errno.rawValue == ENOENT {
+                    // No socket file anywhere: no daemon to wait for (a socket-activated or running
+                    // one has its file in place), so what waits fails now, saying where it looked.
+                    failUndelivered(olderThan: 0, problem: problem)
                 } else {
                     failUndelivered(olderThan: Self.unreachableTimeout, problem: problem)
                 }
@@ -205,7 +209,9 @@ final class StoreConnection: Sendable {
     static func problem(_ error: ConnectionError, app: String) -> String {
         switch error.code {
         case .connect(let errno) where errno.rawValue == ENOENT:
-            "no storekitd socket at \(error.path): is storekitd installed and its socket started (systemctl status storekitd.socket)?"
+            "no storekitd socket: tried " + SocketLocation.clientSocketsTried(environment: ProcessInfo.processInfo.environment)
+                .joined(separator: ", ") + " (start storekitd: `make run` for your own, `systemctl start storekitd.socket` "
+                + "for the system's; or set STOREKITD_SOCKET)"
         case .connect(let errno) where errno.rawValue == EACCES || errno.rawValue == EPERM:
             "permission denied on \(error.path): this user may not reach storekitd there (check the socket's and its directory's modes)"
         case .connect(let errno) where errno.rawValue == ECONNREFUSED:

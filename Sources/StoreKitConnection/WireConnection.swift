@@ -160,13 +160,45 @@ public enum SocketLocation {
     /// The user's own daemon (`$XDG_RUNTIME_DIR/storekitd`) when its socket exists in a directory
     /// only this user (or root) controls, else the system daemon's `/run/storekitd` — so apps of
     /// every user find a system-wide storekitd, and none talks to a socket another user planted.
+    ///
+    /// The order is the daemon's own (`storekitd` without `--runtime-dir` picks the first of its
+    /// user's directories): `$XDG_RUNTIME_DIR/storekitd`, then `/tmp/storekitd-UID` (where a
+    /// user's daemon serves when `XDG_RUNTIME_DIR` is unset: su, sudo -u, ssh without a session,
+    /// containers), then `/run/storekitd`.
     public static func runtimeDirectory(environment: [String: String]) -> String {
-        if getuid() == 0 { return "/run/storekitd" }
-        if let xdg = environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") {
-            let own = xdg + "/storekitd"
-            if FileSystem.exists(own + "/storekitd.sock"), (try? PrivateDirectory.check(own)) != nil { return own }
+        if getuid() == 0 { return systemDirectory }
+        for own in userDirectories(environment: environment, uid: getuid())
+        where FileSystem.exists(own + "/storekitd.sock") && (try? PrivateDirectory.check(own)) != nil {
+            return own
         }
-        return "/run/storekitd"
+        return systemDirectory
+    }
+
+    /// The system daemon's runtime directory.
+    public static let systemDirectory = "/run/storekitd"
+
+    /// A user's own daemon's runtime directories, in the order tried: the daemon serves in the
+    /// first (`DaemonConfiguration.resolveRuntimeDirectory`), clients look in both.
+    public static func userDirectories(environment: [String: String], uid: UInt32) -> [String] {
+        var directories: [String] = []
+        if let xdg = environment["XDG_RUNTIME_DIR"], xdg.hasPrefix("/") {
+            directories.append((xdg.hasSuffix("/") ? String(xdg.dropLast()) : xdg) + "/storekitd")
+        }
+        directories.append(temporaryDirectory(uid: uid))
+        return directories
+    }
+
+    /// Where a user's daemon serves without `XDG_RUNTIME_DIR`.
+    public static func temporaryDirectory(uid: UInt32) -> String { "/tmp/storekitd-\(uid)" }
+
+    /// The client sockets looked for, in order, for messages ("tried …"): a user directory that
+    /// exists but that another user may change is passed over (never used), so not named.
+    public static func clientSocketsTried(environment: [String: String]) -> [String] {
+        if let explicit = environment["STOREKITD_SOCKET"] { return [explicit] }
+        let users = getuid() == 0 ? [] : userDirectories(environment: environment, uid: getuid()).filter { directory in
+            !FileSystem.exists(directory) || (try? PrivateDirectory.check(directory)) != nil
+        }
+        return (users + [systemDirectory]).map { $0 + "/storekitd.sock" }
     }
 
     public static func clientSocket(environment: [String: String]) -> String {

@@ -2,6 +2,7 @@ import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
+import StoreKitConnection
 import StoreKitEngine
 import StoreKitPosix
 import StoreKitPostgres
@@ -177,7 +178,9 @@ public enum Daemon {
             // Saves' COMMIT on its own thread: the loop goes on with units that need no statement.
             let committer = opened.startCommitter(wakeup: server.wakeup)
             defer { committer?.stop() }
-            logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(store.path)", id: .started)
+            logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(store.path); "
+                          + Self.howClientsFindIt(runtimeDirectory: runtimeDirectory, uid: uid, environment: environment),
+                          id: .started)
             server.startIntegrityCheck()
             try server.run()
         } catch is Server.Stopped {
@@ -207,6 +210,17 @@ public enum Daemon {
             }
         }
         return catalogs
+    }
+
+    /// How a client reaches the sockets in `runtimeDirectory`, for the start line: found by
+    /// itself (the lookup order of `SocketLocation`), or with `STOREKITD_SOCKET`.
+    static func howClientsFindIt(runtimeDirectory: String, uid: UInt32, environment: [String: String]) -> String {
+        let socket = runtimeDirectory + "/storekitd.sock"
+        if runtimeDirectory == SocketLocation.systemDirectory { return "clients of every user find it there" }
+        if SocketLocation.userDirectories(environment: environment, uid: uid).contains(runtimeDirectory) {
+            return "clients of uid \(uid) find it there by themselves; others need STOREKITD_SOCKET=\(socket)"
+        }
+        return "clients need STOREKITD_SOCKET=\(socket) (and storekitctl STOREKITD_CONTROL_SOCKET=\(runtimeDirectory)/control.sock)"
     }
 
     static func openListeners(activation: SocketActivation, runtimeDirectory: String, configuration: DaemonConfiguration,

@@ -5,6 +5,7 @@ import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
+import StoreKitConnection
 import StoreKitPosix
 import StoreKitPostgres
 
@@ -63,9 +64,10 @@ extension DaemonConfiguration {
         if let explicit, !explicit.isEmpty { return explicit }
         if let fromSystemd = Self.firstPath(environment["RUNTIME_DIRECTORY"]) { return fromSystemd }
         if let runtimeDirectory { return runtimeDirectory }
-        if uid == 0 { return "/run/storekitd" }
+        if uid == 0 { return SocketLocation.systemDirectory }
+        // The first of the directories clients look in (SocketLocation: one order for both).
         if let xdg = Self.absoluteVariable(environment["XDG_RUNTIME_DIR"]) { return Self.joinPath(xdg, "storekitd") }
-        return "/tmp/storekitd-\(uid)"
+        return SocketLocation.temporaryDirectory(uid: uid)
     }
 
     /// State dir: explicit > $STATE_DIRECTORY (first of a colon-separated list) > config
