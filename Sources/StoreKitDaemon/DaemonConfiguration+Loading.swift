@@ -274,8 +274,8 @@ private struct ValueParser {
         }
         if ConnectionSecrets.holdsPassword(entry.value), let mode = try? FileSystem.status(of: file).st_mode, mode & 0o004 != 0 {
             throw ConfigError(file: file, line: entry.line, message: "\(entry.key)= holds a password, and every user may read "
-                              + "this file (mode \(String(mode & 0o7777, radix: 8))): make it readable by root and storekitd's "
-                              + "group only (chmod 0640), or keep the password in a password file (PGPASSFILE, docs/fleet.md)")
+                              + "this file (mode \(String(mode & 0o7777, radix: 8))): keep the password in a password file "
+                              + "(passfile= or PGPASSFILE, 0600, owned by storekitd's user; docs/fleet.md), not here")
         }
         if let passFile = PostgresLedger.passwordFile(of: entry.value, environment: environment),
            let problem = PostgresLedger.passwordFileProblem(passFile) {

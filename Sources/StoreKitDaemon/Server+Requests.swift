@@ -100,8 +100,7 @@ extension Server {
             let records = try engine.unfinished(uid: uid, app: app).filter { $0.id > afterID }
             output.reply(session, .transactions(requestID: id, transactions: page(records[...], signed: true)))
         case .history(let id, let afterID):
-            let records = try engine.history(uid: uid, app: app).filter { $0.id > afterID }
-            output.reply(session, .transactions(requestID: id, transactions: page(records[...], signed: true)))
+            output.reply(session, .transactions(requestID: id, transactions: try historyPage(uid: uid, app: app, after: afterID)))
         case .subscriptionStatus(let id, let groupID):
             output.reply(session, try signedReply(id) {
                 .subscriptionStatus(requestID: id, statuses: try proof.subscriptionStatuses(
@@ -154,6 +153,26 @@ extension Server {
 
     /// As many of `records` as fit in `ServerMessage.pageBudget` bytes (at least one), each
     /// with its JWS when `signed`.
+    /// A page of the history after `afterID`, read from the ledger a chunk at a time until the
+    /// page is full: a page costs what it holds, wherever it is in a long history.
+    func historyPage(uid: UInt32, app: String, after afterID: UInt64) throws(StoreError) -> [TransactionRecord] {
+        let chunk = 128
+        var page: [TransactionRecord] = []
+        var bytes = 0
+        var cursor = afterID
+        while true {
+            let records = try engine.history(uid: uid, app: app, afterID: cursor, limit: chunk)
+            for record in records {
+                let sent = signedForSending([record])[0]
+                bytes += sent.encodedSize
+                if !page.isEmpty, bytes > ServerMessage.pageBudget { return page }
+                page.append(sent)
+            }
+            guard records.count == chunk, let last = records.last else { return page }
+            cursor = last.id
+        }
+    }
+
     func page(_ records: ArraySlice<TransactionRecord>, signed: Bool) -> [TransactionRecord] {
         var page: [TransactionRecord] = []
         var bytes = 0

@@ -259,6 +259,7 @@ private struct StoreKitFileDecoder {
         func string(_ key: String) throws(CatalogError) -> (value: String, location: String)? {
             guard let entry = merged[key], !entry.value.isNull else { return nil }
             guard case .string(let text) = entry.value else { throw expected("a string", entry.value, at: entry.location) }
+            if text.utf8.contains(0) { throw fail(entry.location, "the string holds a NUL character (\\u0000)") }
             return (text, entry.location)
         }
 

@@ -137,6 +137,12 @@ extension PaymentQueueEngine {
         return records.filter { $0.productID == productID }
     }
 
+    /// A page of the history: the transactions after `afterID`, oldest first, at most `limit`;
+    /// read from there, not from the start (a page of a long history costs one page).
+    public func history(uid: UInt32, app: String, afterID: UInt64, limit: Int) throws(StoreError) -> [TransactionRecord] {
+        try store.list(uid: uid, app: app, unfinishedOnly: false, afterID: afterID, limit: limit)
+    }
+
     // MARK: Clear
 
     /// `SKTestSession.clearTransactions`: deletes the transactions, subscriptions and open requests

@@ -13,7 +13,28 @@ public enum ConnectionSecrets {
         for secret in secrets(in: conninfo) where !secret.isEmpty {
             redacted = redacted.replacing(secret, with: mask)
         }
+        // A string libpq cannot parse has no password libpq could name for us, and its parse
+        // errors quote the piece they stumbled on (a token, or the whole URI), which may be or
+        // hold the password in a spelling no scan foresees: every quoted piece is masked.
+        if !PostgresConnection.parses(conninfo) { redacted = maskingQuoted(redacted) }
         return redacted
+    }
+
+    /// `text` with what stands between each pair of double quotes masked.
+    static func maskingQuoted(_ text: String) -> String {
+        var result = ""
+        var inside = false
+        for character in text {
+            if character == "\"" {
+                if inside { result += mask }
+                result.append(character)
+                inside.toggle()
+            } else if !inside {
+                result.append(character)
+            }
+        }
+        if inside { result += mask }
+        return result
     }
 
     /// `conninfo` with its password masked, for messages that must name it.
@@ -22,11 +43,18 @@ public enum ConnectionSecrets {
     /// Whether `conninfo` holds a password (then it must stay in a file only its owner may read).
     public static func holdsPassword(_ conninfo: String) -> Bool { !secrets(in: conninfo).allSatisfy(\.isEmpty) }
 
+    /// The password as libpq itself reads it from `conninfo` (whatever the spelling: blanks or
+    /// tabs around `=`, quotes, a URI's `user:password@`, a percent-encoded query key), nil when
+    /// there is none or the string does not parse.
+    static func parsedPassword(_ conninfo: String) -> String? {
+        PostgresConnection.options(conninfo)["password"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     /// The passwords written in `conninfo`: the values of `password` keys (key=value form, or a
     /// URI's query `password=`), and a URI's `user:password@`. Also the same percent-decoded, as
     /// libpq may quote it either way.
     static func secrets(in conninfo: String) -> [Substring] {
-        var secrets: [Substring] = []
+        var secrets: [Substring] = parsedPassword(conninfo).map { [Substring($0)] } ?? []
         var rest = conninfo[...]
         while let found = rest.firstRange(of: "password") {
             var value = rest[found.upperBound...].drop { $0 == " " }

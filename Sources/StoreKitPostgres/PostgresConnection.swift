@@ -258,6 +258,13 @@ final class PostgresConnection {
         return nil
     }
 
+    /// Whether libpq parses `conninfo` (false too when libpq cannot be loaded).
+    static func parses(_ conninfo: String) -> Bool {
+        guard let pq = try? LibPQ.loaded(), let options = pq.conninfoParse(conninfo, nil) else { return false }
+        pq.conninfoFree(options)
+        return true
+    }
+
     /// The keywords `conninfo` sets and their values, as libpq parses them (empty when it cannot).
     static func options(_ conninfo: String) -> [String: String] {
         var values: [String: String] = [:]

@@ -497,9 +497,10 @@ public final class PostgresLedger: LedgerStorage {
     }
 
     /// An account's history as this host sees it; with no uid, every account's.
-    public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int) throws(StoreError) -> [TransactionRecord] {
+    public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, afterID: UInt64, limit: Int) throws(StoreError) -> [TransactionRecord] {
+        guard let first = Int64(exactly: afterID) else { return [] }
         var found: [TransactionRecord] = []
-        var after: Int64 = -1
+        var after: Int64 = afterID == 0 ? -1 : first
         // Rows of other hosts that this host does not see are skipped: read in pages until `limit`.
         while found.count < limit {
             let page = try rows("""

@@ -65,7 +65,7 @@ public final class SigningIdentity: @unchecked Sendable {
     /// checked first (`secureFiles`); what was made private again is returned.
     public static func openOrCreate(directory: String, uid: uid_t = geteuid()) throws(SigningError)
         -> (identity: SigningIdentity, origin: Origin, repairs: [ModeRepair]) {
-        removeDirectory(directory + ".next")   // a chain replacement that a crash cut short
+        _ = removeDirectory(directory + ".next")   // a chain replacement that a crash cut short
         let repairs = try secureFiles(directory: directory, uid: uid)
         let rootPath = directory + "/root.pem"
         if !FileSystem.exists(rootPath) {
@@ -177,29 +177,51 @@ public final class SigningIdentity: @unchecked Sendable {
     /// What the old chain signed no longer verifies under the new root.
     public static func replacingChain(in directory: String) throws(SigningError) -> SigningIdentity {
         let next = directory + ".next"
-        removeDirectory(next)
-        do {
-            try PrivateDirectory.prepare(next, mode: 0o700)
-        } catch {
-            throw SigningError("Cannot make \(next): \(error)")
+        guard removeDirectory(next) else {
+            throw SigningError("Cannot clear \(next), left there by an earlier replacement: it holds what storekitd did not "
+                               + "put there; remove it by hand")
+        }
+        // Made here and now (never one found in place), private whatever the umask.
+        guard mkdir(next, 0o700) == 0, chmod(next, 0o700) == 0 else {
+            throw SigningError("Cannot make \(next): \(Errno.current)")
         }
         let identity = try create(in: next)
         do throws(Errno) {
             try FileSystem.exchange(next, directory)
         } catch {
-            removeDirectory(next)
+            _ = removeDirectory(next)
             throw SigningError("Cannot put the new chain in place of \(directory): \(error)")
         }
-        removeDirectory(next)   // now the old chain
+        _ = removeDirectory(next)   // now the old chain
         return identity
     }
 
-    /// Removes `directory` and the files in it, if it exists (best effort: a leftover is
-    /// removed again the next time).
-    static func removeDirectory(_ directory: String) {
-        guard let names = try? FileSystem.names(inDirectory: directory) else { return }
-        for name in names { try? FileSystem.remove(directory + "/" + name) }
-        rmdir(directory)
+    /// Removes `directory` (a chain replacement's leftover) and the files in it; true when it is
+    /// gone or was never there. Never follows a link: a symbolic link in its place is removed
+    /// itself, never what it names, and the files are removed relative to the directory opened
+    /// without following links. A directory of another owner, or one holding a directory that is
+    /// not empty, is left alone (false).
+    static func removeDirectory(_ directory: String) -> Bool {
+        var info = stat()
+        guard lstat(directory, &info) == 0 else { return errno == ENOENT }
+        if info.st_mode & S_IFMT == S_IFLNK { return unlink(directory) == 0 }
+        guard info.st_mode & S_IFMT == S_IFDIR, info.st_uid == geteuid() else { return false }
+        let opened: FileDescriptor
+        do throws(Errno) {
+            opened = try FileDescriptor.open(directory, .readOnly, options: [.directory, .noFollow, .closeOnExec])
+        } catch {
+            return false
+        }
+        let names = (try? FileSystem.names(inDirectory: "/proc/self/fd/\(opened.rawValue)")) ?? []
+        var removedAll = true
+        for name in names {
+            var entry = stat()
+            guard fstatat(opened.rawValue, name, &entry, AT_SYMLINK_NOFOLLOW) == 0 else { removedAll = false; continue }
+            let isDirectory = entry.st_mode & S_IFMT == S_IFDIR
+            if unlinkat(opened.rawValue, name, isDirectory ? AT_REMOVEDIR : 0) != 0 { removedAll = false }
+        }
+        try? opened.close()
+        return removedAll && rmdir(directory) == 0
     }
 
     static func create(in directory: String) throws(SigningError) -> SigningIdentity {

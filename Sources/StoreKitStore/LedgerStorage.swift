@@ -50,7 +50,9 @@ public protocol LedgerStorage: AnyObject {
     /// The `restored` transactions that restore `originalID`, of every queue (in a fleet, of
     /// every host): what a refund of the original takes back with it.
     func restoredCopies(of originalID: UInt64) throws(StoreError) -> [TransactionRecord]
-    func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int) throws(StoreError) -> [TransactionRecord]
+    /// Transactions filtered by uid, app and finished-ness, with ids above `afterID`, oldest
+    /// first, at most `limit`: a page of a history costs its page, not the history before it.
+    func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, afterID: UInt64, limit: Int) throws(StoreError) -> [TransactionRecord]
     func unfinishedCount(of queue: TransactionStore.QueueKey) throws(StoreError) -> Int
     func unfinishedCount() throws(StoreError) -> Int
 
@@ -111,7 +113,11 @@ extension LedgerStorage {
     }
 
     public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool) throws(StoreError) -> [TransactionRecord] {
-        try list(uid: uid, app: app, unfinishedOnly: unfinishedOnly, limit: 10_000)
+        try list(uid: uid, app: app, unfinishedOnly: unfinishedOnly, afterID: 0, limit: 10_000)
+    }
+
+    public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int) throws(StoreError) -> [TransactionRecord] {
+        try list(uid: uid, app: app, unfinishedOnly: unfinishedOnly, afterID: 0, limit: limit)
     }
 }
 

@@ -95,17 +95,20 @@ extension TransactionStore {
     }
 
     /// Transactions filtered by uid, app and finished-ness, oldest first, at most `limit`.
-    public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, limit: Int = 10_000) throws(StoreError) -> [TransactionRecord] {
+    public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, afterID: UInt64, limit: Int) throws(StoreError) -> [TransactionRecord] {
+        // An id past what SQLite holds names no row after it.
+        guard let after = Self.storedID(afterID) else { return [] }
         try writeHeldRows()
         let select = try database.statement("""
             SELECT \(Self.columns) FROM transactions
-            WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2) AND (?3 = 0 OR finished = 0)
+            WHERE (?1 IS NULL OR uid = ?1) AND (?2 IS NULL OR app = ?2) AND (?3 = 0 OR finished = 0) AND id > ?5
             ORDER BY id LIMIT ?4
             """)
         select.bind(1, uid.map { Int64($0) })
         select.bind(2, app)
         select.bind(3, unfinishedOnly ? 1 : 0)
         select.bind(4, Int64(limit))
+        select.bind(5, after)
         return try records(select)
     }
 

@@ -539,6 +539,17 @@ struct CatalogBadFileTests {
         #expect(error.reason.contains("NUL"))
     }
 
+    @Test("a settings string (the locale) with \\u0000 is refused too")
+    func nulInSettings() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = try Self.edited(4, in: directory) { text in
+            text.replacingOccurrences(of: "\"_locale\" : \"", with: "\"_locale\" : \"en\\u0000")
+        }
+        let error = try #require(throws: CatalogError.self) { try Catalog.load(path: path) }
+        #expect(error.reason.contains("NUL"), "\(error)")
+    }
+
     @Test("a FIFO is not a catalogue: refused at once, not waited on")
     func fifo() throws {
         let directory = TemporaryDirectory()

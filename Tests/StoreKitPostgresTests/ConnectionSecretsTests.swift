@@ -22,6 +22,27 @@ import Testing
         #expect(ConnectionSecrets.holdsPassword(conninfo))
     }
 
+    @Test("spellings only libpq knows hold a password too: a percent-encoded query key, tabs around '='")
+    func libpqSpellings() {
+        for conninfo in ["postgresql:///db?host=/x&pass%77ord=SECRET", "host=/x password\t=\tSECRET"] {
+            #expect(ConnectionSecrets.holdsPassword(conninfo), "\(conninfo.debugDescription)")
+            #expect(!ConnectionSecrets.redacting("a message naming SECRET", of: conninfo).contains("SECRET"))
+        }
+    }
+
+    @Test("libpq's parse errors of malformed strings never carry a piece of the password", arguments: [
+        ("postgresql:///db?host=/x&pass%77ord=LEAKED%zz", "LEAKED"),
+        ("postgresql://[::1/db?pass%77ord=WHOLEURI", "WHOLEURI"),
+        ("host=/x password=my secretpart", "secretpart"),
+        ("postgresql://[::1/db?password='ab'LEAKTAIL", "LEAKTAIL"),
+        ("host=/x password='unterminated", "unterminated"),
+    ])
+    func malformedNeverLeaks(conninfo: String, secret: String) throws {
+        let problem = try #require(PostgresLedger.problem(with: conninfo), "libpq parsed \(conninfo)")
+        #expect(!problem.contains(secret), "\(problem)")
+        #expect(!ConnectionSecrets.redacting("libpq: \"\(conninfo)\"", of: conninfo).contains(secret))
+    }
+
     @Test("a string without a password is left as it is and holds none")
     func noPassword() {
         for conninfo in ["host=/run/postgresql dbname=storekit", "postgresql:///storekit?host=/run/postgresql",

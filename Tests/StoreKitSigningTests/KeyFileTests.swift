@@ -114,6 +114,45 @@ struct KeyFileTests {
         #expect(SignedDataVerifier(roots: [old.root]).verify(jws).failureKind != nil)
     }
 
+    @Test("a symbolic link planted as DIR.next is removed itself: what it names is never emptied, at start or by a replacement")
+    func plantedNextLinkIsNotFollowed() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let keys = directory.file("signing")
+        _ = try SigningIdentity.openOrCreate(directory: keys)
+        let victim = directory.file("victim")
+        #expect(mkdir(victim, 0o755) == 0)
+        try directory.write("victim/f1", "precious")
+        #expect(symlink(victim, keys + ".next") == 0)
+        _ = try SigningIdentity.openOrCreate(directory: keys)
+        #expect(FileSystem.exists(victim + "/f1"), "the start emptied what the link named")
+        #expect((try? FileSystem.status(of: keys + ".next", followingSymlinks: false)) == nil)
+        #expect(symlink(victim, keys + ".next") == 0)
+        let replaced = try SigningIdentity.replacingChain(in: keys)
+        #expect(FileSystem.exists(victim + "/f1"), "the replacement emptied what the link named")
+        #expect(try Self.mode(keys) == 0o700)
+        #expect(replaced.chainProblem(at: Date()) == nil)
+        // A link to the live keys is no way to delete them either.
+        #expect(symlink(keys, keys + ".next") == 0)
+        let again = try SigningIdentity.replacingChain(in: keys)
+        let (loaded, _, _) = try SigningIdentity.openOrCreate(directory: keys)
+        #expect(loaded.root.der == again.root.der)
+    }
+
+    @Test("a DIR.next someone filled (a subdirectory with a file) stops the replacement; the keys stay as they were")
+    func foreignNextDirectoryIsRefused() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let keys = directory.file("signing")
+        let (old, _, _) = try SigningIdentity.openOrCreate(directory: keys)
+        #expect(mkdir(keys + ".next", 0o755) == 0 && mkdir(keys + ".next/sub", 0o755) == 0)
+        try directory.write("signing.next/sub/f", "x")
+        #expect { try SigningIdentity.replacingChain(in: keys) } throws: { error in "\(error)".contains("remove it by hand") }
+        let (loaded, _, _) = try SigningIdentity.openOrCreate(directory: keys)
+        #expect(loaded.root.der == old.root.der)
+        #expect(try Self.mode(keys) == 0o700)
+    }
+
     @Test("a replacement cut short by a crash (a leftover DIR.next) leaves the old chain in use and is cleaned up")
     func leftoverNextDirectoryIsRemoved() throws {
         let directory = TemporaryDirectory()
