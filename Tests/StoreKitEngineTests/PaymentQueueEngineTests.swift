@@ -322,6 +322,21 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.rows == before + restored)
     }
 
+    @Test("a history page is read from its afterID on, at most its limit, on both ledgers", arguments: LedgerBackend.allCases)
+    func historyPageFromAfterID(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
+        let ids = try (0..<7).map { _ in try fixture.buy(Product.coins) }
+        _ = try fixture.buy(Product.coins, uid: player + 1)   // another queue's, never listed
+        func page(after: UInt64, limit: Int) throws -> [UInt64] {
+            try fixture.unit { try $0.history(uid: player, app: game, afterID: after, limit: limit) }.map(\.id)
+        }
+        #expect(try page(after: 0, limit: 3) == Array(ids[0..<3]))
+        #expect(try page(after: ids[2], limit: 3) == Array(ids[3..<6]))
+        #expect(try page(after: ids[5], limit: 3) == [ids[6]])
+        #expect(try page(after: ids[6], limit: 3).isEmpty)
+        #expect(try page(after: UInt64.max, limit: 3).isEmpty)
+    }
+
     @Test("a refund takes back every copy of the purchase: refunding the original revokes its restored copies, refunding a copy revokes the original; entitlements lose it",
           arguments: LedgerBackend.allCases)
     func refundRevokesRestoredCopies(backend: LedgerBackend) throws {

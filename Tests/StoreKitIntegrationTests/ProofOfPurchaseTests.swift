@@ -286,6 +286,46 @@ struct ProofOfPurchaseTests {
         #expect(info.status == 0, "\(info.stderr)")
     }
 
+    @Test("history pages: each read from its afterID on, within the page budget, together the whole history once, signed")
+    func historyPages() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        let client = try Client(daemon)
+        _ = try client.subscribe()
+        var bought: [UInt64] = []
+        for _ in 0..<400 {
+            let record = try client.buy(Sample.coins)
+            bought.append(record.id)
+            #expect(try client.finish(record.id).code == .ok)
+        }
+        func page(after: UInt64) throws -> [TransactionRecord] {
+            let id = client.makeRequestID()
+            try client.connection.send(.history(requestID: id, afterID: after))
+            while true {
+                if case .transactions(let requestID, let records) = try client.connection.receive(), requestID == id { return records }
+            }
+        }
+        var seen: [UInt64] = []
+        var pages = 0
+        var after: UInt64 = 0
+        while true {
+            let records = try page(after: after)
+            guard let last = records.last else { break }
+            pages += 1
+            #expect(records.map(\.id) == records.map(\.id).sorted() && records.first!.id > after)
+            #expect(records.reduce(0) { $0 + $1.encodedSize } <= ServerMessage.pageBudget + records.last!.encodedSize)
+            #expect(records.allSatisfy { $0.jwsRepresentation != nil })
+            seen += records.map(\.id)
+            after = last.id
+        }
+        #expect(seen == bought, "the pages hold \(seen.count) of \(bought.count), in order, once")
+        #expect(pages >= 3, "400 signed transactions fit in \(pages) pages")
+        // From the middle: the page starts right after the id asked for.
+        let middle = bought[250]
+        #expect(try page(after: middle).first?.id == bought[251])
+        #expect(try page(after: UInt64.max).isEmpty)
+    }
+
     @Test("a receipt is kept per queue until the queue changes: the same bytes again; a purchase, a refund, a new key or clear make a new one")
     func receiptKeptUntilTheQueueChanges() throws {
         let daemon = try Self.daemon()
