@@ -22,10 +22,16 @@ public final class ProofOfPurchase {
     /// Where the root certificate is published for apps (0644).
     let rootPaths: [String]
     /// Signed transactions by id, with what their payload depends on: a finish (new sequence,
-    /// `finished`) does not change the payload, a refund or a renewal's new end does.
-    private var cache: [UInt64: (state: TransactionState, revocationDate: Int64?, expiresDate: Int64?, jws: String)] = [:]
+    /// `finished`) does not change the payload, a refund or a renewal's new end does. Each keeps
+    /// only what follows the JWS header (payload and signature, about 700 bytes): the header, the
+    /// leaf's chain (about 2 KB), is the same for every JWS of the current key and is put back
+    /// in front when one leaves. So a history of tens of thousands of transactions stays signed
+    /// while it is paged through, instead of thrashing a cache of whole JWS.
+    private var cache: [UInt64: (state: TransactionState, revocationDate: Int64?, expiresDate: Int64?, tail: Substring)] = [:]
     private var cacheOrder: [UInt64] = []
-    static let cacheLimit = 4096
+    private var cacheBytes = 0
+    /// Bytes of kept signatures at most (about 45,000 transactions); the oldest go first.
+    static let cacheBytesLimit = 32 << 20
     /// Receipts made, by queue, with the queue's last sequence number when each was made: a
     /// receipt is made (and signed) again only when its queue changed since, not per request.
     private var receipts: [QueueKey: (sequence: UInt64, bytes: [UInt8])] = [:]
@@ -84,6 +90,7 @@ public final class ProofOfPurchase {
         }
         cache.removeAll()
         cacheOrder.removeAll()
+        cacheBytes = 0
         forgetReceipts()
     }
 
@@ -133,7 +140,7 @@ public final class ProofOfPurchase {
     func cachedJWS(for record: TransactionRecord) -> String? {
         guard let cached = cache[record.id], cached.state == record.state, cached.revocationDate == record.revocationDate,
               cached.expiresDate == record.expiresDate else { return nil }
-        return cached.jws
+        return identity.encodedHeader + cached.tail
     }
 
     /// What `record`'s JWS says (Apple's `JWSTransactionDecodedPayload`); nil when it is not signed.
@@ -145,14 +152,20 @@ public final class ProofOfPurchase {
     /// Keeps `record`'s JWS for the next time it leaves, unless the key was rotated since
     /// `signer` made it (what the old leaf signed stays valid, but is not handed out again).
     func remember(_ record: TransactionRecord, signedBy signer: SigningIdentity) {
-        guard signer === identity, let jws = record.jwsRepresentation else { return }
-        if cache.updateValue((record.state, record.revocationDate, record.expiresDate, jws), forKey: record.id) == nil {
+        guard signer === identity, let jws = record.jwsRepresentation, jws.hasPrefix(signer.encodedHeader) else { return }
+        // A new String, not a slice of the whole JWS, so that the header's bytes are not kept.
+        let tail = Substring(String(jws.dropFirst(signer.encodedHeader.count)))
+        if let old = cache.updateValue((record.state, record.revocationDate, record.expiresDate, tail), forKey: record.id) {
+            cacheBytes -= old.tail.utf8.count
+        } else {
             cacheOrder.append(record.id)
-            if cacheOrder.count > Self.cacheLimit {
-                let evicted = cacheOrder.prefix(Self.cacheLimit / 4)
-                for id in evicted { cache.removeValue(forKey: id) }
-                cacheOrder.removeFirst(evicted.count)
-            }
+        }
+        cacheBytes += tail.utf8.count
+        if cacheBytes > Self.cacheBytesLimit {
+            // The oldest quarter goes at once, so that eviction is not paid per insertion.
+            let evicted = cacheOrder.prefix(max(cacheOrder.count / 4, 1))
+            for id in evicted { cacheBytes -= cache.removeValue(forKey: id)?.tail.utf8.count ?? 0 }
+            cacheOrder.removeFirst(evicted.count)
         }
     }
 

@@ -160,9 +160,39 @@ extension Server {
                    requestID: message.requestID ?? 0)
             return
         }
+        if answeredAtOnce(session, message) { return }
         session.inFlight += 1
         received.append((session, message))
         if session.kind == .client { queuedPerUID[session.peer.uid, default: 0] += 1 }
+    }
+
+    /// Answers a cheap request (`ping`, `products`) at once, outside any unit of work, when its
+    /// session has nothing before it still to answer (so its replies keep their order): it waits
+    /// neither behind other uids' work nor on the ledger (products come from the catalogue, so a
+    /// PostgreSQL outage does not make them unknown). It still counts against the uid's request
+    /// rate. Returns false for every other request, which a unit of work runs.
+    func answeredAtOnce(_ session: Session, _ message: ClientMessage) -> Bool {
+        guard session.inFlight == 0, session.outputInGate == 0, !session.heldForOutput else { return false }
+        let reply: ServerMessage
+        switch message {
+        case .ping(let id):
+            reply = .result(id, .ok)
+        case .products(let id, let identifiers) where session.kind == .client:
+            let (products, invalid) = engine.products(app: session.app ?? "", identifiers: identifiers)
+            reply = .products(requestID: id, products: products, invalidIdentifiers: invalid)
+        default:
+            return false
+        }
+        if session.kind == .client,
+           !requestRates.admit(uid: session.peer.uid, now: ServiceNotifier.monotonicMilliseconds(), perSecond: configuration.maxRequestsPerUIDPerSecond) {
+            return false   // over its rate: the unit of work refuses it, as any other request
+        }
+        session.enqueue(reply)
+        // Written now, not after the unit of work this turn may still run.
+        // What the socket does not take now (or a peer gone) is for the usual sending pass.
+        _ = session.send()
+        if session.pendingOutput > 0 { queueForSending(session) }
+        return true
     }
 
     func isControlMessage(_ message: ClientMessage) -> Bool {

@@ -120,23 +120,42 @@ extension Server {
     /// their throughput (a unit per 8 requests).
     static let fairShare = 16
 
-    /// The next unit's requests: at most `fairShare` per uid, in the order received; the rest
-    /// stay in `received`.
+    /// What a request costs of its uid's share of a unit of work, where a purchase or a finish
+    /// costs 1: a request whose work grows with the queue's data (a page of history or of
+    /// unfinished transactions, the subscription statuses, the app transaction: reads and
+    /// signatures on the serving loop) costs half a share, a receipt a whole one, so a unit takes
+    /// at most two of the first or one receipt per uid, and a uid flooding them holds everyone
+    /// else's requests back by that much a turn, not by sixteen such requests.
+    static func cost(of message: ClientMessage) -> Int {
+        switch message {
+        case .receipt: fairShare   // up to megabytes to copy out, and made and signed when the queue changed
+        case .history, .unfinished, .subscriptionStatus, .appTransaction: fairShare / 2
+        default: 1
+        }
+    }
+
+    /// The next unit's requests: each uid's, in the order received, while they fit its share
+    /// (`fairShare`, counted by `cost(of:)`; a uid's first always goes); the rest stay in
+    /// `received`, in order.
     func takeFairShare() -> [(Session, ClientMessage)] {
         var taken: [UInt32: Int] = [:]
+        var full = Set<UInt32>()
         var batch: [(Session, ClientMessage)] = []
         var rest: [(Session, ClientMessage)] = []
         batch.reserveCapacity(received.count)
         for entry in received {
             let uid = entry.0.peer.uid
-            if taken[uid, default: 0] < Self.fairShare {
-                taken[uid, default: 0] += 1
+            let cost = Self.cost(of: entry.1)
+            let spent = taken[uid, default: 0]
+            if !full.contains(uid), spent == 0 || spent + cost <= Self.fairShare {
+                taken[uid] = spent + cost
                 batch.append(entry)
                 if entry.0.kind == .client {
                     queuedPerUID[uid, default: 0] -= 1
                     if queuedPerUID[uid] == 0 { queuedPerUID[uid] = nil }
                 }
             } else {
+                full.insert(uid)   // its later requests wait too: a uid's requests keep their order
                 rest.append(entry)
             }
         }

@@ -22,7 +22,7 @@ public final class SigningIdentity: @unchecked Sendable {
     let leafKey: SigningKey
     let intermediateKey: SigningKey
     /// The JWS header (`alg` and `x5c`), base64url, the same for every signature of this leaf.
-    let encodedHeader: String
+    public let encodedHeader: String
 
     static let rootDays = 20 * 365
     static let intermediateDays = 15 * 365

@@ -1,0 +1,132 @@
+import Foundation
+import StoreKitConnection
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// One machine shared fairly: a uid's expensive requests (history pages, receipts of a long
+/// queue) do not stall another uid's cheap ones.
+@Suite("sharing the daemon")
+struct SharingTests {
+    /// `count` unfinished consumables for the connection's uid, pipelined in batches.
+    static func holdPurchases(_ connection: WireConnection, count: Int) throws {
+        var sent = 0
+        var requestID: UInt32 = 100
+        while sent < count {
+            let batch = min(250, count - sent)
+            var bytes: [UInt8] = []
+            for _ in 0..<batch {
+                requestID += 1
+                Frame.append(body: ClientMessage.addPayment(.init(requestID: requestID, key: UUID().uuidString,
+                                                                  productID: Sample.coins, quantity: 1)).encode(), to: &bytes)
+            }
+            try connection.sendRaw(bytes)
+            var answered = 0
+            while answered < batch {
+                if case .result(let id, let code, _, _, let message) = try connection.receive(), id > 100 {
+                    #expect(code == .ok, "\(code.name) \(message)")
+                    answered += 1
+                }
+            }
+            sent += batch
+        }
+    }
+
+    /// Keeps 16 requests made by `make` in flight on `connection` until `stop`; returns how many were answered.
+    static func flood(_ connection: WireConnection, until stop: Date, _ kind: String) throws -> Int {
+        func make(_ id: UInt32) -> ClientMessage { kind == "history" ? .history(requestID: id, afterID: 0) : .receipt(requestID: id) }
+        var next: UInt32 = 10_000
+        var bytes: [UInt8] = []
+        for _ in 0..<16 {
+            next += 1
+            Frame.append(body: make(next).encode(), to: &bytes)
+        }
+        try connection.sendRaw(bytes)
+        var answered = 0
+        var outstanding = 16
+        while outstanding > 0 {
+            switch try connection.receive() {
+            case .transactions(let id, _) where id > 10_000, .receipt(let id, _) where id > 10_000:
+                answered += 1
+                outstanding -= 1
+                if Date() < stop {
+                    next += 1
+                    try connection.send(make(next))
+                    outstanding += 1
+                }
+            case .result(let id, let code, _, _, let message) where id > 10_000:
+                Issue.record("a flood request was refused: \(code.name) \(message)")
+                outstanding -= 1
+            default:
+                break
+            }
+        }
+        return answered
+    }
+
+    /// Pings as `uid` one after another until `stop`; each round trip in ms.
+    static func pings(socket: String, uid: UInt32, until stop: Date) throws -> [Double] {
+        let connection = try connectWithThreadUID(uid, path: socket)
+        defer { connection.close() }
+        _ = try connection.hello(app: Sample.app)
+        var times: [Double] = []
+        var id: UInt32 = 1
+        while Date() < stop {
+            let started = DispatchTime.now().uptimeNanoseconds
+            try connection.send(.ping(requestID: id))
+            while true {
+                if case .result(let answered, _, _, _, _) = try connection.receive(), answered == id { break }
+            }
+            times.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000_000)
+            id += 1
+            Thread.sleep(forTimeInterval: 0.002)
+        }
+        return times
+    }
+
+    static func p99(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count) * 0.99))]
+    }
+
+    @Test("another uid's pings stay fast while a uid with 5,000 purchases floods history pages, then receipts, 16 in flight",
+          .enabled(if: getuid() == 0, "needs root to connect as another uid"))
+    func pingUnderExpensiveFloods() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        daemon.openDirectoriesToOtherUsers()
+        let flooder = try daemon.connect()
+        defer { flooder.close() }
+        flooder.setReceiveTimeout(60)
+        try Self.holdPurchases(flooder, count: 5_000)
+
+        for kind in ["history", "receipt"] {
+            let stop = Date().addingTimeInterval(4)
+            let measured = LockedValue<[Double]?>(nil)
+            let socket = daemon.clientSocket
+            let pinging = Thread {
+                let times = (try? Self.pings(socket: socket, uid: 4402, until: stop)) ?? []
+                measured.withLock { $0 = times }
+            }
+            pinging.start()
+            let served = try Self.flood(flooder, until: stop, kind)
+            #expect(eventually(timeout: 60) { measured.withLock { $0 } != nil }, "the pings did not end")
+            let times = measured.withLock { $0 } ?? []
+            #expect(served > 16, "the \(kind) flood was served \(served) requests")
+            #expect(times.count > 100)
+            print("sharing: \(kind) flood: \(served) served; ping p50 \(times.sorted()[times.count / 2]) ms, p99 \(Self.p99(times)) ms over \(times.count) pings (max \(times.max() ?? 0) ms)")
+            // The debug build the tests run, on a machine that may be busy: history pages stay
+            // under 50 ms (3-27 ms measured); a receipt flood's p99 was 14-85 ms, most of it the
+            // first receipt of 5,000 purchases made on the serving loop (about a second in a debug
+            // build), which moving proof of purchase off the loop removes (docs/architecture.md).
+            // Before receipts were kept, every request made one: pings waited seconds.
+            // Bounds with room for a loaded CI machine (history measured 3-27 ms); none under a
+            // sanitizer, which slows the daemon many times over.
+            let bound: Double = kind == "history" ? 100 : 250
+            if ProcessInfo.processInfo.environment["STOREKIT_SANITIZER"] == nil {
+                #expect(Self.p99(times) <= bound, "\(kind) flood: ping p99 \(Self.p99(times)) ms over \(times.count) pings (max \(times.max() ?? 0) ms)")
+            }
+        }
+    }
+}
