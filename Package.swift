@@ -35,7 +35,7 @@ let package = Package(
         // Durable state and the logic over it.
         .target(name: "StoreKitStore", dependencies: ["CSQLite", "CPosix", "StoreKitPosix", "StoreKitWire"]),
         // The same ledger in PostgreSQL (`[Store] Database=`), behind StoreKitStore's `LedgerStorage`.
-        .target(name: "StoreKitPostgres", dependencies: ["CPostgres", "StoreKitStore", "StoreKitWire"]),
+        .target(name: "StoreKitPostgres", dependencies: ["CPostgres", "StoreKitStore", "StoreKitWire", "StoreKitPosix"]),
         .target(name: "StoreKitEngine", dependencies: ["StoreKitStore", "StoreKitWire", "StoreKitPosix"]),
 
         // The daemon as a library, and its tiny main.

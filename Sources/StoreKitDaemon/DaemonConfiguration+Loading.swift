@@ -281,6 +281,9 @@ private struct ValueParser {
            let problem = PostgresLedger.passwordFileProblem(passFile) {
             throw ConfigError(file: file, line: entry.line, message: "the password file of \(entry.key)= \(problem)")
         }
+        if let problem = PostgresLedger.serviceFileProblem(of: entry.value, environment: environment) {
+            throw ConfigError(file: file, line: entry.line, message: "\(entry.key)= names \(problem)")
+        }
         return entry.value
     }
 

@@ -16,20 +16,31 @@ public enum ConnectionSecrets {
         // A string libpq cannot parse has no password libpq could name for us, and its parse
         // errors quote the piece they stumbled on (a token, or the whole URI), which may be or
         // hold the password in a spelling no scan foresees: every quoted piece is masked.
-        if !PostgresConnection.parses(conninfo) { redacted = maskingQuoted(redacted) }
+        if !PostgresConnection.parses(conninfo) { redacted = maskingQuoted(redacted, keeping: conninfo) }
         return redacted
     }
 
-    /// `text` with what stands between each pair of double quotes masked.
-    static func maskingQuoted(_ text: String) -> String {
+    /// `text` with what stands between each pair of double quotes masked, but for a key of
+    /// `conninfo` (a word followed there by `=`, such as an unknown option's name: the reason
+    /// the string was refused, and no secret).
+    static func maskingQuoted(_ text: String, keeping conninfo: String) -> String {
+        func isKey(_ piece: String) -> Bool {
+            !piece.isEmpty && piece.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }
+                && (conninfo.contains(piece + "=") || conninfo.contains(piece + " ="))
+                && !(conninfo.contains("=" + piece) || conninfo.contains("= " + piece) || conninfo.contains(":" + piece))
+        }
         var result = ""
+        var piece = ""
         var inside = false
         for character in text {
             if character == "\"" {
-                if inside { result += mask }
+                if inside { result += isKey(piece) ? piece : mask }
+                piece = ""
                 result.append(character)
                 inside.toggle()
-            } else if !inside {
+            } else if inside {
+                piece.append(character)
+            } else {
                 result.append(character)
             }
         }

@@ -1,3 +1,4 @@
+import StoreKitPosix
 import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
@@ -127,6 +128,44 @@ public final class PostgresLedger: LedgerStorage {
         guard info.st_mode & 0o077 == 0 else {
             return "\(path) has group or world access (mode \(String(info.st_mode & 0o7777, radix: 8))); libpq ignores such a "
                 + "file: make it 0600, owned by storekitd's user"
+        }
+        return nil
+    }
+
+    /// Why the service file that `conninfo`'s `service=` reads is unsafe for the password it
+    /// holds, as for `Database=` itself: every user may read it (or the password file it names
+    /// would be ignored by libpq); nil when no service is named, or its files are fine. The
+    /// files are libpq's: `PGSERVICEFILE` (else `~/.pg_service.conf`), then
+    /// `PGSYSCONFDIR/pg_service.conf` (Debian's default `/etc/postgresql-common`).
+    public static func serviceFileProblem(of conninfo: String, environment: [String: String]) -> String? {
+        guard let service = PostgresConnection.options(conninfo)["service"], !service.isEmpty else { return nil }
+        var files: [String] = []
+        if let own = environment["PGSERVICEFILE"], !own.isEmpty {
+            files.append(own)
+        } else if let home = environment["HOME"], home.hasPrefix("/") {
+            files.append(home + "/.pg_service.conf")
+        }
+        files.append((environment["PGSYSCONFDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/etc/postgresql-common") + "/pg_service.conf")
+        for file in files {
+            guard let bytes = try? FileSystem.readContents(of: file, followingSymlinks: true) else { continue }
+            let text = String(decoding: bytes, as: UTF8.self)
+            var inService = false
+            for rawLine in text.split(separator: "\n") {
+                let line = rawLine.trimmingWhitespace()
+                if line.hasPrefix("[") { inService = line == "[\(service)]"; continue }
+                guard inService, let equals = line.firstIndex(of: "=") else { continue }
+                let key = line[..<equals].trimmingWhitespace()
+                let value = line[line.index(after: equals)...].trimmingWhitespace()
+                if key == "password", !value.isEmpty {
+                    var info = stat()
+                    if stat(file, &info) == 0, info.st_mode & 0o004 != 0 {
+                        return "service \(service) in \(file) holds a password, and every user may read that file "
+                            + "(mode \(String(info.st_mode & 0o7777, radix: 8))): keep the password in a password file instead"
+                    }
+                } else if key == "passfile", let problem = passwordFileProblem(value) {
+                    return "the password file of service \(service) in \(file): \(problem)"
+                }
+            }
         }
         return nil
     }

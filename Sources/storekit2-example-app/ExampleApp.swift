@@ -175,7 +175,7 @@ enum ExampleApp {
             _ = try await store.purchase(product, options: options)
             return 0
         } catch {
-            Output.event(["event": "purchaseFailed", "productIdentifier": productID, "error": "\(error)"])
+            Output.event(["event": "purchaseFailed", "productIdentifier": productID, "error": describe(error)])
             return 1
         }
     }

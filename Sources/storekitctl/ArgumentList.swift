@@ -32,7 +32,8 @@ struct ArgumentList {
     }
 
     mutating func positional(_ what: String) throws(UsageError) -> String {
-        guard let index = items.firstIndex(where: { !$0.hasPrefix("-") }) else { throw UsageError("\(what) is required") }
+        // A lone "-" is an operand (standard input), not an option, as for most Unix tools.
+        guard let index = items.firstIndex(where: { !$0.hasPrefix("-") || $0 == "-" }) else { throw UsageError("\(what) is required") }
         return items.remove(at: index)
     }
 

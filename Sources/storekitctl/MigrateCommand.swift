@@ -3,7 +3,7 @@ struct MigrateCommand: Subcommand {
     static let name = "migrate"
     static let summary = "copy the SQLite ledger into the PostgreSQL database CONNINFO (verified)"
     static let usage = """
-        Usage: storekitctl migrate CONNINFO [-o json]
+        Usage: storekitctl migrate CONNINFO|- [-o json]
 
         The running daemon copies its SQLite ledger (everything acknowledged before the command)
         into the PostgreSQL database CONNINFO names (a libpq connection string, one argument:
@@ -13,10 +13,21 @@ struct MigrateCommand: Subcommand {
         before it commits; a conflict or a mismatch leaves nothing. Running it again copies only
         what is new. The SQLite file is not changed and the daemon keeps serving from it: set
         Database= to CONNINFO and restart storekitd to move over (docs/fleet.md).
+
+        With - in place of CONNINFO, the connection string is read from the first line of standard
+        input: a password in it then never shows in the process list (ps) as an argument would.
         """
     let conninfo: String
     init(_ arguments: inout ArgumentList) throws(UsageError) {
-        conninfo = try arguments.positional("CONNINFO")
+        let given = try arguments.positional("CONNINFO")
+        guard given == "-" else {
+            conninfo = given
+            return
+        }
+        guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+            throw UsageError("migrate -: no connection string on standard input")
+        }
+        conninfo = line
     }
     var request: (command: String, arguments: [String]) { ("migrate", ["conninfo=\(conninfo)"]) }
 

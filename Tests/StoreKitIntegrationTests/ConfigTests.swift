@@ -55,6 +55,26 @@ import Testing
         #expect(check.status == 0, "\(check.stderr)")
     }
 
+    @Test("a service file every user may read that holds the service's password is refused, as Database= itself is")
+    func readableServiceFileIsRefused() throws {
+        let directory = TemporaryDirectory("skc")
+        defer { directory.remove() }
+        try FileManager.default.copyItem(atPath: Paths.sampleConfig, toPath: directory.file("config"))
+        try directory.write("pg_service.conf", "[other]\npassword=not-this\n[sk]\nhost=/nonexistent\ndbname=storekit\npassword=S3cretPW\n")
+        chmod(directory.file("pg_service.conf"), 0o644)
+        try directory.write("config/storekitd.conf.d/ledger.conf", "[Store]\nDatabase=service=sk\n")
+        let check = try ProcessRunner.run(Paths.binary("storekitd"), ["--check-config", "--config", directory.file("config/storekitd.conf")],
+                                          environment: ["PGSERVICEFILE": directory.file("pg_service.conf")], timeout: 10)
+        #expect(check.status == 1)
+        #expect(check.stderr.contains("service sk in \(directory.file("pg_service.conf")) holds a password, and every user may read that file"),
+                "\(check.stderr)")
+        #expect(!check.stderr.contains("S3cretPW"))
+        chmod(directory.file("pg_service.conf"), 0o600)
+        let fine = try ProcessRunner.run(Paths.binary("storekitd"), ["--check-config", "--config", directory.file("config/storekitd.conf")],
+                                         environment: ["PGSERVICEFILE": directory.file("pg_service.conf")], timeout: 10)
+        #expect(fine.status == 0, "\(fine.stderr)")
+    }
+
     @Test("a password file libpq would ignore (group or world access) is refused with why, as libpq checks it")
     func loosePasswordFileIsRefused() throws {
         let (result, directory) = try Self.runDaemon { directory in

@@ -98,6 +98,14 @@ struct MigrateTests {
             #expect(again["checksum"] as? String == migrated["checksum"] as? String)
             let table = try sqlite.ctl(["migrate", server.connectionString()])
             #expect(table.status == 0 && table.stdout.contains("transactions") && table.stdout.contains("nothing copied"), "\(table.stdout)")
+            // The connection string from standard input (`-`): no password in the process list.
+            let piped = try ProcessRunner.run("/bin/sh", ["-c", "printf '%s\\n' \"$1\" | \"$0\" migrate -",
+                                                          Paths.binary("storekitctl"), server.connectionString()],
+                                              environment: sqlite.clientEnvironment)
+            #expect(piped.status == 0 && piped.stdout.contains("nothing copied"), "\(piped.stdout) \(piped.stderr)")
+            let empty = try ProcessRunner.run("/bin/sh", ["-c", "\"$0\" migrate - </dev/null", Paths.binary("storekitctl")],
+                                              environment: sqlite.clientEnvironment)
+            #expect(empty.status == 64 && empty.stderr.contains("no connection string on standard input"), "\(empty.stderr)")
             #expect(try server.sql("SELECT count(*) FROM transactions") == String(history.count))
 
             // SQLite is as it was and still serves: a purchase after migrate goes to SQLite only.

@@ -136,7 +136,7 @@ struct PostgresLedgerFlowTests {
         let app = try ProcessRunner.run(Paths.binary("storekit2-example-app"), ["buy", Sample.coins],
                                         environment: daemon.clientEnvironment, timeout: appTimeout)
         #expect(app.status != 0)
-        #expect(app.stdout.contains("could not be reached") && !app.stdout.contains("unknown product"), "\(app.stdout)")
+        #expect(app.stdout.contains("could not be reached") && !app.stdout.contains("unknown product"), "APP STDOUT \(app.stdout) \(app.stderr)")
         // STATUS= is one line (systemd keeps only the first: libpq's newlines would hide the rest),
         // says both, and never a count it does not know.
         let statuses = manager.notifications[before...].compactMap { $0.components(separatedBy: "STATUS=").dropFirst().first }
