@@ -100,6 +100,7 @@ public enum Daemon {
         let databasePath = stateDirectory + "/storekitd.sqlite"
         // Sockets passed by systemd live in a directory the socket units own: it is not touched.
         let activation = SocketActivation.receive(logger: logger)
+        var runtimeLock: RuntimeDirectoryLock?
         do {
             // Root's state directory is readable by all for root-certificate.pem (the database and
             // keys in it are 0600 and 0700); a user's own daemon keeps its to itself.
@@ -107,11 +108,13 @@ public enum Daemon {
             if activation.listeners[.client] == nil || activation.listeners[.control] == nil {
                 // Apps of every user reach a system daemon's client socket; a user's own daemon serves that user.
                 try PrivateDirectory.prepare(runtimeDirectory, mode: uid == 0 ? 0o755 : 0o700, uid: uid)
+                runtimeLock = try RuntimeDirectoryLock.take(in: runtimeDirectory, stateDirectory: stateDirectory)
             }
         } catch {
             logger.error("Refusing to start: \(error)")
             return 1
         }
+        defer { runtimeLock.take()?.release() }
         // The ledger: the SQLite file in the state directory, or PostgreSQL (`[Store] Database=`).
         let opened: OpenedLedger
         do {

@@ -161,6 +161,31 @@ struct DirectoryTrustTests {
         #expect(log.contains("leaf.pem is a symbolic link"), "\(log)")
     }
 
+    @Test("a second daemon on the same runtime directory with another state directory is refused; the first keeps its sockets")
+    func secondDaemonOnTheSameRuntimeDirectory() throws {
+        let first = try DaemonProcess()
+        defer { first.remove() }
+        try first.start()
+        let rootBefore = try String(contentsOfFile: first.runtimeDirectory + "/root-certificate.pem", encoding: .utf8)
+        let state = first.directory.file("other-state")
+        let second = try ProcessRunner.run(Paths.binary("storekitd"),
+                                           ["--config", first.configFile, "--runtime-dir", first.runtimeDirectory,
+                                            "--state-dir", state, "--log-target", "stderr"], timeout: 15)
+        #expect(second.status == 1, "\(second.stderr)")
+        #expect(second.stderr.contains("another storekitd serves in \(first.runtimeDirectory)")
+                && second.stderr.contains("pid \(first.process?.processIdentifier ?? 0)"), "\(second.stderr)")
+        #expect(try String(contentsOfFile: first.runtimeDirectory + "/root-certificate.pem", encoding: .utf8) == rootBefore,
+                "the first's root certificate was replaced")
+        let client = try Client(first)
+        #expect(try client.request { .ping(requestID: $0) }.code == .ok, "the first no longer serves")
+        client.close()
+        #expect(first.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: first.runtimeDirectory + "/storekitd.lock"), "the claim is left behind")
+        // Once the first has stopped, another may serve there.
+        try first.start()
+        #expect(first.stop() == 0)
+    }
+
     @Test("a client does not use a per-user socket directory that another user may write into")
     func clientSkipsUntrustedDirectory() throws {
         let runtime = TemporaryDirectory("skxdg")
