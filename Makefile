@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # `make test-system` add the packaging tools and a container to boot a real systemd in.
 BUILD_PACKAGES := libsqlite3-dev libsystemd-dev libssl-dev libpq-dev pkgconf
 RUNTIME_PACKAGES := procps
-TEST_PACKAGES := sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography python3-venv \
+TEST_PACKAGES := groff-base sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography python3-venv \
 	postgresql-15
 DEB_PACKAGES := debhelper dpkg-dev lintian
 SYSTEM_TEST_PACKAGES := debootstrap systemd-container
