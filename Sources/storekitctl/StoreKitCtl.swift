@@ -132,8 +132,24 @@ enum StoreKitCtl {
                 }
             }
         } catch {
-            FileHandle.standardError.write(Data("storekitctl: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("storekitctl: \(error)\(Self.hint(for: error, path: path))\n".utf8))
             return 1
+        }
+    }
+
+    /// What to do about a connection the control socket refused, when the error alone does not say.
+    static func hint(for error: any Error, path: String) -> String {
+        guard let failure = error as? ConnectionError else { return "" }
+        switch failure.code {
+        case .connect(let errno) where errno.rawValue == EACCES || errno.rawValue == EPERM:
+            return getuid() == 0 ? "" : " (the control socket is for root and the members of the daemon's AdminGroup= "
+                + "(storekitd.conf(5)); run storekitctl as root, e.g. with sudo, or ask for that group)"
+        case .refused(let code, _) where code == .permissionDenied:
+            return " (only root, the daemon's own user and members of its AdminGroup= may use the control socket)"
+        case .connect(let errno) where errno.rawValue == ENOENT:
+            return " (no daemon serves there: start storekitd, or point STOREKITD_CONTROL_SOCKET or --socket at its control.sock)"
+        default:
+            return ""
         }
     }
 }

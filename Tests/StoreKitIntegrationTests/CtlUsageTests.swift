@@ -25,4 +25,19 @@ struct CtlUsageTests {
             #expect(result.stderr.contains("Usage: storekitctl [--socket PATH]"), "\(result.stderr)")
         }
     }
+
+    @Test("a user who may not use the control socket is told to be root or in AdminGroup=, not only 'Permission denied'",
+          .enabled(if: getuid() == 0, "needs root to run storekitctl as another user"))
+    func notAnAdministrator() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        daemon.openDirectoriesToOtherUsers()
+        let result = try daemon.ctl(["status"], uid: 65534)
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("run storekitctl as root") && result.stderr.contains("AdminGroup="), "\(result.stderr)")
+        let missing = try ProcessRunner.run(Paths.binary("storekitctl"), ["status"],
+                                            environment: ["STOREKITD_CONTROL_SOCKET": daemon.directory.file("none/control.sock")])
+        #expect(missing.status == 1 && missing.stderr.contains("no daemon serves there"), "\(missing.stderr)")
+    }
 }
