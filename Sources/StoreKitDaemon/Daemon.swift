@@ -115,6 +115,13 @@ public enum Daemon {
             return 1
         }
         defer { runtimeLock.take()?.release() }
+        // Said of the directory, not left to SQLite's "attempt to write a readonly database".
+        if access(stateDirectory, W_OK) != 0 {
+            let reason = errno == EROFS ? "it is on a read-only file system" : "uid \(uid) may not write into it (\(Errno.current))"
+            logger.error("Refusing to start: the state directory \(stateDirectory) is not writable: \(reason); "
+                         + "the database and its commit log are written there")
+            return 1
+        }
         // The ledger: the SQLite file in the state directory, or PostgreSQL (`[Store] Database=`).
         let opened: OpenedLedger
         do {

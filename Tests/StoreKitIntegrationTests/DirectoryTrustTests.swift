@@ -186,6 +186,25 @@ struct DirectoryTrustTests {
         #expect(first.stop() == 0)
     }
 
+    @Test("a state directory its user may not write into is refused in the directory's words, not SQLite's",
+          .enabled(if: getuid() == 0, "needs root to run the daemon as another user"))
+    func readOnlyStateDirectory() throws {
+        let directory = TemporaryDirectory("skro")
+        defer { directory.remove() }
+        chmod(directory.path, 0o755)
+        let state = directory.file("state")
+        let run = directory.file("run")
+        #expect(mkdir(state, 0o500) == 0 && chown(state, 65534, 65534) == 0)
+        #expect(mkdir(run, 0o700) == 0 && chown(run, 65534, 65534) == 0)
+        let result = try ProcessRunner.run(Paths.binary("storekitd"),
+                                           ["--config", Paths.sampleConfig + "/storekitd.conf", "--state-dir", state,
+                                            "--runtime-dir", run, "--log-target", "stderr"],
+                                           environment: ["HOME": "/"], uid: 65534, timeout: 15)
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("the state directory \(state) is not writable: uid 65534 may not write into it"), "\(result.stderr)")
+        #expect(!result.stderr.lowercased().contains("readonly database"), "\(result.stderr)")
+    }
+
     @Test("a client does not use a per-user socket directory that another user may write into")
     func clientSkipsUntrustedDirectory() throws {
         let runtime = TemporaryDirectory("skxdg")
