@@ -75,8 +75,8 @@ public enum Daemon {
         }
         logger.maximumPriority = LogPriority(rawValue: (options.logLevel ?? configuration.logLevel).rawValue) ?? .info
         if let unit = options.verifyObserverUnit {
-            guard let app = configuration.apps.first(where: { ObserverActivator.instanceUID(unit, of: $0.observerUnit) != nil }),
-                  let uid = ObserverActivator.instanceUID(unit, of: app.observerUnit) else {
+            guard let (app, uid) = configuration.apps.lazy
+                .compactMap({ app in ObserverActivator.instanceUID(unit, of: app.observerUnit).map { (app, $0) } }).first else {
                 writeToStandardError("storekitd: \(unit) is not an instance of a registered ObserverUnit=\n")
                 return 1
             }

@@ -27,7 +27,7 @@ public final class ProofOfPurchase {
     /// leaf's chain (about 2 KB), is the same for every JWS of the current key and is put back
     /// in front when one leaves. So a history of tens of thousands of transactions stays signed
     /// while it is paged through, instead of thrashing a cache of whole JWS.
-    private var cache: [UInt64: (state: TransactionState, revocationDate: Int64?, expiresDate: Int64?, tail: Substring)] = [:]
+    private var cache: [UInt64: (state: TransactionState, revocationDate: Int64?, expiresDate: Int64?, tail: String)] = [:]
     private var cacheOrder: [UInt64] = []
     private var cacheBytes = 0
     /// Bytes of kept signatures at most (about 45,000 transactions); the oldest go first.
@@ -154,7 +154,7 @@ public final class ProofOfPurchase {
     func remember(_ record: TransactionRecord, signedBy signer: SigningIdentity) {
         guard signer === identity, let jws = record.jwsRepresentation, jws.hasPrefix(signer.encodedHeader) else { return }
         // A new String, not a slice of the whole JWS, so that the header's bytes are not kept.
-        let tail = Substring(String(jws.dropFirst(signer.encodedHeader.count)))
+        let tail = String(jws.dropFirst(signer.encodedHeader.count))
         if let old = cache.updateValue((record.state, record.revocationDate, record.expiresDate, tail), forKey: record.id) {
             cacheBytes -= old.tail.utf8.count
         } else {

@@ -8,16 +8,29 @@ public enum ConnectionSecrets {
     /// `text` without the password `conninfo` may hold: `password=…` (quoted or not), and the
     /// `user:password@` of a URI, wherever `text` quotes them, even from a string so malformed
     /// that libpq cannot parse it (an unclosed `[` in the host, a stray quote).
-    public static func redacting(_ text: String, of conninfo: String) -> String {
-        var redacted = text
-        for secret in secrets(in: conninfo) where !secret.isEmpty {
-            redacted = redacted.replacing(secret, with: mask)
+    public static func redacting(_ text: String, of conninfo: String) -> String { Redactor(conninfo)(text) }
+
+    /// What `redacting` finds in one connection string, found once: a connection keeps one and
+    /// applies it to each of its errors, instead of parsing the string again for every one.
+    public struct Redactor: Sendable {
+        let conninfo: String
+        let secrets: [Substring]
+        let parses: Bool
+
+        public init(_ conninfo: String) {
+            self.conninfo = conninfo
+            secrets = ConnectionSecrets.secrets(in: conninfo).filter { !$0.isEmpty }
+            parses = PostgresConnection.parses(conninfo)
         }
-        // A string libpq cannot parse has no password libpq could name for us, and its parse
-        // errors quote the piece they stumbled on (a token, or the whole URI), which may be or
-        // hold the password in a spelling no scan foresees: every quoted piece is masked.
-        if !PostgresConnection.parses(conninfo) { redacted = maskingQuoted(redacted, keeping: conninfo) }
-        return redacted
+
+        public func callAsFunction(_ text: String) -> String {
+            var redacted = text
+            for secret in secrets { redacted = redacted.replacing(secret, with: mask) }
+            // A string libpq cannot parse has no password libpq could name for us, and its parse
+            // errors quote the piece they stumbled on (a token, or the whole URI), which may be or
+            // hold the password in a spelling no scan foresees: every such quoted piece is masked.
+            return parses ? redacted : ConnectionSecrets.maskingQuoted(redacted, keeping: conninfo)
+        }
     }
 
     /// `text` with what stands between each pair of double quotes masked, but for a key of
@@ -47,9 +60,6 @@ public enum ConnectionSecrets {
         if inside { result += mask }
         return result
     }
-
-    /// `conninfo` with its password masked, for messages that must name it.
-    public static func redacted(_ conninfo: String) -> String { redacting(conninfo, of: conninfo) }
 
     /// Whether `conninfo` holds a password (then it must stay in a file only its owner may read).
     public static func holdsPassword(_ conninfo: String) -> Bool { !secrets(in: conninfo).allSatisfy(\.isEmpty) }

@@ -13,6 +13,8 @@ final class PostgresConnection {
     private var connection: OpaquePointer?
     private let pq: LibPQ
     private let conninfo: String
+    /// Masks the password of `conninfo` in libpq's messages.
+    private let redact: ConnectionSecrets.Redactor
     /// Statements with parameters, prepared once per connection (parsed and planned once):
     /// their names by SQL text. Prepared statements belong to the session, not to a transaction.
     private var prepared: [String: String] = [:]
@@ -21,6 +23,7 @@ final class PostgresConnection {
 
     init(conninfo: String) throws(StoreError) {
         self.conninfo = conninfo
+        redact = ConnectionSecrets.Redactor(conninfo)
         description = PostgresConnection.describe(conninfo)
         pq = try LibPQ.loaded()
         try reconnect()
@@ -40,7 +43,7 @@ final class PostgresConnection {
             throw StoreError(.io, path: description, message: "cannot connect: out of memory")
         }
         guard pq.status(opened) == CONNECTION_OK else {
-            let message = ConnectionSecrets.redacting(Self.text(pq.errorMessage(opened)), of: conninfo)
+            let message = redact(Self.text(pq.errorMessage(opened)))
             pq.finish(opened)
             throw StoreError(.io, path: description, message: "cannot connect to PostgreSQL: \(message)")
         }
@@ -167,7 +170,7 @@ final class PostgresConnection {
             pq.clear(sync)
         }
         if pq.exitPipelineMode(connection) != 1 {
-            let lost = failure ?? StoreError(.io, path: description, message: "PostgreSQL connection lost: \(ConnectionSecrets.redacting(Self.text(pq.errorMessage(connection)).trimmingSuffix(), of: conninfo))")
+            let lost = failure ?? StoreError(.io, path: description, message: "PostgreSQL connection lost: \(redact(Self.text(pq.errorMessage(connection)).trimmingSuffix()))")
             close()
             throw lost
         }
@@ -216,7 +219,7 @@ final class PostgresConnection {
         let message = result.map { Self.text(pq.resultErrorMessage($0)) }.flatMap { $0.isEmpty ? nil : $0 }
             ?? connection.map { Self.text(pq.errorMessage($0)) } ?? "no connection"
         let state = result.flatMap { pq.resultErrorField($0, Self.sqlStateField) }.map { Self.text($0) } ?? ""
-        let trimmed = ConnectionSecrets.redacting(message.trimmingSuffix(), of: conninfo)
+        let trimmed = redact(message.trimmingSuffix())
         // A failed statement without a SQLSTATE is libpq's own error (the server sends one with
         // every error): the connection broke, although PQstatus may not say so yet ("server
         // closed the connection unexpectedly" while PostgreSQL crashes).
