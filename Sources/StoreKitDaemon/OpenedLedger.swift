@@ -28,7 +28,10 @@ struct OpenedLedger {
             throw StoreError(error.code, path: databasePath, message: error.message)
         }
         logger.info("Opened database \(databasePath): \(store.openReport)", id: .recovery)
-        for problem in store.openProblems { logger.error("Database \(databasePath): \(problem)", id: .storageFailure) }
+        if !store.openProblems.isEmpty {
+            logger.error("Database \(databasePath): \(store.openProblems.joined(separator: "; "))", id: .storageFailure)
+        }
+        if let notice = store.openNotice { logger.notice("Database \(databasePath): \(notice)", id: .recovery) }
         let spaceLogger = logger
         store.space.onTransition = { low, message in
             if low { spaceLogger.warning(message, id: .storageFailure) } else { spaceLogger.notice(message, id: .recovery) }

@@ -81,8 +81,11 @@ public final class CommitLog {
     /// What recovery found besides the records to apply, for the journal.
     public struct Recovery: Sendable {
         public var records: [Record] = []
-        /// Records that cannot be applied (a gap before them), or segments of another database.
+        /// Records that cannot be applied (a gap before them).
         public var problems: [String] = []
+        /// Segments written for another database (the database was restored from a backup or
+        /// replaced): expected after a restore, so not a problem, but their records are kept.
+        public var foreignSegments: [String] = []
     }
 
     /// One segment file: its descriptor and where appends go in it.
@@ -193,9 +196,7 @@ public final class CommitLog {
         for index in segments.indices {
             guard let header = Self.parseHeader(Self.read(segments[index].file, from: 0, count: Self.headerSize)) else { continue }
             guard header.database == database else {
-                if header.firstLSN != 0 {
-                    recovery.problems.append("\(segments[index].path) belongs to another database; its records were not applied")
-                }
+                if header.firstLSN != 0 { recovery.foreignSegments.append(segments[index].path) }
                 continue
             }
             for record in Self.readRecords(segments[index].file, salt: header.salt, firstLSN: header.firstLSN) where record.lsn > appliedLSN {
@@ -214,10 +215,18 @@ public final class CommitLog {
         return recovery
     }
 
-    /// Copies both segment files to `<segment>.kept-<suffix>`, for records recovery could not
-    /// apply, before `start` writes over them. Best effort: returns the paths written (a segment
-    /// that cannot be read whole is not copied).
-    public func keepCopies(suffix: String) -> [String] {
+    /// Copies both segment files to `<segment>.kept-<UTC time>` (`storekitd.sqlite-log.0.kept-
+    /// 20261204T225512Z`), for records recovery could not apply, before `start` writes over them.
+    /// Nothing reads them again: operations.md says when they may go. Best effort: returns the
+    /// paths written (a segment that cannot be read whole, or whose copy of this second exists,
+    /// is not copied).
+    public func keepCopies() -> [String] {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        var text = [CChar](repeating: 0, count: 32)
+        let length = strftime(&text, text.count, "%Y%m%dT%H%M%SZ", &parts)
+        let suffix = String(decoding: text[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var kept: [String] = []
         for index in segments.indices {
             guard let size = (try? segments[index].file.status())?.st_size,

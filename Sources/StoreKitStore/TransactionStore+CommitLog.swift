@@ -229,12 +229,19 @@ extension TransactionStore {
             let count = recovery.records.count
             report = "; applied \(count) unit\(count == 1 ? "" : "s") of work from the commit log"
         }
+        guard !recovery.problems.isEmpty || !recovery.foreignSegments.isEmpty else { return report }
+        // Keep what could not be applied: the log is started over next.
+        let kept = log.keepCopies()
+        let keptText = kept.isEmpty ? "" : "; its segments were kept as \(kept.joined(separator: ", "))"
         if !recovery.problems.isEmpty {
-            // Keep what could not be applied: the log is started over next.
-            let kept = log.keepCopies(suffix: String(Int64(DiskSpaceGuard.monotonicMilliseconds())))
-            openProblems = recovery.problems.map { "commit log: \($0)" }
-                + (kept.isEmpty ? [] : ["the commit log segments were kept as \(kept.joined(separator: ", "))"])
+            openProblems = ["commit log: " + recovery.problems.joined(separator: "; ") + keptText]
             report += "; COMMIT LOG: " + recovery.problems.joined(separator: "; ")
+        } else {
+            // A restore (operations.md §3) leaves the old database's log: said once, not an error.
+            openNotice = "the commit log was written for another database (this one was restored from a backup or "
+                + "replaced) and was not applied" + keptText
+                + (kept.isEmpty ? "" : " (nothing reads them again: delete them once the restored database is checked)")
+            report += "; the commit log was another database's and was not applied"
         }
         return report
     }

@@ -96,6 +96,9 @@ public final class TransactionStore {
     /// What opening found wrong but could not mend (records of the commit log it could not
     /// apply), for error-level journal entries.
     public internal(set) var openProblems: [String] = []
+    /// What opening found that is expected after a restore (the commit log of the database that
+    /// was replaced), for one notice-level journal entry.
+    public internal(set) var openNotice: String?
 
     public struct QueueKey: Hashable, Sendable {
         public let uid: UInt32

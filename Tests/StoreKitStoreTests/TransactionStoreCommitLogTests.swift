@@ -167,7 +167,7 @@ struct TransactionStoreCommitLogTests {
         #expect(store.commitLog.nextLSN == before + 1)
     }
 
-    @Test("a restored backup does not take the live database's commit log")
+    @Test("a restored backup does not take the live database's commit log: one notice, no problem, the log kept with the time in its name, quiet at the next open")
     func backupHasItsOwnIdentity() throws {
         let fixture = StoreFixture()
         let restored = StoreFixture()
@@ -183,8 +183,20 @@ struct TransactionStoreCommitLogTests {
             try Self.copy(fixture, suffixes: ["-log.0", "-log.1"], to: restored)
         }
         let store = try restored.open()
-        #expect(store.openReport.contains("belongs to another database"))
+        #expect(store.openReport.contains("was another database's"))
+        #expect(store.openProblems.isEmpty, "a restore is not an error: \(store.openProblems)")
+        let notice = try #require(store.openNotice)
+        #expect(notice.contains("another database") && notice.contains("kept as"))
         #expect(try store.transaction(id: 41) != nil)
         #expect(try store.transaction(id: 42) == nil, "the live database's log rolled the backup forward")
+        let kept = try FileManager.default.contentsOfDirectory(atPath: restored.directory.path).filter { $0.contains(".kept-") }
+        #expect(kept.count == 2)
+        // storekitd.sqlite-log.0.kept-20261204T225512Z
+        #expect(kept.allSatisfy { $0.split(separator: "-").last?.count == 16 && $0.hasSuffix("Z") }, "\(kept)")
+        try store.shutDown()
+        // The next open finds the restored database's own log: nothing more to say or keep.
+        let again = try restored.open()
+        #expect(again.openNotice == nil && again.openProblems.isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: restored.directory.path).filter { $0.contains(".kept-") }.count == 2)
     }
 }
