@@ -50,7 +50,8 @@ fi
 
 START=$(date +%s)
 SUITE=bookworm
-INCLUDE=systemd,systemd-sysv,dbus,libsystemd0,libsqlite3-0,libpq5,procps,polkitd,pkexec,libnss-systemd,libpam-systemd
+# sqlite3: the command-line shell operations.md's restore and salvage steps use.
+INCLUDE=systemd,systemd-sysv,dbus,libsystemd0,libsqlite3-0,libpq5,procps,polkitd,pkexec,libnss-systemd,libpam-systemd,sqlite3
 CACHE=/var/cache/storekitd-test-system
 WORK=$(mktemp -d /var/tmp/storekitd-test-system.XXXXXX)
 ROOTFS=$WORK/rootfs
@@ -429,6 +430,93 @@ status=$(IN timeout 30 storekitctl -o json status 2>&1)
 check "h. stop all, start storekitd.socket: no stale files, both sockets listen, storekitctl status works" \
     "after stop /run/storekitd holds: '${left}'; after start is-active: $active; status: $(echo "$status" | tr -d '\n' | cut -c1-160)" \
     eval '[ -z "$left" ] && [ "$active" = "active active " ] && echo "$status" | json "isinstance(d, dict)" | grep -q True'
+
+# ---------------------------------------------------------------------------------------------
+echo "== k. an upgrade (the package installed over itself) restarts the daemon only: no call refused or reset"
+# The booted system's /tmp is its own: the package goes where the container sees it.
+cp "$DEB" "$ROOTFS/var/tmp/storekitd.deb"
+IN storekitctl status >/dev/null 2>&1
+pid1=$(MAINPID)
+socket1=$(IN systemctl show -p ActiveEnterTimestampMonotonic --value storekitd.socket storekitd-control.socket | tr '\n' ' ')
+# Four loops of storekitctl calls, from a second before the upgrade to a second after it.
+IN rm -f /run/storekitd-test-calls.*
+for loop in 1 2 3 4; do
+    IN sh -c 'while [ ! -e /run/storekitd-test-upgraded ]; do
+        if storekitctl status >/dev/null 2>>/run/storekitd-test-calls.err; then echo ok; else echo failed; fi; done;
+        sleep 1; for i in 1 2 3 4 5 6 7 8 9 10; do storekitctl status >/dev/null 2>>/run/storekitd-test-calls.err && echo ok || echo failed; done' \
+        >>"$WORK/calls-$loop.out" 2>&1 &
+    eval "CALLS_$loop=\$!"
+done
+sleep 1
+IN env DEBIAN_FRONTEND=noninteractive dpkg -i /var/tmp/storekitd.deb >"$WORK/upgrade.log" 2>&1 </dev/null
+upgrade_status=$?
+IN touch /run/storekitd-test-upgraded
+wait "$CALLS_1" "$CALLS_2" "$CALLS_3" "$CALLS_4"
+calls_ok=$(cat "$WORK"/calls-*.out | grep -c '^ok$')
+calls_failed=$(cat "$WORK"/calls-*.out | grep -c '^failed$')
+socket2=$(IN systemctl show -p ActiveEnterTimestampMonotonic --value storekitd.socket storekitd-control.socket | tr '\n' ' ')
+pid2=$(MAINPID)
+check "k. dpkg -i over the installed package: sockets never closed, the daemon restarted, every storekitctl call answered" \
+    "dpkg exit status $upgrade_status$( [ $upgrade_status = 0 ] || echo " ($(tail -2 "$WORK/upgrade.log" | tr '\n' ' '))"); sockets active since $socket1-> $socket2; MainPID $pid1 -> $pid2; calls: $calls_ok ok, $calls_failed failed$(IN sh -c 'sort /run/storekitd-test-calls.err 2>/dev/null | uniq -c | head -3' | tr '\n' ' ' | sed 's/^./; errors: &/')" \
+    eval '[ $upgrade_status = 0 ] && [ "$socket1" = "$socket2" ] && [ "$pid1" != "$pid2" ] && [ "$pid2" != 0 ] && [ "$calls_failed" = 0 ] && [ "$calls_ok" -ge 40 ]'
+IN rm -f /run/storekitd-test-upgraded /run/storekitd-test-calls.err
+
+# ---------------------------------------------------------------------------------------------
+echo "== l. restore a backup (operations.md §3), step by step"
+STATE=/var/lib/storekitd
+TXB=$(buy_for 1000 com.example.game.level_pack)
+IN storekitctl backup $STATE/backup.sqlite >"$WORK/backup.out" 2>&1
+TXA=$(buy_for 1000 com.example.game.coins100)
+# 1. Check the backup.
+integrity=$(IN sqlite3 $STATE/backup.sqlite 'PRAGMA integrity_check')
+# 2. Stop the daemon and its sockets.
+IN systemctl stop storekitd.socket storekitd-control.socket storekitd.service
+# 3. The backup in place of the database, owned by storekitd, 0600; the WAL and its index removed.
+IN sh -c "cd $STATE && mv storekitd.sqlite storekitd.sqlite.old && rm -f storekitd.sqlite-wal storekitd.sqlite-shm &&
+    install -o storekitd -g storekitd -m 0600 backup.sqlite storekitd.sqlite"
+# 5. Start the sockets again; the next connection starts the daemon.
+since=$(NOW)
+IN systemctl start storekitd.socket
+IN storekitctl status >/dev/null 2>&1
+IN journalctl --sync 2>/dev/null || true
+opened=$(IN journalctl -t storekitd --since "@$since" --no-pager -o cat | grep -m1 "Opened database" | cut -c1-160)
+errors=$(IN journalctl -t storekitd --since "@$since" --no-pager -o cat -p err | grep -c .)
+restored_notice=$(IN journalctl -t storekitd --since "@$since" --no-pager -o cat -p notice | grep -c "another database")
+kept=$(IN sh -c "ls $STATE | grep -c '\.kept-'")
+restore_ok() {
+    [ "$integrity" = ok ] && [ -n "$TXB" ] && [ -n "$TXA" ] && [ "$(transaction "$TXB")" != null ] && [ "$(transaction "$TXA")" = null ] &&
+        echo "$opened" | grep -q "schema 3" && [ "$errors" = 0 ] && [ "$restored_notice" = 1 ] && [ "$kept" = 2 ]
+}
+check "l. restore: integrity_check ok, the backup's purchase is there and the later one is not; the journal says schema 3 and, once, that the old commit log was kept" \
+    "integrity_check: $integrity; before the backup $TXB: $(transaction "$TXB" | json "d and d['state']"); after it $TXA: $(transaction "$TXA" | json "d and d['state']"); journal: '$opened'; $errors error lines, $restored_notice notice about the old log; $kept .kept- files" \
+    restore_ok
+
+echo "== l. salvage a damaged database (operations.md §5), step by step"
+# Damage: the one page of an index (its root page) overwritten, as a bad sector would.
+IN systemctl stop storekitd.socket storekitd-control.socket storekitd.service
+# Everything in the main file first, so that the damaged page is the only copy of it.
+IN sqlite3 $STATE/storekitd.sqlite 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+root=$(IN sqlite3 $STATE/storekitd.sqlite "SELECT rootpage FROM sqlite_master WHERE name = 'transactions_queue'")
+size=$(IN sqlite3 $STATE/storekitd.sqlite 'PRAGMA page_size')
+IN dd if=/dev/urandom of=$STATE/storekitd.sqlite bs="$size" seek=$((root - 1)) count=1 conv=notrunc status=none
+damaged=$(IN sqlite3 $STATE/storekitd.sqlite 'PRAGMA integrity_check' 2>&1 | head -1)
+# The steps, as written: the damaged files aside, .dump, COMMIT what was read, the two pragmas.
+IN sh -c "cd $STATE && mkdir damaged && mv storekitd.sqlite storekitd.sqlite-* damaged/ 2>/dev/null;
+    mv damaged/storekitd.sqlite-reserve . ; sqlite3 damaged/storekitd.sqlite .dump > salvage.sql;
+    sed -i 's/^ROLLBACK; -- due to errors\$/COMMIT;/' salvage.sql && sqlite3 recovered.sqlite < salvage.sql &&
+    sqlite3 recovered.sqlite 'PRAGMA application_id=1397444932; PRAGMA user_version=3; PRAGMA integrity_check' > salvage.check &&
+    install -o storekitd -g storekitd -m 0600 recovered.sqlite storekitd.sqlite"
+salvaged=$(IN cat $STATE/salvage.check 2>&1)
+since=$(NOW)
+IN systemctl start storekitd.socket
+TXS=$(buy_for 1000 com.example.game.coins100)
+errors=$(IN journalctl -t storekitd --since "@$since" --no-pager -o cat -p err | grep -c .)
+salvage_ok() {
+    [ "$damaged" != ok ] && [ "$salvaged" = ok ] && [ "$(transaction "$TXB")" != null ] && [ -n "$TXS" ] && [ "$(transaction "$TXS")" != null ] && [ "$errors" = 0 ]
+}
+check "l. salvage: the damaged database's rows come back through .dump; the daemon opens the result and takes new purchases" \
+    "damaged: '$damaged'; recovered integrity_check: '$salvaged'; $TXB: $(transaction "$TXB" | json "d and d['state']"); new purchase ${TXS:-none}: $(transaction "$TXS" | json "d and d['state']"); $errors error lines" \
+    salvage_ok
 
 # ---------------------------------------------------------------------------------------------
 echo "== i. systemd-analyze security inside the container"

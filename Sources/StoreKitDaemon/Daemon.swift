@@ -188,7 +188,7 @@ public enum Daemon {
             // Saves' COMMIT on its own thread: the loop goes on with units that need no statement.
             let committer = opened.startCommitter(wakeup: server.wakeup)
             defer { committer?.stop() }
-            logger.notice("Serving \(catalogs.count) apps on \(runtimeDirectory), database \(store.path); "
+            logger.notice("Serving \(catalogs.count) app\(catalogs.count == 1 ? "" : "s") on \(runtimeDirectory), database \(store.path); "
                           + Self.howClientsFindIt(runtimeDirectory: runtimeDirectory, uid: uid, environment: environment),
                           id: .started)
             server.startIntegrityCheck()

@@ -41,7 +41,7 @@ extension Server {
             engine.limits = Self.engineLimits(newConfiguration)
             engine.replaceCatalogs(catalogs)
             proof.forgetReceipts()   // a product's kind or an app's version may have changed
-            logger.notice("Reloaded configuration: \(catalogs.count) apps", id: .reloaded)
+            logger.notice("Reloaded configuration: \(catalogs.count) app\(catalogs.count == 1 ? "" : "s")", id: .reloaded)
             notifier.ready(status: statusLine())
         case .failure(let failure):
             logger.error("Reload failed, keeping the running configuration: \(failure.message)", id: .reloaded)

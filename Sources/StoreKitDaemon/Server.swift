@@ -327,8 +327,9 @@ public final class Server {
 
     func statusLine() -> String {
         let observerCount = sessions.values.reduce(0) { $0 + ($1.subscribed ? 1 : 0) }
-        let unfinished = ledger.unfinishedCount().map { "\($0) unfinished transactions" } ?? "unfinished transactions unknown"
-        var line = "Serving \(sessions.count) connections, \(observerCount) observers, \(unfinished)"
+        func counted(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
+        let unfinished = ledger.unfinishedCount().map { counted($0, "unfinished transaction") } ?? "unfinished transactions unknown"
+        var line = "Serving \(counted(sessions.count, "connection")), \(counted(observerCount, "observer")), \(unfinished)"
         if let writesStoppedReason { line += "; WRITES STOPPED: \(writesStoppedReason)" }
         if let low = ledger.lowSpaceReason { line += "; LOW DISK SPACE: \(low)" }
         if let unreachable = ledger.unreachable { line += "; DATABASE UNREACHABLE: \(unreachable)" }
@@ -343,8 +344,9 @@ public final class Server {
 
     // MARK: Shutdown
 
-    /// The one way out of the loop: STOPPING=1, no new connections; then, unless the loop
-    /// stopped on a failure that forbids it, requests already read are executed and answered,
+    /// The one way out of the loop: STOPPING=1, no new connections (they wait in the listening
+    /// sockets, which the service manager keeps); then, unless the loop stopped on a failure
+    /// that forbids it, what clients sent is read once more and every request read is executed and answered,
     /// the database is saved and output is drained for a bounded time. Client connections stay
     /// in the service manager's FD store, so a restarted daemon resumes them.
     func shutdown() {
@@ -355,6 +357,11 @@ public final class Server {
         }
         listeners.removeAll()
         if fatalFailure == nil {
+            // What clients sent before the listeners closed is read once more, so that a request
+            // in flight as the daemon is restarted (an upgrade) is answered, not dropped with the
+            // connection: a client whose request was not read sees ECONNRESET and may send it
+            // again (storekitctl does, once).
+            for session in Array(sessions.values) { readAvailable(session) }
             // Every request read is answered: a unit takes at most `fairShare` per uid.
             repeat { executeReceived() } while !received.isEmpty && fatalFailure == nil
             ledger.save()

@@ -101,12 +101,12 @@ enum StoreKitCtl {
         }
         let path = socket ?? SocketLocation.controlSocket(environment: ProcessInfo.processInfo.environment)
         do {
-            let connection = try WireConnection(path: path)
-            _ = try connection.hello(app: "")
             let (name, commandArguments) = command.request
-            try connection.send(.control(requestID: 1, command: name, arguments: commandArguments))
+            let (connection, answer) = try Self.exchange(.control(requestID: 1, command: name, arguments: commandArguments), path: path)
+            var first: ServerMessage? = answer
             while true {
-                switch try connection.receive() {
+                let message = try first.take() ?? connection.receive()
+                switch message {
                 case .controlResult(_, let code, let message, let json):
                     if code != .ok {
                         if format == .json { print(json) }
@@ -134,6 +134,35 @@ enum StoreKitCtl {
         } catch {
             FileHandle.standardError.write(Data("storekitctl: \(error)\(Self.hint(for: error, path: path))\n".utf8))
             return 1
+        }
+    }
+
+    /// Connects to `path`, says hello, sends `request` and returns the connection with the first
+    /// message that came back. Once more on a new connection when the daemon closed the first
+    /// without reading the request, so that it was never executed: a daemon being restarted (an
+    /// upgrade restarts only the service; the listening socket stays, and the next daemon
+    /// answers). Linux tells which: EPIPE when it had closed before we wrote, ECONNRESET when it
+    /// closed with what we wrote unread, the end of the stream before the hello was answered.
+    static func exchange(_ request: ClientMessage, path: String) throws(ConnectionError) -> (WireConnection, ServerMessage) {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let connection = try WireConnection(path: path)
+            var helloAnswered = false
+            do throws(ConnectionError) {
+                _ = try connection.hello(app: "")
+                helloAnswered = true
+                try connection.send(request)
+                return (connection, try connection.receive())
+            } catch {
+                let unread = switch error.code {
+                case .io(let errno): errno.rawValue == EPIPE || errno.rawValue == ECONNRESET
+                case .closed: !helloAnswered
+                default: false
+                }
+                guard unread, attempt == 1 else { throw error }
+                usleep(100_000)
+            }
         }
     }
 

@@ -59,7 +59,7 @@ struct SystemdIntegrationTests {
         try managed.start()
         let before = managed.manager.notifications.count
         #expect(try managed.daemon.ctl(["buy", "com.example.game", "com.example.game.level_pack", "--uid", "0"]).status == 0)
-        #expect(managed.manager.waitFor(after: before) { $0.contains("STATUS=") && $0.contains("1 unfinished transactions") } != nil,
+        #expect(managed.manager.waitFor(after: before) { $0.contains("STATUS=") && $0.contains("1 unfinished transaction") } != nil,
                 "\(managed.manager.notifications.suffix(3))")
     }
 
