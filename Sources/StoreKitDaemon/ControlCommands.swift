@@ -190,7 +190,7 @@ struct ControlCommands {
         guard engine.isRegistered(app: app) else { return .failure(.unknownApp, "app \(app) is not registered") }
         guard let uid = UInt32(arguments["uid"] ?? "0") else { return .failure(.invalidArgument, "uid is not a number") }
         do {
-            let receipt = try server.proof.receipt(uid: uid, app: app, engine: engine, configuration: configuration)
+            let receipt = try server.proof.signedReceipt(uid: uid, app: app, engine: engine, configuration: configuration)
             return Result(json: .object([("receipt", .string(Data(receipt).base64EncodedString()))]))
         } catch let error as StoreError {
             throw error

@@ -12,8 +12,9 @@ import StoreKitWire
 /// and app receipts (docs/receipts.md). Owns the signing identity, which `storekitctl rotate-key`
 /// replaces while the daemon runs.
 ///
-/// Pushes are signed on the `Signer`'s thread; replies to requests for signed data (and control
-/// commands) on the serving thread, about 40 µs for a transaction. A record signed once keeps its
+/// Pushes, pages of transactions and receipts are signed on the `Signer`'s threads; other replies
+/// with signed data (subscription statuses, the app transaction, control commands) on the serving
+/// thread, about 40 µs for a transaction. A record signed once keeps its
 /// JWS in a small cache until its payload changes, so the `removed` push after a finish and
 /// re-sending unfinished transactions at every launch do not sign again.
 public final class ProofOfPurchase {
@@ -103,7 +104,11 @@ public final class ProofOfPurchase {
         receiptBytes = 0
     }
 
-    private func keepReceipt(_ bytes: [UInt8], sequence: UInt64, for queue: QueueKey) {
+    /// Keeps `bytes`, the receipt of `queue` as of its `sequence`, unless the key was rotated
+    /// since `signer` made it or a receipt of a later sequence is kept already (one made on a
+    /// signer's thread can come back after a newer one).
+    func keepReceipt(_ bytes: [UInt8], sequence: UInt64, for queue: QueueKey, signedBy signer: SigningIdentity) {
+        guard signer === identity, (receipts[queue]?.sequence ?? 0) <= sequence else { return }
         if let old = receipts.updateValue((sequence, bytes), forKey: queue) {
             receiptBytes -= old.bytes.count
         } else {
@@ -225,19 +230,36 @@ public final class ProofOfPurchase {
         return try identity.signJWS(payload: payload.serializedBytes())
     }
 
-    /// The app receipt of (uid, app): the one kept since the queue last changed, else made now
-    /// and kept.
-    func receipt(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> [UInt8] {
-        let queue = QueueKey(uid: uid, app: app)
-        let sequence = try engine.store.lastSequence(uid: uid, app: app)
-        if let kept = receipts[queue], kept.sequence == sequence { return kept.bytes }
-        let bytes = try makeReceipt(uid: uid, app: app, engine: engine, configuration: configuration)
-        keepReceipt(bytes, sequence: sequence, for: queue)
-        return bytes
+    /// A receipt to answer with: the one kept, or one to sign.
+    enum ReceiptAnswer {
+        case kept([UInt8])
+        /// What to sign (on a signer's thread), with the queue's sequence number it lists.
+        case toSign(AppReceipt, sequence: UInt64)
     }
 
-    /// The app receipt of (uid, app), made now.
-    private func makeReceipt(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> [UInt8] {
+    /// The app receipt of (uid, app): the one kept since the queue last changed, else its
+    /// contents, read now, to be signed and kept (`keepReceipt`).
+    func receipt(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> ReceiptAnswer {
+        let queue = QueueKey(uid: uid, app: app)
+        let sequence = try engine.store.lastSequence(uid: uid, app: app)
+        if let kept = receipts[queue], kept.sequence == sequence { return .kept(kept.bytes) }
+        return .toSign(try receiptContents(uid: uid, app: app, engine: engine, configuration: configuration), sequence: sequence)
+    }
+
+    /// The app receipt of (uid, app), signed now, on the calling thread (for storekitctl receipt).
+    func signedReceipt(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> [UInt8] {
+        switch try receipt(uid: uid, app: app, engine: engine, configuration: configuration) {
+        case .kept(let bytes):
+            return bytes
+        case .toSign(let contents, let sequence):
+            let bytes = try identity.signReceipt(contents)
+            keepReceipt(bytes, sequence: sequence, for: QueueKey(uid: uid, app: app), signedBy: identity)
+            return bytes
+        }
+    }
+
+    /// What the app receipt of (uid, app) says, as of now (unsigned).
+    private func receiptContents(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> AppReceipt {
         let registration = configuration.app(app)
         let version = registration?.version ?? "1.0"
         var opaque = [UInt8](repeating: 0, count: 16)
@@ -259,6 +281,6 @@ public final class ProofOfPurchase {
             sha1Hash: AppReceipt.hash(deviceIdentifier: try DeviceIdentifier.forApp(app), opaqueValue: opaque, bundleIdentifier: app),
             creationDate: date(engine.clock.now()), originalApplicationVersion: version,
             originalPurchaseDate: date(try firstSeen(uid: uid, app: app, engine: engine)), inAppPurchases: purchases)
-        return try identity.signReceipt(receipt)
+        return receipt
     }
 }

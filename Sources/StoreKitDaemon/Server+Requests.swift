@@ -98,9 +98,10 @@ extension Server {
             output.reply(session, .products(requestID: id, products: products, invalidIdentifiers: invalid))
         case .unfinished(let id, let afterID):
             let records = try engine.unfinished(uid: uid, app: app).filter { $0.id > afterID }
-            output.reply(session, .transactions(requestID: id, transactions: page(records[...], signed: true)))
+            output.appendToSign(.transactions(requestID: id, transactions: page(records[...], signed: true)), to: [session.token])
         case .history(let id, let afterID):
-            output.reply(session, .transactions(requestID: id, transactions: try historyPage(uid: uid, app: app, after: afterID)))
+            output.appendToSign(.transactions(requestID: id, transactions: try historyPage(uid: uid, app: app, after: afterID)),
+                                to: [session.token])
         case .subscriptionStatus(let id, let groupID):
             output.reply(session, try signedReply(id) {
                 .subscriptionStatus(requestID: id, statuses: try proof.subscriptionStatuses(
@@ -111,9 +112,23 @@ extension Server {
                 .signed(requestID: id, jws: try proof.appTransaction(uid: uid, app: app, engine: engine, configuration: configuration))
             })
         case .receipt(let id):
-            output.reply(session, try signedReply(id) {
-                .receipt(requestID: id, data: try proof.receipt(uid: uid, app: app, engine: engine, configuration: configuration))
-            })
+            // Kept, or read now and signed on a signer's thread once the unit is committed.
+            let answer: ProofOfPurchase.ReceiptAnswer
+            do {
+                answer = try proof.receipt(uid: uid, app: app, engine: engine, configuration: configuration)
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                logger.error("Failed to make the receipt: \(error)", id: .signingKey)
+                output.reply(session, .result(id, .internalError, "cannot make the receipt: \(error)"))
+                return
+            }
+            switch answer {
+            case .kept(let bytes):
+                output.reply(session, .receipt(requestID: id, data: bytes))
+            case .toSign(let contents, let sequence):
+                output.appendReceiptToSign(session.token, requestID: id, contents, queue: QueueKey(uid: uid, app: app), sequence: sequence)
+            }
         case .control(let id, "debug-stall", let arguments) where testHooks:
             let milliseconds = arguments.first.flatMap { UInt32($0) } ?? 1000
             usleep(milliseconds * 1000)
@@ -151,10 +166,9 @@ extension Server {
         }
     }
 
-    /// As many of `records` as fit in `ServerMessage.pageBudget` bytes (at least one), each
-    /// with its JWS when `signed`.
     /// A page of the history after `afterID`, read from the ledger a chunk at a time until the
-    /// page is full: a page costs what it holds, wherever it is in a long history.
+    /// page is full: a page costs what it holds, wherever it is in a long history. Its records
+    /// are signed after the unit of work (`appendToSign`), so each is sized with its JWS.
     func historyPage(uid: UInt32, app: String, after afterID: UInt64) throws(StoreError) -> [TransactionRecord] {
         let chunk = 128
         var page: [TransactionRecord] = []
@@ -163,27 +177,38 @@ extension Server {
         while true {
             let records = try engine.history(uid: uid, app: app, afterID: cursor, limit: chunk)
             for record in records {
-                let sent = signedForSending([record])[0]
-                bytes += sent.encodedSize
+                bytes += sentSize(of: record)
                 if !page.isEmpty, bytes > ServerMessage.pageBudget { return page }
-                page.append(sent)
+                page.append(record)
             }
             guard records.count == chunk, let last = records.last else { return page }
             cursor = last.id
         }
     }
 
+    /// As many of `records` as fit in `ServerMessage.pageBudget` bytes (at least one), sized with
+    /// the JWS each will carry when `signed`.
     func page(_ records: ArraySlice<TransactionRecord>, signed: Bool) -> [TransactionRecord] {
         var page: [TransactionRecord] = []
         var bytes = 0
         for record in records {
-            let sent = signed ? signedForSending([record])[0] : record
-            bytes += sent.encodedSize
+            bytes += signed ? sentSize(of: record) : record.encodedSize
             if !page.isEmpty, bytes > ServerMessage.pageBudget { break }
-            page.append(sent)
+            page.append(record)
         }
         return page
     }
+
+    /// `record`'s encoded size with the JWS it will carry: the kept one's, else an upper bound.
+    func sentSize(of record: TransactionRecord) -> Int {
+        guard PaymentQueueEngine.isSignable(record) else { return record.encodedSize }
+        let jws = proof.cachedJWS(for: record)?.utf8.count ?? proof.identity.encodedHeader.utf8.count + Self.jwsPayloadBound
+        return record.encodedSize + jws
+    }
+
+    /// Bytes a JWS has beyond its header, at most: the payload's base64 (a transaction's payload
+    /// is under 1.5 KB, with ids and names at their longest) and the signature.
+    static let jwsPayloadBound = 2_200
 
     /// `records` with their JWS; a record that cannot be signed goes without one (the app then
     /// sees it unverified), and the journal says why.

@@ -1,18 +1,19 @@
 import StoreKitEngine
 import StoreKitWire
 
-// Signing a unit of work's pushes off the serving thread: the loop builds the payloads (they
-// read the store) and fills in what the cache holds; the signer's thread makes the rest.
+// Signing a unit of work's pushes, pages and receipts off the serving thread: the loop builds
+// the payloads and receipts (they read the store) and fills in what the caches hold; the
+// signer's threads make the rest.
 
 extension Server {
-    /// Takes `output`'s pushes to sign. Those whose records are all signed already (the cache:
-    /// a `removed` push after a finish) are encoded here; the others become the returned job,
-    /// nil when there are none.
+    /// Takes `output`'s pushes, pages and receipts to sign. Pushes and pages whose records are all
+    /// signed already (the cache: a `removed` push after a finish) are encoded here; the others
+    /// become the returned job, nil when there are none.
     func signingJob(for output: inout UnitOutput) -> Signer.Job? {
         var pushes: [Signer.Push] = []
         var encodedHere: [(indices: [Int], frame: [UInt8])] = []
         for (indices, message) in output.takePendingSignatures() {
-            guard var records = message.pushedRecords else { continue }
+            guard var records = message.signableRecords else { continue }
             var payloads: [(index: Int, payload: JSONValue)] = []
             var filled = false
             for index in records.indices where PaymentQueueEngine.isSignable(records[index]) {
@@ -37,9 +38,10 @@ extension Server {
             }
         }
         _ = output.replaceFrames(encodedHere)
-        guard !pushes.isEmpty else { return nil }
+        let receipts = output.takePendingReceipts()
+        guard !pushes.isEmpty || !receipts.isEmpty else { return nil }
         nextSigningTicket += 1
-        return Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes,
+        return Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes, receipts: receipts,
                           failsOnPurpose: testHooks && ServiceNotifier.monotonicMilliseconds() < signingFailsUntil,
                           delayMilliseconds: testHooks ? signingDelay : 0)
     }
@@ -53,7 +55,14 @@ extension Server {
     /// now durable and signed.
     func collectSignatures() {
         for done in signer.takeDone() {
-            signingJobs -= 1
+            if done.isHeavy {
+                if let lane = heavyJobs.removeValue(forKey: done.ticket) ?? nil {
+                    heavyJobsPerUID[lane, default: 1] -= 1
+                    if heavyJobsPerUID[lane] == 0 { heavyJobsPerUID[lane] = nil }
+                }
+            } else {
+                signingJobs -= 1
+            }
             guard fatalFailure == nil else { continue }
             let ready = gate.signed(done.ticket, durable: ledger.durableLSN) { output in
                 // In the gate, its bytes are counted already: the signed frames' growth is added.
@@ -68,6 +77,9 @@ extension Server {
     @discardableResult
     func apply(_ done: Signer.Done, to output: inout UnitOutput) -> [UInt64: Int] {
         for record in done.signed { proof.remember(record, signedBy: done.identity) }
+        for receipt in done.receipts {
+            proof.keepReceipt(receipt.bytes, sequence: receipt.sequence, for: receipt.queue, signedBy: done.identity)
+        }
         for failure in done.failures { logger.error("Failed to sign \(failure)", id: .signingKey) }
         return output.replaceFrames(done.frames)
     }

@@ -1,6 +1,7 @@
 import CPosix
 import StoreKitEngine
 import StoreKitPosix
+import StoreKitSigning
 import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
@@ -47,10 +48,27 @@ extension Server {
             pendingSignatures.append((indices, message))
         }
 
-        /// The pushes to sign; their frames stay unsigned until `replaceFrames`.
+        /// The pushes and pages to sign; their frames stay unsigned until `replaceFrames`.
         mutating func takePendingSignatures() -> [(indices: [Int], message: ServerMessage)] {
             defer { pendingSignatures.removeAll() }
             return pendingSignatures
+        }
+
+        /// Receipts to sign once the unit of work is committed, on the `Signer`'s threads; their
+        /// reply frames are empty in `frames` until then.
+        private(set) var pendingReceipts: [Signer.Receipt] = []
+
+        /// Queues the reply to the `receipt` request of the session `token`: `receipt`, signed later.
+        mutating func appendReceiptToSign(_ token: UInt64, requestID: UInt32, _ receipt: AppReceipt,
+                                          queue: QueueKey, sequence: UInt64) {
+            pendingReceipts.append(Signer.Receipt(index: frames.count, requestID: requestID, receipt: receipt,
+                                                  queue: queue, sequence: sequence))
+            append(token, [])
+        }
+
+        mutating func takePendingReceipts() -> [Signer.Receipt] {
+            defer { pendingReceipts.removeAll() }
+            return pendingReceipts
         }
 
         /// Puts each signed frame at its indices, in place of the unsigned one; returns how many
@@ -100,6 +118,11 @@ extension Server {
                 }
                 for lane in splitOrder { parts[lane]!.pendingSignatures.append((split[lane]!, message)) }
             }
+            for var receipt in pendingReceipts {
+                let (lane, newIndex) = moved[receipt.index]
+                receipt.index = newIndex
+                parts[lane]!.pendingReceipts.append(receipt)
+            }
             parts[first]!.journal = journal
             parts[first]!.unobserved = unobserved
             return order.map { ($0, parts[$0]!) }
@@ -110,6 +133,7 @@ extension Server {
             for (token, frame) in frames[index...] { bytes[token, default: 0] -= frame.count }
             frames.removeSubrange(index...)
             pendingSignatures.removeAll { $0.indices.contains { $0 >= index } }
+            pendingReceipts.removeAll { $0.index >= index }
         }
     }
 
@@ -121,14 +145,14 @@ extension Server {
     static let fairShare = 16
 
     /// What a request costs of its uid's share of a unit of work, where a purchase or a finish
-    /// costs 1: a request whose work grows with the queue's data (a page of history or of
-    /// unfinished transactions, the subscription statuses, the app transaction: reads and
-    /// signatures on the serving loop) costs half a share, a receipt a whole one, so a unit takes
+    /// costs 1: a request whose work on the serving loop grows with the queue's data (a page of
+    /// history or of unfinished transactions and its payloads, the subscription statuses and the
+    /// app transaction, signed there) costs half a share, a receipt a whole one, so a unit takes
     /// at most two of the first or one receipt per uid, and a uid flooding them holds everyone
     /// else's requests back by that much a turn, not by sixteen such requests.
     static func cost(of message: ClientMessage) -> Int {
         switch message {
-        case .receipt: fairShare   // up to megabytes to copy out, and made and signed when the queue changed
+        case .receipt: fairShare   // up to megabytes to copy out, and its purchases read when the queue changed
         case .history, .unfinished, .subscriptionStatus, .appTransaction: fairShare / 2
         default: 1
         }
@@ -147,7 +171,10 @@ extension Server {
             let uid = entry.0.peer.uid
             let cost = Self.cost(of: entry.1)
             let spent = taken[uid, default: 0]
-            if !full.contains(uid), spent == 0 || spent + cost <= Self.fairShare {
+            // A receipt waits while one of its uid is still being made: a uid's receipts are
+            // made one at a time, on the signer's heavy lane.
+            let receiptWaits = if case .receipt = entry.1 { heavyJobsPerUID[uid] != nil } else { false }
+            if !full.contains(uid), !receiptWaits, spent == 0 || spent + cost <= Self.fairShare {
                 taken[uid] = spent + cost
                 batch.append(entry)
                 if entry.0.kind == .client {
@@ -313,14 +340,20 @@ extension Server {
             var part = part
             var ticket: UInt64?
             if let job = signingJob(for: &part) {
-                if job.signatureCount <= Self.signedOnTheLoop {
+                if !job.isHeavy && job.signatureCount <= Self.signedOnTheLoop {
                     // A few signatures cost less here than waking the signer's thread (the disk
                     // syncs meanwhile, on its own thread).
                     apply(Signer.sign(job), to: &part)
                 } else {
                     signer.submit(job)
-                    signingJobs += 1
                     ticket = job.ticket
+                    if job.isHeavy {
+                        // The uid's next requests wait for it (`takeFairShare`), not everyone's.
+                        heavyJobs[job.ticket] = lane
+                        if let lane { heavyJobsPerUID[lane, default: 0] += 1 }
+                    } else {
+                        signingJobs += 1
+                    }
                 }
             }
             for (token, count) in part.bytes { sessions[token]?.outputInGate += count }

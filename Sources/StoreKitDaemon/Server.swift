@@ -69,6 +69,11 @@ public final class Server {
     var nextSigningTicket: UInt64 = 0
     /// Jobs handed to the signer and not yet collected.
     var signingJobs = 0
+    /// Heavy signing jobs (receipts) in flight, by ticket with their lane, and per uid: they do
+    /// not count in `signingJobs`, which stops every uid's units; a uid with one waits for it
+    /// before its next receipt.
+    var heavyJobs: [UInt64: UInt32?] = [:]
+    var heavyJobsPerUID: [UInt32: Int] = [:]
     /// `debug-fail-signing MS` (test hooks): every signature of a push fails until then.
     var signingFailsUntil: Int64 = .min
     /// `debug-slow-signing MS` (test hooks): each job on the signer's thread waits MS ms first.

@@ -1,3 +1,4 @@
+import StoreKitEngine
 import StoreKitPosix
 import StoreKitSigning
 import StoreKitStore
@@ -6,28 +7,45 @@ import StoreKitWire
 import Glibc
 #endif
 
-/// Signs the transactions of a unit of work's pushes on a thread of its own.
+/// Signs what a unit of work tells clients, on threads of their own: the transactions of its
+/// pushes and of its history and unfinished pages, and the receipts it answers with.
 ///
 /// An ES256 JWS costs 40–90 µs with its encoding, most of a purchase's work on the serving thread
-/// when it was signed there: every other client waited for it. The loop now builds each payload
-/// (it reads the store), hands the unit's pushes here, and goes on serving; the unit's output
-/// waits in the durability gate until both its commit-log record is on disk and its pushes are
-/// signed (`DurabilityGate`), so clients still hear of changes in the order they were made.
-/// Jobs are signed in the order they were submitted; the loop is woken after each.
+/// when it was signed there: every other client waited for it; a receipt of 5,000 purchases costs
+/// about 100 ms. The loop now reads what each needs from the store (payloads, the receipt's
+/// purchases), hands the unit's work here, and goes on serving; the unit's output waits in the
+/// durability gate until both its commit-log record is on disk and its work is done
+/// (`DurabilityGate`), so clients still hear of changes in the order they were made, each uid's
+/// in its own lane.
+///
+/// One thread per online core, at least two. A job with a receipt is **heavy**: at most all
+/// threads but one work on heavy jobs, so one uid's receipts never hold back the signatures of
+/// another uid's purchases. The loop is woken after each job.
 final class Signer: @unchecked Sendable {
-    /// One push to sign: its records, with the payload of each record to sign by its index.
+    /// One push or page to sign: its records, with the payload of each record to sign by its index.
     struct Push: Sendable {
-        /// Where the push's frames are in the unit's output.
+        /// Where the message's frames are in the unit's output.
         var indices: [Int]
         var message: ServerMessage
         var payloads: [(index: Int, payload: JSONValue)]
     }
 
-    /// A unit of work's pushes.
+    /// A receipt to sign, for the `receipt` request `requestID`, whose reply frame is at `index`.
+    struct Receipt: Sendable {
+        var index: Int
+        var requestID: UInt32
+        var receipt: AppReceipt
+        /// The queue it is of, and the queue's last sequence number it lists: it is kept under them.
+        var queue: QueueKey
+        var sequence: UInt64
+    }
+
+    /// A unit of work's part (one uid's) to sign.
     struct Job: Sendable {
         var ticket: UInt64
         var identity: SigningIdentity
         var pushes: [Push]
+        var receipts: [Receipt] = []
         /// `debug-fail-signing` (test hooks): every signature fails, as a signing error would.
         var failsOnPurpose = false
         /// `debug-slow-signing` (test hooks): the signer's thread waits this long (ms) before it
@@ -35,39 +53,49 @@ final class Signer: @unchecked Sendable {
         var delayMilliseconds: UInt32 = 0
 
         var signatureCount: Int { pushes.reduce(0) { $0 + $1.payloads.count } }
+        var isHeavy: Bool { !receipts.isEmpty }
     }
 
-    /// A signed job: each push's signed frame, the records signed (for the cache), failures.
+    /// A signed job: each message's signed frame, the records signed (for the cache), the
+    /// receipts made (to keep), failures.
     struct Done: Sendable {
         var ticket: UInt64
         var identity: SigningIdentity
+        var isHeavy: Bool
         var frames: [(indices: [Int], frame: [UInt8])]
         var signed: [TransactionRecord]
+        var receipts: [(queue: QueueKey, sequence: UInt64, bytes: [UInt8])] = []
         var failures: [String]
     }
 
+    let threadCount: Int
     private let condition = Condition()
     /// Guarded by `condition`.
     private var jobs: [Job] = []
+    private var heavyJobs: [Job] = []
     private var done: [Done] = []
-    private var busy = false
+    private var busy = 0
+    private var busyHeavy = 0
     private var running = true
     private let onDone: @Sendable () -> Void
 
-    /// `onDone` runs on the signing thread after each job (the loop's wake-up).
-    init(onDone: @escaping @Sendable () -> Void) {
+    /// `onDone` runs on a signing thread after each job (the loop's wake-up).
+    init(threads: Int = max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))), onDone: @escaping @Sendable () -> Void) {
+        threadCount = max(2, threads)
         self.onDone = onDone
-        NamedThread.start("storekitd-sign") { [self] in loop() }
+        for index in 0..<threadCount {
+            NamedThread.start(index == 0 ? "storekitd-sign" : "storekitd-sign\(index)") { [self] in loop() }
+        }
     }
 
     func submit(_ job: Job) {
         condition.lock()
-        jobs.append(job)
-        condition.signal()
+        if job.isHeavy { heavyJobs.append(job) } else { jobs.append(job) }
+        condition.broadcast()
         condition.unlock()
     }
 
-    /// Signed jobs, oldest first.
+    /// Signed jobs, in the order they were finished.
     func takeDone() -> [Done] {
         condition.lock()
         defer {
@@ -80,7 +108,7 @@ final class Signer: @unchecked Sendable {
     /// Blocks until every submitted job is signed (at shutdown).
     func waitUntilIdle() {
         condition.lock()
-        while !jobs.isEmpty || busy { condition.wait() }
+        while !jobs.isEmpty || !heavyJobs.isEmpty || busy > 0 { condition.wait() }
         condition.unlock()
     }
 
@@ -91,22 +119,37 @@ final class Signer: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// The next job this thread may take (under the lock): a light one first; a heavy one while
+    /// another thread stays free for light ones.
+    private func nextJob() -> Job? {
+        if !jobs.isEmpty { return jobs.removeFirst() }
+        if !heavyJobs.isEmpty, busyHeavy < threadCount - 1 {
+            busyHeavy += 1
+            return heavyJobs.removeFirst()
+        }
+        return nil
+    }
+
     private func loop() {
         while true {
             condition.lock()
-            while running && jobs.isEmpty { condition.wait() }
-            guard running || !jobs.isEmpty else {
+            var job = nextJob()
+            while running && job == nil {
+                condition.wait()
+                job = nextJob()
+            }
+            guard let job else {
                 condition.unlock()
                 return
             }
-            let job = jobs.removeFirst()
-            busy = true
+            busy += 1
             condition.unlock()
             if job.delayMilliseconds > 0 { usleep(job.delayMilliseconds * 1000) }
             let result = Self.sign(job)
             condition.lock()
             done.append(result)
-            busy = false
+            busy -= 1
+            if job.isHeavy { busyHeavy -= 1 }
             condition.broadcast()
             condition.unlock()
             onDone()
@@ -114,9 +157,9 @@ final class Signer: @unchecked Sendable {
     }
 
     static func sign(_ job: Job) -> Done {
-        var result = Done(ticket: job.ticket, identity: job.identity, frames: [], signed: [], failures: [])
+        var result = Done(ticket: job.ticket, identity: job.identity, isHeavy: job.isHeavy, frames: [], signed: [], failures: [])
         for push in job.pushes {
-            guard var records = push.message.pushedRecords else { continue }
+            guard var records = push.message.signableRecords else { continue }
             for (index, payload) in push.payloads {
                 do {
                     if job.failsOnPurpose { throw SigningError("signing fails on purpose (debug-fail-signing)") }
@@ -128,21 +171,39 @@ final class Signer: @unchecked Sendable {
             }
             result.frames.append((push.indices, Frame.encode(body: push.message.replacingRecords(records).encode())))
         }
+        for work in job.receipts {
+            let reply: ServerMessage
+            do {
+                if job.failsOnPurpose { throw SigningError("signing fails on purpose (debug-fail-signing)") }
+                let bytes = try job.identity.signReceipt(work.receipt)
+                result.receipts.append((work.queue, work.sequence, bytes))
+                reply = .receipt(requestID: work.requestID, data: bytes)
+            } catch {
+                result.failures.append("the receipt of uid \(work.queue.uid) for \(work.queue.app): \(error)")
+                reply = .result(work.requestID, .internalError, "cannot sign: \(error)")
+            }
+            result.frames.append(([work.index], Frame.encode(body: reply.encode())))
+        }
         return result
     }
 }
 
 extension ServerMessage {
-    /// The records of an `updated` or `removed` push; nil for any other message.
-    var pushedRecords: [TransactionRecord]? {
+    /// The records of an `updated` or `removed` push or a `transactions` page; nil for any other
+    /// message.
+    var signableRecords: [TransactionRecord]? {
         switch self {
-        case .updated(let records), .removed(let records): records
+        case .updated(let records), .removed(let records), .transactions(_, let records): records
         default: nil
         }
     }
 
-    /// The same push with `records` in place of its own.
+    /// The same message with `records` in place of its own.
     func replacingRecords(_ records: [TransactionRecord]) -> ServerMessage {
-        if case .removed = self { .removed(records) } else { .updated(records) }
+        switch self {
+        case .removed: .removed(records)
+        case .transactions(let requestID, _): .transactions(requestID: requestID, transactions: records)
+        default: .updated(records)
+        }
     }
 }

@@ -1,4 +1,6 @@
+import FoundationEssentials
 @testable import StoreKitDaemon
+import StoreKitSigning
 import StoreKitStore
 import StoreKitWire
 import Testing
@@ -66,10 +68,32 @@ struct UnitOutputTests {
         #expect(uid200.bytes[2] == output.bytes[2] && uid100.bytes[1] == output.bytes[1] && uid100.bytes[3] == output.bytes[3])
         let signs200 = uid200.takePendingSignatures()
         #expect(signs200.map(\.indices) == [[2]])
-        #expect(signs200.first?.message.pushedRecords?.first?.id == 8)
+        #expect(signs200.first?.message.signableRecords?.first?.id == 8)
         let signs100 = uid100.takePendingSignatures()
         #expect(signs100.map(\.indices) == [[1, 2]])
-        #expect(signs100.first?.message.pushedRecords?.first?.id == 7)
+        #expect(signs100.first?.message.signableRecords?.first?.id == 7)
+    }
+
+    @Test("receipts to sign point at their empty reply frames in their uid's part; a request undone drops its receipt")
+    func receiptsFollowTheirFrames() throws {
+        let receipt = AppReceipt(receiptType: "Xcode", bundleIdentifier: "org.example.app", appVersion: "1", opaqueValue: [],
+                                 sha1Hash: [], creationDate: Date(timeIntervalSince1970: 0), originalApplicationVersion: "1",
+                                 inAppPurchases: [])
+        var output = Server.UnitOutput()
+        output.append(2, Frame.encode(body: ServerMessage.result(1, .ok).encode()))
+        output.appendReceiptToSign(1, requestID: 2, receipt, queue: .init(uid: 100, app: "org.example.app"), sequence: 5)
+        output.append(2, Frame.encode(body: ServerMessage.result(3, .ok).encode()))
+        output.appendReceiptToSign(2, requestID: 4, receipt, queue: .init(uid: 200, app: "org.example.app"), sequence: 9)
+        let parts = output.parts(laneOf: Self.uid)
+        #expect(parts.map(\.lane) == [200, 100])
+        var uid200 = parts[0].output
+        var uid100 = parts[1].output
+        let receipts200 = uid200.takePendingReceipts()
+        #expect(receipts200.map(\.index) == [2] && receipts200.map(\.requestID) == [4] && uid200.frames[2].frame.isEmpty)
+        let receipts100 = uid100.takePendingReceipts()
+        #expect(receipts100.map(\.index) == [0] && receipts100.map(\.sequence) == [5] && uid100.frames[0].frame.isEmpty)
+        output.removeFrames(from: 3)
+        #expect(output.pendingReceipts.map(\.requestID) == [2])
     }
 
     @Test("an output with nothing to send and nothing to log has no parts; one with only journal entries has one")
