@@ -188,7 +188,8 @@ final class StoreConnection: Sendable {
                 serve(WireConnection.Box(connection), welcome: welcome)
             } catch {
                 let problem = Self.problem(error, app: app)
-                report(problem)
+                // A refusal came from the daemon, which was reached: not "cannot reach".
+                if case .refused = error.code { report(problem) } else { report("cannot reach storekitd: " + problem) }
                 if case .refused(let code, let message) = error.code {
                     failAll(SKError(.clientInvalid, userInfo: [NSLocalizedDescriptionKey: "storekitd refused \(app): \(message) (\(code.name))"]))
                 } else if case .connect(let errno) = error.code, errno.rawValue == ENOENT {
@@ -223,13 +224,13 @@ final class StoreConnection: Sendable {
         }
     }
 
-    /// Writes a problem reaching the daemon to stderr once (again only when the reason changes).
+    /// Writes a problem reaching or using the daemon to stderr once (again only when it changes).
     private func report(_ problem: String) {
         let isNew = state.withLock { state -> Bool in
             defer { state.reportedProblem = problem }
             return state.reportedProblem != problem
         }
-        if isNew { FileHandle.standardError.write(Data("OpenStoreKit: cannot reach storekitd: \(problem)\n".utf8)) }
+        if isNew { FileHandle.standardError.write(Data("OpenStoreKit: \(problem)\n".utf8)) }
     }
 
     private func reportReached(_ path: String) {

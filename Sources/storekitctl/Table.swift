@@ -37,13 +37,20 @@ struct Table {
     }
 }
 
-/// Renders one JSON object as `key: value` lines.
+/// Renders one JSON object as `key: value` lines. A value too long for a line (a JWS is 3 KB) is
+/// cut short, saying how long it is: `-o json` prints it whole.
 func renderKeyValues(_ json: Any) -> String {
     guard let object = json as? [String: Any] else { return "\(json)\n" }
     let width = object.keys.map(\.count).max() ?? 0
     return object.keys.sorted().map { key in
-        key.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + Table.text(object[key])
+        key.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + shortened(Table.text(object[key]))
     }.joined(separator: "\n") + "\n"
+}
+
+/// `text`, or its first 40 characters and how long it is when it has more than 100.
+func shortened(_ text: String) -> String {
+    guard text.count > 100 else { return text }
+    return String(text.prefix(40)) + "… (\(text.count) characters; -o json prints it whole)"
 }
 
 import Foundation

@@ -17,6 +17,19 @@ struct CtlUsageTests {
         #expect(!result.stderr.contains("Usage: storekitctl [--socket PATH]"), "the whole program's usage: \(result.stderr)")
     }
 
+    @Test("a table cuts a JWS short and says how long it is; -o json prints it whole")
+    func longValuesCutInTables() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let table = try daemon.ctl(["buy", Sample.app, Sample.levelPack])
+        #expect(table.status == 0, "\(table.stderr)")
+        let line = try #require(table.stdout.split(separator: "\n").first { $0.hasPrefix("jwsRepresentation") })
+        #expect(line.count < 150 && line.contains("characters; -o json prints it whole"), "\(line)")
+        let json = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.seasonPass])[string: "jwsRepresentation"])
+        #expect(json.count > 1000 && json.split(separator: ".").count == 3)
+    }
+
     @Test("no command or an unknown one prints the program's usage")
     func programUsage() throws {
         for arguments in [[], ["frobnicate"]] {

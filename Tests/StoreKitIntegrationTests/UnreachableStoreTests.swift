@@ -94,6 +94,19 @@ struct UnreachableStoreTests {
         #expect(!FileManager.default.fileExists(atPath: directory.file("data/storekit/com.example.game/receipt")))
     }
 
+    @Test("reached but refused (an app that is not registered): the app says the daemon refused it, not that it cannot reach it")
+    func reachedButRefused() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let result = try daemon.app(["--app", "com.example.wrong", "buy", Sample.coins])
+        #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
+        #expect(Self.occurrences("OpenStoreKit: storekitd refused com.example.wrong: app com.example.wrong is not registered",
+                                 in: result.stderr) == 1, "\(result.stderr)")
+        #expect(!result.stderr.contains("cannot reach"), "\(result.stderr)")
+        #expect(result.stdout.contains("is not registered"), "the failed transaction says why: \(result.stdout)")
+    }
+
     @Test("nothing listening: said once, and `list` fails instead of hanging")
     func refusedConnection() throws {
         let directory = TemporaryDirectory("sknolisten")
