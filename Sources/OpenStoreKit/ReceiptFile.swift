@@ -8,14 +8,34 @@ import StoreKitWire
 /// `SKPaymentQueue.appStoreReceiptURL` (a 0600 file in a 0700 directory of the user's data home,
 /// so that only the user's own processes read it). It asks storekitd for a new receipt before it
 /// delivers a batch of transaction updates to the observers, so an app that validates the
-/// receipt in `paymentQueue(_:updatedTransactions:)` finds the transactions in it; batches keep
-/// their order while a receipt is fetched.
+/// receipt in `paymentQueue(_:updatedTransactions:)` finds the transactions in it (the receipt
+/// fetched for the batch, even when another process of the app wrote the file since); batches
+/// keep their order while a receipt is fetched.
 final class ReceiptFile: @unchecked Sendable {
     static let shared = ReceiptFile()
 
     private let lock = NSLock()
-    /// Deliveries in arrival order; one waits while its receipt is being fetched.
-    private var pending: [(ready: Bool, deliver: () -> Void)] = []
+    /// Deliveries in arrival order; one waits while its receipt is being fetched, and gets it.
+    private var pending: [(ready: Bool, receipt: [UInt8]?, deliver: ([UInt8]?) -> Void)] = []
+
+    /// The receipt fetched for the batch the observers are being told of, while they are: what
+    /// `SKAppReceipt.validated()` reads in place of the file. Another process of the same user
+    /// and app (an observer beside a purchase) writes the same file, and may write a receipt it
+    /// fetched earlier just after this one: validated against the file, a batch could miss its
+    /// own transactions. Guarded by `batchLock`.
+    private static nonisolated(unsafe) var batchReceipt: [UInt8]?
+    private static let batchLock = NSLock()
+
+    /// Runs `body` (the observers' callbacks for a batch) with `receipt` as the batch's receipt.
+    static func withBatchReceipt(_ receipt: [UInt8]?, _ body: () -> Void) {
+        guard let receipt else { return body() }
+        batchLock.withLock { batchReceipt = receipt }
+        defer { batchLock.withLock { batchReceipt = nil } }
+        body()
+    }
+
+    /// The receipt of the batch being delivered, if one is.
+    static var currentBatchReceipt: [UInt8]? { batchLock.withLock { batchReceipt } }
 
     /// `$XDG_DATA_HOME/storekit/APP/receipt` (default `~/.local/share/storekit/APP/receipt`).
     static func url(app: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
@@ -55,16 +75,19 @@ final class ReceiptFile: @unchecked Sendable {
     }
 
     /// Runs `deliver` in arrival order; when `refreshFirst`, only after a new receipt was
-    /// fetched (or could not be: the delivery never waits on a failure).
-    func sequence(refreshFirst: Bool, connection: StoreConnection, app: String, _ deliver: @escaping () -> Void) {
-        lock.withLock { pending.append((!refreshFirst, deliver)) }
+    /// fetched (or could not be: the delivery never waits on a failure), with that receipt.
+    func sequence(refreshFirst: Bool, connection: StoreConnection, app: String, _ deliver: @escaping ([UInt8]?) -> Void) {
+        lock.withLock { pending.append((!refreshFirst, nil, deliver)) }
         guard refreshFirst else {
             drain()
             return
         }
-        Self.refresh(connection: connection, app: app) { [self] _ in
+        Self.refresh(connection: connection, app: app) { [self] result in
             lock.withLock {
-                if let waiting = pending.firstIndex(where: { !$0.ready }) { pending[waiting].ready = true }
+                if let waiting = pending.firstIndex(where: { !$0.ready }) {
+                    pending[waiting].ready = true
+                    pending[waiting].receipt = try? result.get()
+                }
             }
             drain()
         }
@@ -76,7 +99,7 @@ final class ReceiptFile: @unchecked Sendable {
         lock.withLock {
             while let head = pending.first, head.ready {
                 pending.removeFirst()
-                head.deliver()
+                head.deliver(head.receipt)
             }
         }
     }

@@ -38,11 +38,15 @@ public struct SKAppReceipt: Sendable, Equatable {
     public let inAppPurchases: [InAppPurchase]
 
     /// Reads and validates the receipt at `url` (default: this app's) for `bundleIdentifier`
-    /// (default: the app identifier the library connects as).
+    /// (default: the app identifier the library connects as). Called from a transaction
+    /// observer's callback for the app's own receipt, it validates the receipt the library
+    /// fetched for that batch of transactions, which lists them even when another process of
+    /// the app has written the file since.
     public static func validated(
         contentsOf url: URL = SKPaymentQueue.appStoreReceiptURL, bundleIdentifier: String? = nil
     ) throws(ValidationError) -> SKAppReceipt {
-        guard let data = FileManager.default.contents(atPath: url.path) else {
+        let batch = url == SKPaymentQueue.appStoreReceiptURL ? ReceiptFile.currentBatchReceipt.map { Data($0) } : nil
+        guard let data = batch ?? FileManager.default.contents(atPath: url.path) else {
             throw ValidationError(description: "no receipt at \(url.path) (SKReceiptRefreshRequest fetches one)")
         }
         let app = bundleIdentifier ?? StoreConnection.shared.resolvedAppIdentifier

@@ -243,12 +243,12 @@ open class SKPaymentQueue: NSObject {
         handlers.updated = { records in
             let signable = records.contains { $0.state == .purchased || $0.state == .restored }
             ReceiptFile.shared.sequence(refreshFirst: signable, connection: connection, app: connection.resolvedAppIdentifier) {
-                reference.queue?.received(updated: records)
+                reference.queue?.received(updated: records, receipt: $0)
             }
         }
         handlers.removed = { records in
             ReceiptFile.shared.sequence(refreshFirst: true, connection: connection, app: connection.resolvedAppIdentifier) {
-                reference.queue?.received(removed: records)
+                reference.queue?.received(removed: records, receipt: $0)
             }
         }
         handlers.connected = { country, identifier in
@@ -320,7 +320,7 @@ open class SKPaymentQueue: NSObject {
         }
     }
 
-    private func received(updated records: [TransactionRecord]) {
+    private func received(updated records: [TransactionRecord], receipt: [UInt8]?) {
         // One object per transaction from `purchasing` on, as StoreKit does. Its state is updated on
         // the callback queue, just before the observers run, so that each callback sees the state
         // it reports even when `purchasing` and `purchased` arrive back to back. Pushes that arrive
@@ -341,30 +341,34 @@ open class SKPaymentQueue: NSObject {
         }
         guard !pairs.isEmpty else { return }
         let transactions = pairs.map(\.0)
-        notify(prepare: { for (transaction, record) in pairs { transaction.update(from: record) } }) { queue, observer in
+        notify(receipt: receipt, prepare: { for (transaction, record) in pairs { transaction.update(from: record) } }) { queue, observer in
             observer.paymentQueue(queue, updatedTransactions: transactions)
         }
     }
 
-    private func received(removed records: [TransactionRecord]) {
+    private func received(removed records: [TransactionRecord], receipt: [UInt8]?) {
         let transactions = records.map { SKPaymentTransaction(record: $0, payment: nil) }
         withState { state in
             for record in records where state.transactions.removeValue(forKey: record.id) != nil {
                 state.order.removeAll { $0 == record.id }
             }
         }
-        notify { queue, observer in observer.paymentQueue(queue, removedTransactions: transactions) }
+        notify(receipt: receipt) { queue, observer in observer.paymentQueue(queue, removedTransactions: transactions) }
     }
 
-    /// Calls `body` for each live observer on the callback queue.
+    /// Calls `body` for each live observer on the callback queue; with the `receipt` fetched for
+    /// the batch, what `SKAppReceipt.validated()` reads meanwhile.
     private func notify(
+        receipt: [UInt8]? = nil,
         prepare: @escaping () -> Void = {},
         _ body: @escaping (SKPaymentQueue, any SKPaymentTransactionObserver) -> Void
     ) {
         let delivery = UncheckedDelivery(queue: self, prepare: prepare, body: body)
         SKPaymentQueue.callbackQueue.async {
             delivery.prepare()
-            for observer in delivery.queue.transactionObservers { delivery.body(delivery.queue, observer) }
+            ReceiptFile.withBatchReceipt(receipt) {
+                for observer in delivery.queue.transactionObservers { delivery.body(delivery.queue, observer) }
+            }
         }
     }
 }
