@@ -256,9 +256,11 @@ public final class PaymentQueueEngine {
         }
         let sequence = try store.nextSequence(uid: uid, app: app)
         guard try store.markFinished(id: transactionID, sequence: sequence, of: QueueKey(uid: uid, app: app)) else {
-            // It changed state meanwhile, or (a fleet's ledger) it is in another host's queue.
-            return .refused(.notFinishable, "transaction \(transactionID) cannot be finished in this queue "
-                            + "(it changed state, or another host's queue holds it)")
+            // A fleet's ledger: another host's queue holds it (a purchase made there, which
+            // StoreKit 2's Transaction.updates announced here). This queue holds nothing of it to
+            // finish, as finishing on one device leaves another's queue alone: done, and the
+            // other host's queue keeps it until its own app finishes it.
+            return .ok(value: record.id)
         }
         var finished = record
         finished.finished = true
