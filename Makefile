@@ -84,10 +84,12 @@ install: swift-check deps
 	  systemd-sysusers storekitd.conf; journalctl --update-catalog; systemctl daemon-reload; \
 	  echo "Installed. Start with: systemctl enable --now storekitd.socket"; fi
 
-# Many cycles of: clients buying and finishing, kill -9 at a random moment, restart, check (STOREKIT_TORTURE_SEED=N replays a run's printed seed).
+# 1,000 cycles of: clients buying and finishing, kill -9 at a random moment, restart, check; the verdict
+# is kept in .build/torture-verdict.txt (STOREKIT_TORTURE_SEED=N replays a run's printed seed).
 torture: swift-check test-deps
 	$(SWIFT) build --build-tests
-	STOREKIT_TORTURE_CYCLES=$${STOREKIT_TORTURE_CYCLES:-300} $(SWIFT) test --skip-build --filter NothingLostTortureTests
+	STOREKIT_TORTURE_CYCLES=$${STOREKIT_TORTURE_CYCLES:-1000} $(SWIFT) test --skip-build --filter NothingLostTortureTests/killNineUnderLoadLosesNothing
+	@cat .build/torture-verdict.txt
 
 # The installed layout, the same as the Debian package's: units, sysusers.d entry and catalog under
 # $(PREFIX)/lib, the polkit rule where polkitd reads rules (/usr/share for PREFIX=/usr, else /etc),

@@ -137,6 +137,9 @@ final class ToldLedger: @unchecked Sendable {
     private var unansweredKeys: [String: UInt32] = [:]
     private var maximumSequence: [UInt32: UInt64] = [:]
     private var problems: [String] = []
+    /// What changed since `takeChanges()` was last called.
+    private var changedIDs = Set<UInt64>()
+    private var changedKeys = Set<String>()
 
     func record(_ records: [TransactionRecord], finished: Bool = false) {
         lock.withLock {
@@ -146,13 +149,17 @@ final class ToldLedger: @unchecked Sendable {
                 if finished || record.finished { entry.finished = true }
                 entry.sequence = max(entry.sequence, record.sequence)
                 told[record.id] = entry
+                changedIDs.insert(record.id)
                 maximumSequence[record.uid] = max(maximumSequence[record.uid] ?? 0, record.sequence)
             }
         }
     }
 
     func markFinished(_ id: UInt64) {
-        lock.withLock { told[id]?.finished = true }
+        lock.withLock {
+            told[id]?.finished = true
+            changedIDs.insert(id)
+        }
     }
 
     func sent(key: String, uid: UInt32) { lock.withLock { unansweredKeys[key] = uid } }
@@ -165,6 +172,7 @@ final class ToldLedger: @unchecked Sendable {
                     problems.append("key \(key) was answered with \(earlier) and later with \(id)")
                 }
                 answeredKeys[key] = id
+                changedKeys.insert(key)
             }
         }
     }
@@ -172,6 +180,18 @@ final class ToldLedger: @unchecked Sendable {
     func problem(_ text: String) { lock.withLock { problems.append(text) } }
 
     var allProblems: [String] { lock.withLock { problems } }
+
+    /// The entries and answered keys changed since the last call (all of them at the first).
+    func takeChanges() -> (entries: [UInt64: Told], keys: [String: UInt64]) {
+        lock.withLock {
+            defer {
+                changedIDs.removeAll()
+                changedKeys.removeAll()
+            }
+            return (Dictionary(uniqueKeysWithValues: changedIDs.compactMap { id in told[id].map { (id, $0) } }),
+                    Dictionary(uniqueKeysWithValues: changedKeys.compactMap { key in answeredKeys[key].map { (key, $0) } }))
+        }
+    }
     var entries: [UInt64: Told] { lock.withLock { told } }
     var keys: [String: UInt64] { lock.withLock { answeredKeys } }
     var pendingKeys: [String: UInt32] { lock.withLock { unansweredKeys } }
@@ -210,9 +230,10 @@ struct StoredRow {
     var paymentKey: String?
 }
 
-/// Every transaction row of `database` (`storekitctl transactions` stops at 10 000 rows).
-func storedRows(_ database: String, prefix: [String] = []) throws -> [StoredRow] {
-    let json = try sqlite3(database, "SELECT id, uid, app, state, finished, sequence, payment_key FROM transactions ORDER BY id;",
+/// The transaction rows of `database` (all, or those `condition` selects: an SQL expression).
+func storedRows(_ database: String, where condition: String? = nil, prefix: [String] = []) throws -> [StoredRow] {
+    let filter = condition.map { " WHERE " + $0 } ?? ""
+    let json = try sqlite3(database, "SELECT id, uid, app, state, finished, sequence, payment_key FROM transactions\(filter) ORDER BY id;",
                            readOnly: true, json: true, prefix: prefix)
     guard !json.isEmpty else { return [] }
     guard let rows = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]] else {
@@ -229,64 +250,144 @@ func storedRows(_ database: String, prefix: [String] = []) throws -> [StoredRow]
 }
 
 /// Checks the database file (through the sqlite3 CLI, with the daemon running) against what
-/// clients were told; returns every violation found.
+/// clients were told; returns every violation found. One check reads every row; the checks of a
+/// kept `LedgerCheck` read only the rows changed since the one before (each queue's rows above
+/// its highest sequence seen) and compare a sum over the whole table with the rows kept, so
+/// that a run of many checks (the torture test's cycles) costs what it adds, not its square.
+final class LedgerCheck {
+    /// Every row read so far, as last read.
+    private var rows: [UInt64: StoredRow] = [:]
+    /// Per queue ("uid/app"): the highest sequence read, and the sequences its rows hold.
+    private var highestSequence: [String: UInt64] = [:]
+    private var sequences: [String: [UInt64: UInt64]] = [:]   // sequence → id
+    /// "uid/app/key" → id, and key → id.
+    private var idByKey: [String: UInt64] = [:]
+    private var idByPlainKey: [String: UInt64] = [:]
+    private var keyViolations: [String] = []
+    /// Per queue: rows, the sum of their sequences, finished rows (of `rows`).
+    private var sums: [String: (count: Int, sequences: UInt64, finished: Int)] = [:]
+    /// Answered keys checked so far, and the ids keys were answered with.
+    private var answered: [String: UInt64] = [:]
+    private var answeredIDs: [UInt64: String] = [:]
+    /// A fresh check reads everything the told ledger holds; a kept one what changed since.
+    private var first = true
+
+    static func queue(_ uid: UInt32, _ app: String) -> String { "\(uid)/\(app)" }
+
+    /// `integrity`: also run SQLite's full integrity check (it reads the whole file).
+    func violations(_ daemon: SupervisedDaemon, _ ledger: ToldLedger, integrity: Bool = true) throws -> [String] {
+        var violations: [String] = []
+        // A control command makes the daemon commit to SQLite what its commit log already holds.
+        _ = try daemon.base.ctl(["status"])
+        let database = daemon.databasePath
+        try read(changedRowsOf: database, into: &violations)
+
+        // What clients were told since the last check (everything, at the first).
+        let changes = first ? (entries: ledger.entries, keys: ledger.keys) : ledger.takeChanges()
+        if first { _ = ledger.takeChanges() }
+        first = false
+        // Every transaction any client heard of exists, at least as far along as it was told
+        // (the rows not read again are vouched for by the per-queue sums).
+        for (id, told) in changes.entries {
+            guard let row = rows[id] else {
+                violations.append("transaction \(id) (told \(told.state.name)\(told.finished ? ", finished" : "")) is missing")
+                continue
+            }
+            if !ToldLedger.reaches(row.state.name, from: told.state) {
+                violations.append("transaction \(id) is \(row.state.name), but a client was told \(told.state.name)")
+            }
+            if told.finished && !row.finished { violations.append("transaction \(id) was acknowledged finished but is not") }
+            if row.sequence < told.sequence {
+                violations.append("transaction \(id) has sequence \(row.sequence), below the \(told.sequence) a client saw")
+            }
+        }
+
+        // One row per idempotency key, and it is the one the daemon answered with.
+        violations += keyViolations
+        for (key, id) in changes.keys {
+            if let other = answeredIDs[id], other != key { violations.append("payment keys \(other) and \(key) were answered with the same id \(id)") }
+            answered[key] = id
+            answeredIDs[id] = key
+        }
+        for (key, id) in answered where idByPlainKey[key] != id {
+            violations.append("payment key \(key) was answered with \(id) but the database has \(idByPlainKey[key].map(String.init) ?? "nothing")")
+        }
+
+        // The queue's counter is at least every row's sequence.
+        let counters = try sqlite3(database, "SELECT uid || '/' || app || ' ' || last FROM sequences;", readOnly: true)
+        for line in counters.split(separator: "\n") {
+            let parts = line.split(separator: " ")
+            guard parts.count == 2, let last = UInt64(parts[1]) else { continue }
+            if let highest = highestSequence[String(parts[0])], highest > last {
+                violations.append("queue \(parts[0]) counter \(last) is below its row sequence \(highest)")
+            }
+        }
+
+        if integrity {
+            let result = try integrityCheck(database)
+            if result != "ok" { violations.append("integrity_check: \(result)") }
+        }
+        return violations
+    }
+
+    /// Reads the rows changed since the last read (all at the first), and checks that the rows
+    /// not read again are still there as they were: count, sequences and finished rows per queue.
+    private func read(changedRowsOf database: String, into violations: inout [String]) throws {
+        let known = highestSequence.keys.sorted()
+        func literal(_ text: String) -> String { "'" + text.replacingOccurrences(of: "'", with: "''") + "'" }
+        let condition = known.isEmpty ? nil : (known.map { queue -> String in
+            let separator = queue.firstIndex(of: "/")!
+            return "(uid = \(queue[..<separator]) AND app = \(literal(String(queue[queue.index(after: separator)...]))) "
+                + "AND sequence > \(highestSequence[queue]!))"
+        } + ["(uid || '/' || app) NOT IN (\(known.map(literal).joined(separator: ", ")))"]).joined(separator: " OR ")
+        for row in try storedRows(database, where: condition) {
+            let queue = Self.queue(row.uid, row.app)
+            if let earlier = rows[row.id] {
+                let earlierQueue = Self.queue(earlier.uid, earlier.app)
+                if sequences[earlierQueue]?[earlier.sequence] == earlier.id { sequences[earlierQueue]?[earlier.sequence] = nil }
+                sums[earlierQueue]!.count -= 1
+                sums[earlierQueue]!.sequences &-= earlier.sequence
+                sums[earlierQueue]!.finished -= earlier.finished ? 1 : 0
+            } else if let key = row.paymentKey {
+                let keyed = queue + "/" + key
+                if let other = idByKey[keyed], other != row.id {
+                    keyViolations.append("payment key \(keyed) has two transactions (\(other), \(row.id))")
+                }
+                idByKey[keyed] = row.id
+                if idByPlainKey[key] == nil { idByPlainKey[key] = row.id }
+            }
+            let sum = sums[queue] ?? (0, 0, 0)
+            sums[queue] = (sum.count + 1, sum.sequences &+ row.sequence, sum.finished + (row.finished ? 1 : 0))
+            if let other = sequences[queue]?[row.sequence], other != row.id {
+                violations.append("sequence \(row.sequence) appears twice in queue \(queue) (\(other), \(row.id))")
+            }
+            sequences[queue, default: [:]][row.sequence] = row.id
+            highestSequence[queue] = max(highestSequence[queue] ?? 0, row.sequence)
+            rows[row.id] = row
+        }
+        // The whole table in one pass of SQLite's, against the rows kept: a row lost, changed or
+        // added below a queue's highest sequence since it was read shows here.
+        let expected = sums
+        let stored = try sqlite3(database, "SELECT uid || '/' || app, count(*), sum(sequence), sum(finished) FROM transactions GROUP BY uid, app;",
+                               readOnly: true)
+        var found = Set<String>()
+        for line in stored.split(separator: "\n") {
+            let parts = line.split(separator: "|").map(String.init)
+            guard parts.count == 4 else { continue }
+            found.insert(parts[0])
+            let want = expected[parts[0]] ?? (0, 0, 0)
+            if Int(parts[1]) != want.count || UInt64(parts[2]) != want.sequences || Int(parts[3]) != want.finished {
+                violations.append("queue \(parts[0]): the table holds \(parts[1]) rows (sequences \(parts[2]), \(parts[3]) finished); "
+                                  + "the rows read hold \(want.count) (sequences \(want.sequences), \(want.finished) finished)")
+            }
+        }
+        for queue in expected.keys where !found.contains(queue) { violations.append("queue \(queue) has no rows any more") }
+    }
+}
+
+/// One full check: every row read (`LedgerCheck` of its own).
 func ledgerViolations(_ daemon: SupervisedDaemon, _ ledger: ToldLedger) throws -> [String] {
-    var violations: [String] = []
-    // A control command makes the daemon commit to SQLite what its commit log already holds.
-    _ = try daemon.base.transactions()
-    let rows = try storedRows(daemon.databasePath)
-    let byID = Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-    if byID.count != rows.count { violations.append("duplicate transaction ids in the database") }
-
-    // Every transaction any client heard of exists, at least as far along as it was told.
-    for (id, told) in ledger.entries {
-        guard let row = byID[id] else {
-            violations.append("transaction \(id) (told \(told.state.name)\(told.finished ? ", finished" : "")) is missing")
-            continue
-        }
-        if !ToldLedger.reaches(row.state.name, from: told.state) {
-            violations.append("transaction \(id) is \(row.state.name), but a client was told \(told.state.name)")
-        }
-        if told.finished && !row.finished { violations.append("transaction \(id) was acknowledged finished but is not") }
-        if row.sequence < told.sequence {
-            violations.append("transaction \(id) has sequence \(row.sequence), below the \(told.sequence) a client saw")
-        }
-    }
-
-    // One row per idempotency key, and it is the one the daemon answered with.
-    var rowsByKey: [String: [String]] = [:]
-    for row in rows {
-        if let key = row.paymentKey { rowsByKey["\(row.uid)/\(row.app)/\(key)", default: []].append(String(row.id)) }
-    }
-    for (key, ids) in rowsByKey where ids.count > 1 { violations.append("payment key \(key) has \(ids.count) transactions") }
-    let keyed = Dictionary(rows.compactMap { row in row.paymentKey.map { ($0, String(row.id)) } }, uniquingKeysWith: { $0 + "," + $1 })
-    let answered = ledger.keys
-    if Set(answered.values).count != answered.count { violations.append("two payment keys were answered with the same id") }
-    for (key, id) in answered where keyed[key] != String(id) {
-        violations.append("payment key \(key) was answered with \(id) but the database has \(keyed[key] ?? "nothing")")
-    }
-
-    // Sequence numbers: unique per queue, and the queue's counter is at least every row's.
-    var perQueue: [String: Set<UInt64>] = [:]
-    for row in rows {
-        let queue = "\(row.uid)/\(row.app)"
-        if perQueue[queue, default: []].contains(row.sequence) {
-            violations.append("sequence \(row.sequence) appears twice in queue \(queue)")
-        }
-        perQueue[queue, default: []].insert(row.sequence)
-    }
-    let counters = try sqlite3(daemon.databasePath, "SELECT uid || '/' || app || ' ' || last FROM sequences;", readOnly: true)
-    for line in counters.split(separator: "\n") {
-        let parts = line.split(separator: " ")
-        guard parts.count == 2, let last = UInt64(parts[1]) else { continue }
-        if let highest = perQueue[String(parts[0])]?.max(), highest > last {
-            violations.append("queue \(parts[0]) counter \(last) is below its row sequence \(highest)")
-        }
-    }
-
-    let integrity = try integrityCheck(daemon.databasePath)
-    if integrity != "ok" { violations.append("integrity_check: \(integrity)") }
-    return violations
+    try LedgerCheck().violations(daemon, ledger)
 }
 
 // MARK: - Clients on threads
