@@ -6,7 +6,10 @@ import StoreKitWire
 // The PostgreSQL ledger (`--only postgres`): storekitd on a PostgreSQL 15 of the bench's own,
 // beside the same daemon on SQLite and the Redis peer, measured one after the other in the same
 // run (purchase cycles, latency at a steady rate), then a fleet: two daemons on one database and
-// the time a change made through one takes to reach an observer on the other. PostgreSQL runs
+// the time a change made through one takes to reach an observer on the other. Beside each
+// client count's cycles, the same server's own commit rate: pgbench's one-`INSERT` transactions
+// at as many clients, so that the ledger's cycles read as a share of what the server commits at
+// that concurrency on this machine, not only against SQLite's. PostgreSQL runs
 // the way the tests run it (`PostgresServer`: initdb and pg_ctl as the user postgres in a
 // temporary directory, a Unix socket only), so this phase needs root and postgresql-15; without
 // them it is skipped with the reason.
@@ -28,6 +31,9 @@ extension Bench {
         defer { server.remove() }
         try server.sql("CREATE DATABASE bench")
         try server.sql("CREATE DATABASE fleet")
+        try server.sql("CREATE DATABASE commits")
+        try server.sql("CREATE TABLE commit_rate (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, client integer NOT NULL, "
+                       + "at timestamptz NOT NULL DEFAULT now())", database: "commits")
         let version = try server.sql("SHOW server_version")
         let list = Self.reportedSettings.map { "'\($0)'" }.joined(separator: ", ")
         let settings = try server.sql("SELECT string_agg(name || '=' || current_setting(name), ', ' ORDER BY name) FROM pg_settings WHERE name IN (\(list))")
@@ -37,7 +43,7 @@ extension Bench {
         let ledger = try postgresDaemon("pg", host: "host-a", conninfo: server.connectionString(database: "bench"))
         defer { ledger.stop() }
         try ledger.start()
-        try postgresCycles(on: ledger)
+        try postgresCycles(on: ledger, server: server)
         try postgresLatency(on: ledger)
         ledger.stop()
 
@@ -77,9 +83,16 @@ extension Bench {
                                dropIn: "[Store]\nDatabase=\(conninfo)\nHostName=\(host)\n")
     }
 
-    /// Purchase cycles at 1, 8 and 100 clients: SQLite, PostgreSQL, then the peer, each after
-    /// the disk settled, so that each side meets the same machine as the other two.
-    func postgresCycles(on ledger: BenchDaemon) throws {
+    /// Purchase cycles at 1, 8 and 100 clients: SQLite, PostgreSQL, then the peer, then
+    /// PostgreSQL's own commit rate at as many clients, each after the disk settled, so that each
+    /// meets the same machine as the others. Issue 33's targets: the PostgreSQL ledger at least
+    /// 0.3× SQLite's cycles at 1 client, 0.5× at 8 and 100.
+    func postgresCycles(on ledger: BenchDaemon, server: PostgresServer) throws {
+        let pgbench = PostgresServer.binaries + "/pgbench"
+        let canBench = FileManager.default.isExecutableFile(atPath: pgbench)
+        if !canBench {
+            ledgerNotes.append("PostgreSQL's own commit rate: not measured: \(pgbench) is missing (Debian's postgresql-15 installs it).")
+        }
         for (clients, processes) in [(1, 1), (8, 8), (100, 4)] {
             log("PostgreSQL ledger: purchase cycles with \(clients) clients (SQLite, PostgreSQL, peer)…")
             settleDisk()
@@ -90,8 +103,51 @@ extension Bench {
             let peer = try cycles(kind: "redis", socket: redis.socketPath, clients: clients, processes: processes,
                                   firstApp: 1_000 + clients * 10)
             ledgerFigures.append(LedgerFigure(name: "purchase cycles/s, \(clients) client\(clients == 1 ? "" : "s")", unit: "cycles/s",
-                                              postgres: postgres, sqlite: sqlite, redis: peer))
+                                              postgres: postgres, sqlite: sqlite, redis: peer,
+                                              minimumOverSQLite: clients == 1 ? 0.3 : 0.5))
+            guard canBench else { continue }
+            log("PostgreSQL ledger: PostgreSQL's own commit rate with \(clients) client\(clients == 1 ? "" : "s") (pgbench, one INSERT per transaction)…")
+            settleDisk()
+            do {
+                commitRates.append(CommitRate(clients: clients, commits: try pgbenchCommits(pgbench, server: server, clients: clients),
+                                              cycles: postgres))
+            } catch {
+                // The ledger's figures stand without it: said, not the phase's end.
+                ledgerNotes.append("PostgreSQL's own commit rate at \(clients) client\(clients == 1 ? "" : "s"): not measured: \(error)")
+            }
         }
+        if canBench {
+            ledgerNotes.append("PostgreSQL's own commit rate: pgbench -n -f SCRIPT -c N -j min(N,4) -T \(Int(cycleSeconds)) on the database "
+                               + "commits of the same server, SCRIPT one autocommitted `INSERT INTO commit_rate (client) VALUES (:client_id)` "
+                               + "(a bigint identity key, two columns), PGOPTIONS='-c synchronous_commit=on'; its tps without the "
+                               + "connections' set-up. A purchase cycle is two of the ledger's commits (payment, finish): cycles/commits "
+                               + "is the cycles over pgbench's commits as they are, cycles×2/commits the ledger's commits over them.")
+        }
+    }
+
+    /// pgbench's transactions per second at `clients` clients, each transaction one `INSERT`
+    /// committed on its own with synchronous_commit = on (the server's default, said again so
+    /// that no setting of the cluster changes it): PostgreSQL's own rate of durable commits.
+    func pgbenchCommits(_ pgbench: String, server: PostgresServer, clients: Int) throws -> Double {
+        let script = directory + "/pgbench-insert.sql"
+        try write(script, "INSERT INTO commit_rate (client) VALUES (:client_id);\n")
+        let output = directory + "/pgbench-\(clients).out"
+        let errors = directory + "/pgbench-\(clients).err"
+        let environment = currentEnvironment().filter { !$0.hasPrefix("PGOPTIONS=") } + ["PGOPTIONS=-c synchronous_commit=on"]
+        let pid = try spawn(pgbench, [pgbench, "-n", "-f", script, "-c", String(clients), "-j", String(min(clients, 4)),
+                                      "-T", String(Int(cycleSeconds)), "-h", server.socketDirectory, "-U", PostgresServer.user,
+                                      "commits"], environment: environment, stdoutPath: output, stderrPath: errors)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        // "tps = 1234.567890 (without initial connection time)"
+        let tps = text.split(separator: "\n").first { $0.hasPrefix("tps = ") }
+            .flatMap { Double($0.dropFirst(6).prefix { !$0.isWhitespace }) }
+        guard status == 0, let tps else {
+            let reason = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+            throw BenchError("pgbench with \(clients) clients failed (status \(status)): \(text)\(reason)")
+        }
+        return tps
     }
 
     /// Latency p50/p99 at 1,000 payments/s, or at the highest of 750, 500, 250 and 100/s that

@@ -7,7 +7,7 @@ import StoreKitWire
 /// The measurements, in the order of the benchmark issue, each with its peer where one exists.
 final class Bench {
     let quick: Bool
-    /// Phases to run (`--only cycles,latency,replay,fanout,startup`); empty: all.
+    /// Phases to run (`--only cycles,latency,floods,replay,fanout,startup`); empty: all.
     let only: Set<String>
     let directory: String
     let daemon: BenchDaemon
@@ -17,6 +17,8 @@ final class Bench {
     /// The PostgreSQL phase's rows and notes (its settings, the rate used, or why it was skipped).
     var ledgerFigures: [LedgerFigure] = []
     var ledgerNotes: [String] = []
+    /// PostgreSQL's own commit rate beside the ledger's cycles, at 1, 8 and 100 clients.
+    var commitRates: [CommitRate] = []
 
     /// `--noisy-rate N`: the flooding uid's `MaxRequestsPerUIDPerSecond=` in the noisy figure;
     /// empty: the shipped default.
@@ -133,6 +135,10 @@ final class Bench {
                                   value: unpaced.2, peer: unpaced.0, targetRatio: nil, targetAbsolute: nil, better: .lower))
             figures.append(Figure(name: "the unpaced flooding uid's purchase cycles/s", unit: "cycles/s", value: unpaced.4,
                                   peer: nil, targetRatio: nil, targetAbsolute: nil, better: .higher))
+        }
+
+        if wants("floods") {
+            figures += try runFloods()
         }
 
         if wants("replay") {

@@ -2,8 +2,10 @@
 import Glibc
 #endif
 
-/// Starts a child process with posix_spawn; returns its pid.
-func spawn(_ path: String, _ arguments: [String], environment: [String]? = nil, stdoutPath: String? = nil) throws -> pid_t {
+/// Starts a child process with posix_spawn; returns its pid. Its output goes to `stdoutPath`
+/// and `stderrPath` (files made or emptied), else to /dev/null.
+func spawn(_ path: String, _ arguments: [String], environment: [String]? = nil, stdoutPath: String? = nil,
+           stderrPath: String? = nil) throws -> pid_t {
     var pid: pid_t = 0
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -14,7 +16,8 @@ func spawn(_ path: String, _ arguments: [String], environment: [String]? = nil, 
     } else {
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
     }
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, stderrPath ?? "/dev/null", stderrPath == nil ? O_WRONLY : O_WRONLY | O_CREAT | O_TRUNC,
+                                     0o644)
     let argv = arguments.map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     let env = (environment ?? currentEnvironment()).map { strdup($0) } + [nil]

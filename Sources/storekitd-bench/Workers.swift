@@ -14,6 +14,9 @@ enum Worker {
             options[arguments[index]] = arguments[index + 1]
             index += 2
         }
+        if let kind = options["--worker"], FloodWorker.kinds.contains(kind) {
+            return FloodWorker.main(kind: kind, options: options)
+        }
         guard let kind = options["--worker"], let socket = options["--socket"],
               let clients = Int(options["--clients"] ?? ""), let first = Int(options["--first"] ?? ""),
               let seconds = Double(options["--seconds"] ?? ""), let startAt = UInt64(options["--start-at"] ?? "") else {

@@ -14,13 +14,19 @@ if arguments.contains("-h") || arguments.contains("--help") {
         measures purchase cycles, latency, replay, fan-out, start-up, RSS and the machine's limits.
         --quick shortens every phase (for a smoke test); --output sets the JSON file
         (default bench-results.json in the current directory). --only runs some phases, a comma-separated
-        list of cycles, latency, postgres, signing, noisy, replay, fanout and startup (the limits and idle
-        RSS always run). postgres starts a PostgreSQL 15 of its own (as root, postgresql-15 installed;
-        skipped with the reason otherwise) and measures storekitd on it beside SQLite and the peer:
-        purchase cycles, latency, and a fleet's cross-host delivery (two daemons on one database).
-        noisy measures a victim's purchases while another uid floods, on a daemon with the shipped
-        limits (--noisy-rate N sets its MaxRequestsPerUIDPerSecond= instead) and with the rate off:
-        three rounds of the victim alone and flooded each, the medians reported.
+        list of cycles, latency, postgres, signing, noisy, floods, replay, fanout and startup (the limits
+        and idle RSS always run). postgres starts a PostgreSQL 15 of its own (as root, postgresql-15
+        installed; skipped with the reason otherwise) and measures storekitd on it beside SQLite and the
+        peer: purchase cycles, latency, and a fleet's cross-host delivery (two daemons on one database),
+        and the server's own commit rate with pgbench (one INSERT per transaction) at 1, 8 and 100
+        clients beside the ledger's cycles. noisy measures a victim's purchases while another uid
+        floods purchase cycles, on a daemon with the shipped limits (--noisy-rate N sets its
+        MaxRequestsPerUIDPerSecond= instead) and with the rate off: three rounds of the victim alone
+        and flooded each, the medians reported. floods does the same (rate off) for two other flood
+        kinds by another uid (nobody, through setpriv: needs root): history pages of 5,000 finished
+        purchases, and receipts of 5,000 unfinished consumables with a purchase every 16 receipts,
+        16 requests in flight; the victim's purchase p99 and its ping p99 each alone and flooded.
+        --quick runs one round of fewer purchases in noisy and floods.
         """)
     exit(0)
 }
@@ -44,9 +50,10 @@ do {
     bench.cleanUp()
     Report.printTable(figures)
     if !bench.ledgerFigures.isEmpty || !bench.ledgerNotes.isEmpty {
-        LedgerFigure.printTable(bench.ledgerFigures, notes: bench.ledgerNotes)
+        LedgerFigure.printTable(bench.ledgerFigures, notes: bench.ledgerNotes, commitRates: bench.commitRates)
     }
-    try Report.writeJSON(figures, extra: LedgerFigure.json(bench.ledgerFigures, notes: bench.ledgerNotes), to: outputPath)
+    try Report.writeJSON(figures, extra: LedgerFigure.json(bench.ledgerFigures, notes: bench.ledgerNotes, commitRates: bench.commitRates),
+                         to: outputPath)
     say("\nWrote \(outputPath)")
 } catch {
     FileHandle.standardError.write(Data("storekitd-bench: \(error)\n".utf8))
