@@ -158,6 +158,26 @@ extension Server {
         }
     }
 
+    /// A receipt or a page waits while heavy signing work of its uid (a receipt, pages of many
+    /// signatures) is still being done: a uid's heavy requests are signed one unit at a time, on
+    /// the signers' heavy lane, and the other uids' pushes keep a thread.
+    func waitsForHeavyWork(_ message: ClientMessage, of uid: UInt32) -> Bool {
+        switch message {
+        case .receipt, .history, .unfinished: heavyJobsPerUID[uid] != nil
+        default: false
+        }
+    }
+
+    /// Whether `takeFairShare` would take anything: some uid's first waiting request is not
+    /// waiting for its uid's heavy signing work. (Otherwise the loop sleeps until a signer wakes it.)
+    var hasRunnableRequests: Bool {
+        var seen = Set<UInt32>()
+        for (session, message) in received where seen.insert(session.peer.uid).inserted {
+            if !waitsForHeavyWork(message, of: session.peer.uid) { return true }
+        }
+        return false
+    }
+
     /// The next unit's requests: each uid's, in the order received, while they fit its share
     /// (`fairShare`, counted by `cost(of:)`; a uid's first always goes); the rest stay in
     /// `received`, in order.
@@ -171,10 +191,7 @@ extension Server {
             let uid = entry.0.peer.uid
             let cost = Self.cost(of: entry.1)
             let spent = taken[uid, default: 0]
-            // A receipt waits while one of its uid is still being made: a uid's receipts are
-            // made one at a time, on the signer's heavy lane.
-            let receiptWaits = if case .receipt = entry.1 { heavyJobsPerUID[uid] != nil } else { false }
-            if !full.contains(uid), !receiptWaits, spent == 0 || spent + cost <= Self.fairShare {
+            if !full.contains(uid), !waitsForHeavyWork(entry.1, of: uid), spent == 0 || spent + cost <= Self.fairShare {
                 taken[uid] = spent + cost
                 batch.append(entry)
                 if entry.0.kind == .client {
@@ -201,6 +218,8 @@ extension Server {
         guard !received.isEmpty || fireScheduled || fleetChangesDue else { return }
         let fleetChangesWereDue = fleetChangesDue
         var batch = takeFairShare()
+        // Every waiting request waits for its uid's heavy signing work: no unit of work now.
+        guard !batch.isEmpty || fireScheduled || fleetChangesDue else { return }
         // Requests of sessions over their output mark wait (in order) until the session reads.
         var held: [(Session, ClientMessage)] = []
         var heldTokens = Set<UInt64>()

@@ -207,7 +207,7 @@ public final class Server {
             // After a failed save, the next one is tried `Ledger.saveRetryDelay` ms later.
             let waitsForSave = received.isEmpty && ledger.hasUnsavedChanges
             let saveWait = Int32(clamping: max(Int64(Self.idleSaveDelay), ledger.saveRetryAt - ServiceNotifier.monotonicMilliseconds()))
-            let canExecute = !received.isEmpty && signerHasRoom
+            let canExecute = !received.isEmpty && signerHasRoom && hasRunnableRequests
             var events = 0
             let waitStarted = ServiceNotifier.monotonicMilliseconds()
             try epoll.wait(timeout: canExecute ? 0 : (waitsForSave ? min(nextTimeout(), saveWait) : nextTimeout())) {
@@ -368,7 +368,14 @@ public final class Server {
             // again (storekitctl does, once).
             for session in Array(sessions.values) { readAvailable(session) }
             // Every request read is answered: a unit takes at most `fairShare` per uid.
-            repeat { executeReceived() } while !received.isEmpty && fatalFailure == nil
+            repeat {
+                executeReceived()
+                // What waits for its uid's heavy signing work waits for the signers here.
+                if !received.isEmpty && !hasRunnableRequests {
+                    signer.waitUntilIdle()
+                    collectSignatures()
+                }
+            } while !received.isEmpty && fatalFailure == nil
             ledger.save()
             if let summary = ledger.offLoopSaveSummary { logger.info(summary) }
             ledger.waitUntilDurable()

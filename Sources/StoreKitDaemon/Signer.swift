@@ -18,9 +18,10 @@ import Glibc
 /// (`DurabilityGate`), so clients still hear of changes in the order they were made, each uid's
 /// in its own lane.
 ///
-/// One thread per online core, at least two. A job with a receipt is **heavy**: at most all
-/// threads but one work on heavy jobs, so one uid's receipts never hold back the signatures of
-/// another uid's purchases. The loop is woken after each job.
+/// One thread per online core, at least two. A job with a receipt or pages of many signatures is
+/// **heavy**: at most all threads but one work on heavy jobs, so one uid's receipts and history
+/// pages never hold back the signatures of another uid's purchases. The loop is woken after each
+/// job.
 final class Signer: @unchecked Sendable {
     /// One push or page to sign: its records, with the payload of each record to sign by its index.
     struct Push: Sendable {
@@ -53,7 +54,18 @@ final class Signer: @unchecked Sendable {
         var delayMilliseconds: UInt32 = 0
 
         var signatureCount: Int { pushes.reduce(0) { $0 + $1.payloads.count } }
-        var isHeavy: Bool { !receipts.isEmpty }
+        /// A receipt, or pages (`history`, `unfinished`) with more than `heavyPageSignatures`
+        /// signatures to make: work a request asked for whose size grows with the queue, not the
+        /// pushes of changes (which stay light whatever their number, so that `signingDepth`
+        /// still holds the loop back when the signers fall behind on them).
+        var isHeavy: Bool {
+            !receipts.isEmpty || pushes.reduce(0) { $0 + (isPage($1.message) ? $1.payloads.count : 0) } > Self.heavyPageSignatures
+        }
+        static let heavyPageSignatures = 8
+
+        private func isPage(_ message: ServerMessage) -> Bool {
+            if case .transactions = message { true } else { false }
+        }
     }
 
     /// A signed job: each message's signed frame, the records signed (for the cache), the
