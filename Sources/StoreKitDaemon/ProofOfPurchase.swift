@@ -148,6 +148,14 @@ public final class ProofOfPurchase {
         return identity.encodedHeader + cached.tail
     }
 
+    /// The length of the JWS signed earlier for `record` (as `cachedJWS` would give it), without
+    /// putting it together.
+    func cachedJWSLength(for record: TransactionRecord) -> Int? {
+        guard let cached = cache[record.id], cached.state == record.state, cached.revocationDate == record.revocationDate,
+              cached.expiresDate == record.expiresDate else { return nil }
+        return identity.encodedHeader.utf8.count + cached.tail.utf8.count
+    }
+
     /// What `record`'s JWS says (Apple's `JWSTransactionDecodedPayload`); nil when it is not signed.
     func payload(for record: TransactionRecord, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> JSONValue? {
         let environment = configuration.app(record.app)?.environment ?? .xcode

@@ -201,9 +201,9 @@ extension Server {
 
     /// `record`'s encoded size with the JWS it will carry: the kept one's, else an upper bound.
     func sentSize(of record: TransactionRecord) -> Int {
-        guard PaymentQueueEngine.isSignable(record) else { return record.encodedSize }
-        let jws = proof.cachedJWS(for: record)?.utf8.count ?? proof.identity.encodedHeader.utf8.count + Self.jwsPayloadBound
-        return record.encodedSize + jws
+        guard PaymentQueueEngine.isSignable(record), record.jwsRepresentation == nil else { return record.encodedSize }
+        let jws = proof.cachedJWSLength(for: record) ?? proof.identity.encodedHeader.utf8.count + Self.jwsPayloadBound
+        return record.encodedSize + 4 + jws   // the JWS and its length
     }
 
     /// Bytes a JWS has beyond its header, at most: the payload's base64 (a transaction's payload
