@@ -34,8 +34,14 @@ struct NothingLostTortureTests {
 
     /// Prints `text` and writes it to the verdict file.
     static func verdict(_ text: String) {
-        print("torture: " + text)
+        progress(text)
         try? (text + "\n").write(toFile: verdictPath, atomically: true, encoding: .utf8)
+    }
+
+    /// Prints a line at once, also when standard output is a file or a pipe (`make torture > log`).
+    static func progress(_ text: String) {
+        print("torture: " + text)
+        fflush(nil)   // every stream: `stdout` itself is a global Swift 6 will not touch
     }
 
     /// Two connections share uid 71001 (one queue, pushes to both), the others have a queue each.
@@ -43,7 +49,7 @@ struct NothingLostTortureTests {
 
     @Test func killNineUnderLoadLosesNothing() throws {
         let seed = Self.seed
-        print("torture: seed \(seed) (STOREKIT_TORTURE_SEED=\(seed) replays its choices), \(Self.cycles) cycles")
+        Self.progress("seed \(seed) (STOREKIT_TORTURE_SEED=\(seed) replays its choices), \(Self.cycles) cycles")
         var cycleSeeds = SeededRandomNumberGenerator(seed: seed)
         let daemon = try SupervisedDaemon()
         defer { daemon.remove() }
@@ -94,7 +100,7 @@ struct NothingLostTortureTests {
             }
             totalAcknowledged = ledger.keys.count
             if cycle % 10 == 0 || cycle == Self.cycles {
-                print("torture: cycle \(cycle) of \(Self.cycles), \(elapsed()), \(totalAcknowledged) payments acknowledged, none lost")
+                Self.progress("cycle \(cycle) of \(Self.cycles), \(elapsed()), \(totalAcknowledged) payments acknowledged, none lost")
             }
         }
         let finished = ledger.entries.values.filter(\.finished).count
