@@ -11,7 +11,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # `make test-system` add the packaging tools and a container to boot a real systemd in.
 BUILD_PACKAGES := libsqlite3-dev libsystemd-dev libssl-dev libpq-dev pkgconf
 RUNTIME_PACKAGES := procps
-TEST_PACKAGES := groff-base sqlite3 systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography python3-venv \
+TEST_PACKAGES := groff-base sqlite3 gcc libc6-dev systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography python3-venv \
 	postgresql-15
 DEB_PACKAGES := debhelper dpkg-dev lintian
 SYSTEM_TEST_PACKAGES := debootstrap systemd-container
@@ -21,7 +21,7 @@ CONFIG ?= config/storekitd.conf
 TEST_FUZZ_SECONDS ?= 15
 FUZZ_SECONDS ?= 600
 
-.PHONY: all swift-check deps test-deps deb-deps build run test bench install install-files clean fuzz torture test-sanitize \
+.PHONY: all swift-check deps test-deps deb-deps build run test bench install install-files clean fuzz torture torture-power test-sanitize \
 	deb lint-deb test-system
 
 all: build
@@ -90,6 +90,14 @@ torture: swift-check test-deps
 	$(SWIFT) build --build-tests
 	STOREKIT_TORTURE_CYCLES=$${STOREKIT_TORTURE_CYCLES:-1000} $(SWIFT) test --skip-build --filter NothingLostTortureTests/killNineUnderLoadLosesNothing
 	@cat .build/torture-verdict.txt
+
+# 10,000 crash states a power cut can leave, built from a real daemon's recorded writes and syncs,
+# each opened by the real daemon and checked (docs/powercut.md); the verdict is kept in
+# .build/powercut-verdict.txt (POWERCUT_SEED=N replays a run's printed seed).
+torture-power: swift-check test-deps
+	$(SWIFT) build --build-tests
+	POWERCUT_STATES=$${POWERCUT_STATES:-10000} $(SWIFT) test --skip-build --filter PowerCutTests
+	@cat .build/powercut-verdict.txt
 
 # The installed layout, the same as the Debian package's: units, sysusers.d entry and catalog under
 # $(PREFIX)/lib, the polkit rule where polkitd reads rules (/usr/share for PREFIX=/usr, else /etc),
