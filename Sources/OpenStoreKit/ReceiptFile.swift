@@ -15,8 +15,17 @@ final class ReceiptFile: @unchecked Sendable {
     static let shared = ReceiptFile()
 
     private let lock = NSLock()
-    /// Deliveries in arrival order; one waits while its receipt is being fetched, and gets it.
-    private var pending: [(ready: Bool, receipt: [UInt8]?, deliver: ([UInt8]?) -> Void)] = []
+    /// Deliveries in arrival order; one waits while its receipt is being fetched, and gets it,
+    /// and while payments this process sent before it arrived are unanswered (`afterPayments`).
+    private var pending: [(ready: Bool, afterPayments: UInt64, receipt: [UInt8]?, deliver: ([UInt8]?) -> Void)] = []
+    /// How many of this process's payments the daemon has answered (SKPaymentQueue counts).
+    private var answered: UInt64 = 0
+
+    /// The daemon answered payments up to `count`: the deliveries that waited for them go.
+    func paymentsAnswered(_ count: UInt64) {
+        lock.withLock { answered = max(answered, count) }
+        drain()
+    }
 
     /// The receipt fetched for the batch the observers are being told of, while they are: what
     /// `SKAppReceipt.validated()` reads in place of the file. Another process of the same user
@@ -76,8 +85,9 @@ final class ReceiptFile: @unchecked Sendable {
 
     /// Runs `deliver` in arrival order; when `refreshFirst`, only after a new receipt was
     /// fetched (or could not be: the delivery never waits on a failure), with that receipt.
-    func sequence(refreshFirst: Bool, connection: StoreConnection, app: String, _ deliver: @escaping ([UInt8]?) -> Void) {
-        lock.withLock { pending.append((!refreshFirst, nil, deliver)) }
+    func sequence(refreshFirst: Bool, afterPayments: UInt64 = 0, connection: StoreConnection, app: String,
+                  _ deliver: @escaping ([UInt8]?) -> Void) {
+        lock.withLock { pending.append((!refreshFirst, afterPayments, nil, deliver)) }
         guard refreshFirst else {
             drain()
             return
@@ -97,7 +107,7 @@ final class ReceiptFile: @unchecked Sendable {
     /// its callbacks to the callback queue, and two threads draining must not reorder them.)
     private func drain() {
         lock.withLock {
-            while let head = pending.first, head.ready {
+            while let head = pending.first, head.ready, head.afterPayments <= answered {
                 pending.removeFirst()
                 head.deliver(head.receipt)
             }

@@ -56,6 +56,11 @@ open class SKPaymentQueue: NSObject {
         var storefront: SKStorefront?
         var restoring = false
         weak var delegate: (any SKPaymentQueueDelegate)?
+        /// Payments this process added and how many of them the daemon has answered; the
+        /// transaction each answered one made, with the app's own `SKPayment`.
+        var paymentsSent: UInt64 = 0
+        var paymentsAnswered: UInt64 = 0
+        var ownPayments: [UInt64: SKPayment] = [:]
     }
 
     private struct WeakObserver {
@@ -137,23 +142,36 @@ open class SKPaymentQueue: NSObject {
 
     /// Adds a payment: the store answers through the observers (`purchasing`, then `purchased`,
     /// `failed` or `deferred`). Never blocks; sent when the daemon is reachable.
+    ///
+    /// The transaction the payment makes has this very `SKPayment` as its `payment`, so that an
+    /// app can tell its own purchase from another process's purchase of the same product
+    /// (`transaction.payment === payment`): updates that arrive while a payment of this process
+    /// is unanswered wait for its answer, which names the transaction (it follows them at once).
     open func add(_ payment: SKPayment) {
         guard isConnected else { return }
+        let original = PaymentReference(payment: payment)
         let payment = payment.copy() as? SKPayment ?? payment
         let request = ClientMessage.AddPayment(
             requestID: 0, key: Self.idempotencyKey(), productID: payment.productIdentifier,
             quantity: Int32(clamping: payment.quantity), applicationUsername: payment.applicationUsername,
             hasRequestData: payment.requestData != nil, simulatesAskToBuy: payment.simulatesAskToBuyInSandbox)
-        let refused = PaymentReference(payment: payment)
+        withState { $0.paymentsSent += 1 }
         connection.request({ id in
             var withID = request
             withID.requestID = id
             return .addPayment(withID)
         }, completion: { [reference = QueueReference(self)] result in
+            guard let queue = reference.queue else { return }
+            let answered = queue.withState { state -> UInt64 in
+                state.paymentsAnswered += 1
+                if case .success(.result(_, _, _, let id, _)) = result, id != 0 { state.ownPayments[id] = original.payment }
+                return state.paymentsAnswered
+            }
+            ReceiptFile.shared.paymentsAnswered(answered)
             guard case .failure(let error) = result else { return }
             // A refused payment (unknown product, bad quantity, request data) becomes a failed
             // transaction for the observers, as StoreKit reports it.
-            reference.queue?.deliverRefusal(of: refused.payment, error: error)
+            queue.deliverRefusal(of: original.payment, error: error)
         })
     }
 
@@ -242,7 +260,9 @@ open class SKPaymentQueue: NSObject {
         let connection = self.connection
         handlers.updated = { records in
             let signable = records.contains { $0.state == .purchased || $0.state == .restored }
-            ReceiptFile.shared.sequence(refreshFirst: signable, connection: connection, app: connection.resolvedAppIdentifier) {
+            let sent = reference.queue?.withState { $0.paymentsSent } ?? 0
+            ReceiptFile.shared.sequence(refreshFirst: signable, afterPayments: sent, connection: connection,
+                                        app: connection.resolvedAppIdentifier) {
                 reference.queue?.received(updated: records, receipt: $0)
             }
         }
@@ -333,7 +353,7 @@ open class SKPaymentQueue: NSObject {
             guard state.observers.contains(where: { $0.observer != nil }) else { return [] }
             return records.filter { !$0.finished }.map { record -> (SKPaymentTransaction, TransactionRecord) in
                 if let existing = state.transactions[record.id] { return (existing, record) }
-                let transaction = SKPaymentTransaction(record: record, payment: nil)
+                let transaction = SKPaymentTransaction(record: record, payment: state.ownPayments.removeValue(forKey: record.id))
                 state.transactions[record.id] = transaction
                 state.order.append(record.id)
                 return (transaction, record)

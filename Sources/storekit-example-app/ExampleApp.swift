@@ -114,11 +114,11 @@ enum ExampleApp {
             appObserver?.promotedPolicy = promotedPolicy
             appObserver?.start()
         case ("buy", 2):
-            appObserver = TransactionObserver(ledger: ledger, goal: .purchase(productID: arguments[1]))
-            appObserver?.start()
             let payment = SKMutablePayment()
             payment.productIdentifier = arguments[1]
             payment.quantity = quantity
+            appObserver = TransactionObserver(ledger: ledger, goal: .purchase(payment))
+            appObserver?.start()
             SKPaymentQueue.default().add(payment)
         case ("restore", 1):
             appObserver = TransactionObserver(ledger: ledger, goal: .restore)

@@ -7,7 +7,9 @@ nonisolated(unsafe) var deferredPromotedPayments: [SKPayment] = []
 final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
     enum Goal {
         case forever
-        case purchase(productID: String)
+        /// The purchase of the payment this run adds: its transaction is the one whose `payment`
+        /// is this object (another process of the app may buy the same product meanwhile).
+        case purchase(SKPayment)
         case restore
     }
 
@@ -24,7 +26,7 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
     let ledger: Ledger
     let goal: Goal
     var promotedPolicy = PromotedPolicy.accept
-    /// Transactions of this run's purchase, seen in `purchasing` before anything else.
+    /// The transaction of this run's purchase, once it is known.
     private var ownTransactions: Set<String> = []
     private var exitStatus: Int32 = 0
 
@@ -40,12 +42,10 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
     func paymentQueue(_ queue: SKPaymentQueue, updatedTransactions transactions: [SKPaymentTransaction]) {
         for transaction in transactions {
             let id = transaction.transactionIdentifier ?? ""
+            if case .purchase(let payment) = goal, transaction.payment === payment { ownTransactions.insert(id) }
             switch transaction.transactionState {
             case .purchasing:
                 Output.line(event: "updated", transaction)
-                if case .purchase(let productID) = goal, transaction.payment.productIdentifier == productID {
-                    ownTransactions.insert(id)
-                }
             case .purchased, .restored:
                 // Validate the receipt first: it must be signed by the store, be this app's and this
                 // device's, and list this transaction unrevoked. A receipt that fails is not trusted:
@@ -72,8 +72,7 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
                 queue.finishTransaction(transaction)
             case .failed:
                 Output.line(event: "updated", transaction)
-                if case .purchase(let productID) = goal, transaction.payment.productIdentifier == productID,
-                   ownTransactions.contains(id) || id.isEmpty || id == "0" {
+                if case .purchase(let payment) = goal, ownTransactions.contains(id) || (id.isEmpty || id == "0") && transaction.payment === payment {
                     exitStatus = 1
                     if id.isEmpty || id == "0" { exit(exitStatus) }
                 }
@@ -104,7 +103,9 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
     func paymentQueue(_ queue: SKPaymentQueue, removedTransactions transactions: [SKPaymentTransaction]) {
         for transaction in transactions {
             Output.line(event: "removed", transaction)
-            if case .purchase = goal, ownTransactions.contains(transaction.transactionIdentifier ?? "") {
+            if case .purchase = goal, let id = transaction.transactionIdentifier, ownTransactions.contains(id) {
+                // Which purchase was this run's: another process may have bought the same product.
+                Output.event(["event": "purchaseDone", "transactionIdentifier": id])
                 exit(exitStatus)
             }
         }
