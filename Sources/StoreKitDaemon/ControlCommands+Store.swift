@@ -305,6 +305,8 @@ extension ControlCommands {
                                 "'\(text)' is not a duration (examples: 30s, 5m, 2h, 3d, 1w, 1mo, 1y, P1M, PT30S)")
             }
             let outcome = try engine.advanceClock(by: duration)
+            // Refused past the end of the clock's range: said, not answered as a move by nothing.
+            guard outcome.code == .ok else { return failure(outcome) }
             effects = outcome.effects
             fired = Int64(outcome.value)
         }

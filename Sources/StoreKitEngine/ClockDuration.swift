@@ -22,11 +22,13 @@ public struct ClockDuration: Sendable, Equatable, CustomStringConvertible {
         self.milliseconds = milliseconds
     }
 
-    /// `start` moved forward by this duration.
+    /// `start` moved forward by this duration; `Int64.max` when that is past what an Int64 holds
+    /// (up to 15 components of 999,999,999 weeks parse, and must be refused, not trap).
     public func end(from start: Int64) -> Int64 {
         var end = start
         if months > 0 { end = SubscriptionPeriod(value: months, unit: .month).advance(end) }
-        return end + milliseconds
+        let (sum, overflow) = end.addingReportingOverflow(milliseconds)
+        return overflow ? .max : sum
     }
 
     /// Reads numbers followed by unit names; false on anything else or an overflow.

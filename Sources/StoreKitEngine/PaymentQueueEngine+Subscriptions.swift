@@ -240,7 +240,14 @@ extension PaymentQueueEngine {
         }
     }
 
-    /// `SKTestSession.expireSubscription`: the subscription ends now. Value: its original id.
+    /// `SKTestSession.expireSubscription`: the subscription ends now, and will not renew. Value:
+    /// its original id.
+    ///
+    /// Auto-renew goes off with it, so the renewal info says what the subscription object says
+    /// (`autoRenewStatus` 0, `expirationIntent` 1, as the App Store reports a subscription that
+    /// ends without renewing). Its `expiresDate` stays that of its latest transaction, which is
+    /// not changed: Apple's status gives no expiry date but the transaction's, and two dates for
+    /// one period would disagree.
     public func expire(_ selector: SubscriptionSelector) throws(StoreError) -> Outcome {
         synchronize()
         guard case .found(var subscription) = try locate(selector) else { return try refusal(selector) }
@@ -248,7 +255,7 @@ extension PaymentQueueEngine {
             return .refused(.invalidArgument, "the subscription to \(subscription.productID) is already \(subscription.status.name)")
         }
         subscription.status = .expired
-        subscription.expiresDate = min(subscription.expiresDate, clock.now())
+        subscription.autoRenew = false
         subscription.due = nil
         subscription.gracePeriodEnd = nil
         subscription.billingRetryEnd = nil
@@ -264,6 +271,8 @@ extension PaymentQueueEngine {
         guard subscription.status != .revoked else {
             return .refused(.invalidArgument, "the subscription to \(subscription.productID) was refunded; buy it again")
         }
+        // Renewing an expired subscription subscribes again, with auto-renew on, as buying does.
+        if !subscription.status.isLive { subscription.autoRenew = true }
         let effects = try renew(&subscription, at: clock.now())
         guard subscription.status == .active else {
             return .refused(.invalidArgument, "\(subscription.productID) is no longer in the catalogue")

@@ -98,6 +98,13 @@ import Testing
         }
     }
 
+    @Test func anEndPastInt64IsTheLargestValueNotATrap() throws {
+        let nearlyAll = String(repeating: "999999999w", count: 15) + "999999999d751991273d"
+        let duration = try #require(ClockDuration(nearlyAll))
+        #expect(duration.end(from: 1_800_000_000_000) == Int64.max)
+        #expect(duration.end(from: 0) == duration.milliseconds)
+    }
+
     @Test func monthsAreCalendarMonths() {
         let january31: Int64 = 1_675_123_200_000
         #expect(ClockDuration("1mo")!.end(from: january31) - january31 == 28 * 86_400_000)
