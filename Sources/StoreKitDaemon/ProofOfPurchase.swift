@@ -143,17 +143,20 @@ public final class ProofOfPurchase {
 
     /// The JWS signed earlier for `record`, if its payload has not changed since.
     func cachedJWS(for record: TransactionRecord) -> String? {
-        guard let cached = cache[record.id], cached.state == record.state, cached.revocationDate == record.revocationDate,
-              cached.expiresDate == record.expiresDate else { return nil }
-        return identity.encodedHeader + cached.tail
+        cachedTail(for: record).map { identity.encodedHeader + $0 }
     }
 
     /// The length of the JWS signed earlier for `record` (as `cachedJWS` would give it), without
     /// putting it together.
     func cachedJWSLength(for record: TransactionRecord) -> Int? {
+        cachedTail(for: record).map { identity.encodedHeader.utf8.count + $0.utf8.count }
+    }
+
+    /// What follows the header of the JWS kept for `record`, if its payload has not changed since.
+    private func cachedTail(for record: TransactionRecord) -> String? {
         guard let cached = cache[record.id], cached.state == record.state, cached.revocationDate == record.revocationDate,
               cached.expiresDate == record.expiresDate else { return nil }
-        return identity.encodedHeader.utf8.count + cached.tail.utf8.count
+        return cached.tail
     }
 
     /// What `record`'s JWS says (Apple's `JWSTransactionDecodedPayload`); nil when it is not signed.
