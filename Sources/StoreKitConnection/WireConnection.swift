@@ -56,6 +56,9 @@ public final class WireConnection {
 
     public var closed: Bool { socket == nil }
 
+    /// The protocol version messages are sent and read in: the one `hello` asked for.
+    public private(set) var version = ProtocolVersion.current
+
     /// Connects and performs the hello exchange; returns the daemon's welcome.
     public init(path: String) throws(ConnectionError) {
         self.path = path
@@ -74,6 +77,7 @@ public final class WireConnection {
     public func hello(app: String, version: UInt16 = ProtocolVersion.current) throws(ConnectionError)
         -> (uid: UInt32, storefront: String, storefrontID: String)
     {
+        self.version = version
         do {
             try send(.hello(version: version, app: app))
         } catch {
@@ -94,7 +98,7 @@ public final class WireConnection {
     }
 
     public func send(_ message: ClientMessage) throws(ConnectionError) {
-        try sendRaw(Frame.encode(body: message.encode()))
+        try sendRaw(Frame.encode(body: message.encode(version: version)))
     }
 
     /// Writes bytes as they are (tests use it for malformed frames).
@@ -110,7 +114,7 @@ public final class WireConnection {
     public func receive() throws(ConnectionError) -> ServerMessage {
         while true {
             do {
-                if let body = try decoder.next() { return try ServerMessage.decode(body) }
+                if let body = try decoder.next() { return try ServerMessage.decode(body, version: version) }
             } catch {
                 throw ConnectionError(.protocolError(error), path: path)
             }

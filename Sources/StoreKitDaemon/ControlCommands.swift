@@ -96,6 +96,7 @@ struct ControlCommands {
             ("storefront", .string(engine.storefront)),
             ("clock", .string(RFC3339.string(milliseconds: engine.clock.now()))),
             ("protocolVersion", .int(Int64(ProtocolVersion.current))),
+            ("protocolVersionsServed", .array(ProtocolVersion.served.map { .int(Int64($0)) })),
             ("lowDiskSpace", .optional((engine.store as? TransactionStore)?.space.lowSpaceReason)),
             // In a fleet sharing a PostgreSQL ledger: this host's name and how uids become accounts.
             ("host", .optional((engine.store as? PostgresLedger)?.member.host)),

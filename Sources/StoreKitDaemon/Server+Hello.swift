@@ -15,12 +15,14 @@ extension Server {
             refuse(session, .malformedRequest, "hello sent twice", id: .protocolError)
             return
         }
-        guard version == ProtocolVersion.current else {
+        guard ProtocolVersion.served.contains(version) else {
+            let served = ProtocolVersion.served
             refuse(session, .unsupportedVersion,
-                   "protocol version \(version) is not supported (server speaks \(ProtocolVersion.current))",
+                   "protocol version \(version) is not supported (this storekitd serves \(served.lowerBound) to \(served.upperBound))",
                    id: .protocolError)
             return
         }
+        session.version = version
         switch session.kind {
         case .control:
             session.app = ""
@@ -45,7 +47,7 @@ extension Server {
             session.app = app
             keepInFDStore(session)
         }
-        session.enqueue(.welcome(version: ProtocolVersion.current, uid: session.peer.uid,
+        session.enqueue(.welcome(version: session.version, uid: session.peer.uid,
                                  storefrontCountryCode: engine.storefront,
                                  storefrontID: Storefronts.identifier(for: engine.storefront)))
         queueForSending(session)

@@ -75,7 +75,7 @@ extension Server {
                     }
                 }
                 guard let body = try session.decoder.next() else { return }
-                dispatch(session, try ClientMessage.decode(body))
+                dispatch(session, try ClientMessage.decode(body, version: session.version))
             }
         } catch {
             refuse(session, .malformedRequest, "protocol error: \(error)", id: .protocolError)

@@ -96,6 +96,9 @@ extension Server {
         case .products(let id, let identifiers):
             let (products, invalid) = engine.products(app: app, identifiers: identifiers)
             output.reply(session, .products(requestID: id, products: products, invalidIdentifiers: invalid))
+        case .unfinished(let id, _) where session.version == 1:
+            // Version 1 asks once and reads every unfinished transaction in one frame, unsigned.
+            output.reply(session, .transactions(requestID: id, transactions: try engine.unfinished(uid: uid, app: app)))
         case .unfinished(let id, let afterID):
             let records = try engine.unfinished(uid: uid, app: app).filter { $0.id > afterID }
             output.appendToSign(.transactions(requestID: id, transactions: page(records[...], signed: true)), to: [session.token])

@@ -65,18 +65,41 @@ extension Server {
             output.unobserved.append(queue)
             return
         }
+        var current: [UInt64] = []
+        for token in tokens {
+            if let version = sessions[token]?.version, version < ProtocolVersion.current {
+                routeToOlderClient(message, token: token, version: version, into: &output)
+            } else {
+                current.append(token)
+            }
+        }
+        guard !current.isEmpty else { return }
         switch message {
         case .updated(let records), .removed(let records):
             // Signed once the unit of work is committed, on the signer's thread (Server.signingJob).
             if records.contains(where: PaymentQueueEngine.isSignable) {
-                output.appendToSign(message, to: tokens)
+                output.appendToSign(message, to: current)
                 return
             }
         default:
             break
         }
         let frame = Frame.encode(body: message.encode())
-        for token in tokens { output.append(token, frame) }
+        for token in current { output.append(token, frame) }
+    }
+
+    /// A push for a client of an older protocol version (docs/protocol.md §12), encoded in its
+    /// version, unsigned (version 1 has no signed data). A fleet's announcement of another
+    /// host's purchase (an `updated` record already finished) is left out: version 1 knows no
+    /// such record, and its StoreKit 1 clients would take it for a purchase to deliver.
+    func routeToOlderClient(_ message: ServerMessage, token: UInt64, version: UInt16, into output: inout UnitOutput) {
+        var message = message
+        if case .updated(let records) = message {
+            let unfinished = records.filter { !$0.finished }
+            guard !unfinished.isEmpty else { return }
+            message = .updated(unfinished)
+        }
+        output.append(token, Frame.encode(body: message.encode(version: version)))
     }
 
     /// Starts the `ObserverUnit=` of apps whose queues got updates while no observer was connected.

@@ -24,7 +24,7 @@ extension Server {
         var unobserved: [QueueKey] = []
 
         mutating func reply(_ session: Session, _ message: ServerMessage) {
-            append(session.token, Frame.encode(body: message.encode()))
+            append(session.token, Frame.encode(body: message.encode(version: session.version)))
         }
 
         mutating func append(_ token: UInt64, _ frame: [UInt8]) {

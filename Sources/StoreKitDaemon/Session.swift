@@ -24,6 +24,9 @@ final class Session {
     var outputOffset = 0
     /// The app this connection acts as, once the hello was accepted.
     var app: String?
+    /// The protocol version its hello chose (`ProtocolVersion.served`): what it is sent is
+    /// encoded in it, and what it sends decoded in it. The newest until the hello.
+    var version = ProtocolVersion.current
     var subscribed = false
     var closeAfterSending = false
     var pollingWritable = false
@@ -76,7 +79,7 @@ final class Session {
     var queuedOutput: Int { pendingOutput + outputInGate }
 
     func enqueue(_ message: ServerMessage) {
-        enqueue(encodedFrame: Frame.encode(body: message.encode()))
+        enqueue(encodedFrame: Frame.encode(body: message.encode(version: version)))
     }
 
     func enqueue(encodedFrame: [UInt8]) {

@@ -71,7 +71,9 @@ public enum ClientMessage: Sendable, Equatable {
     }
 
     /// The frame body: type byte + fields.
-    public func encode() -> [UInt8] {
+    /// The message as a client of protocol `version` sends it (docs/protocol.md §12): version 1
+    /// has no `after_id` in `unfinished` and no messages after `cancelPayment`.
+    public func encode(version: UInt16 = ProtocolVersion.current) -> [UInt8] {
         var writer = WireWriter()
         switch self {
         case .hello(let version, let app):
@@ -96,7 +98,8 @@ public enum ClientMessage: Sendable, Equatable {
         case .products(let id, let identifiers):
             writer.u8(Tag.products.rawValue); writer.u32(id); writer.stringList(identifiers)
         case .unfinished(let id, let afterID):
-            writer.u8(Tag.unfinished.rawValue); writer.u32(id); writer.u64(afterID)
+            writer.u8(Tag.unfinished.rawValue); writer.u32(id)
+            if version >= 2 { writer.u64(afterID) }
         case .control(let id, let command, let arguments):
             writer.u8(Tag.control.rawValue); writer.u32(id); writer.string(command); writer.stringList(arguments)
         case .ping(let id):
@@ -115,12 +118,16 @@ public enum ClientMessage: Sendable, Equatable {
         return writer.bytes
     }
 
-    /// Decodes a client's message. Every string in it is refused when it holds a NUL byte.
-    public static func decode(_ body: [UInt8]) throws(WireError) -> ClientMessage {
+    /// Decodes a message of a client speaking protocol `version` (the daemon decodes with the
+    /// version its hello chose; `hello` itself is the same in every version). Every string in it
+    /// is refused when it holds a NUL byte.
+    public static func decode(_ body: [UInt8], version: UInt16 = ProtocolVersion.current) throws(WireError) -> ClientMessage {
         var reader = WireReader(body, refusingNUL: true)
         guard body.count > 0 else { throw WireError(.emptyFrame) }
         let rawTag = try reader.u8()
-        guard let tag = Tag(rawValue: rawTag) else { throw WireError(.unknownMessageType(rawTag)) }
+        guard let tag = Tag(rawValue: rawTag), version >= 2 || tag.rawValue <= Tag.cancelPayment.rawValue else {
+            throw WireError(.unknownMessageType(rawTag))
+        }
         let message: ClientMessage
         switch tag {
         case .hello:
@@ -141,7 +148,7 @@ public enum ClientMessage: Sendable, Equatable {
         case .products:
             message = .products(requestID: try reader.u32(), identifiers: try reader.stringList())
         case .unfinished:
-            message = .unfinished(requestID: try reader.u32(), afterID: try reader.u64())
+            message = .unfinished(requestID: try reader.u32(), afterID: version >= 2 ? try reader.u64() : 0)
         case .control:
             message = .control(requestID: try reader.u32(), command: try reader.string(), arguments: try reader.stringList())
         case .ping:
@@ -162,7 +169,15 @@ public enum ClientMessage: Sendable, Equatable {
     }
 }
 
-/// The protocol version spoken by this build; the hello carries it and the daemon refuses others.
+/// The protocol versions: the hello carries the client's, and the daemon answers in it.
+///
+/// Version 1 is what the first OpenStoreKit spoke: no signed data (no `jws_representation` in a
+/// `TransactionRecord`, no offers in a `ProductRecord`, no `history`, `subscriptionStatus`,
+/// `appTransaction` or `receipt`), `unfinished` answered in one frame. Version 2 is today's.
+/// The daemon serves every version in `served` (docs/protocol.md §12 has the policy).
 public enum ProtocolVersion {
+    /// The version this build's clients speak.
     public static let current: UInt16 = 2
+    /// The versions the daemon serves, oldest first.
+    public static let served: ClosedRange<UInt16> = 1...2
 }

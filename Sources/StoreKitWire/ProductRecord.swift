@@ -120,7 +120,8 @@ extension ProductRecord {
     /// Smallest encoding: the 36 bytes of the first eleven fields, two absent `opt` 1 + 1, an empty list 4.
     public static let minimumEncodedSize = 42
 
-    public func encode(into writer: inout WireWriter) {
+    /// Version 1 of the protocol ends the record at `family_shareable`: no group level, no offers.
+    public func encode(into writer: inout WireWriter, version: UInt16 = ProtocolVersion.current) {
         writer.string(productID)
         writer.u8(kind.rawValue)
         writer.string(localizedTitle)
@@ -132,6 +133,7 @@ extension ProductRecord {
         writer.optionalString(subscriptionGroupID)
         writer.optionalString(subscriptionPeriod)
         writer.bool(familyShareable)
+        guard version >= 2 else { return }
         writer.optionalI32(subscriptionGroupLevel)
         if let introductoryOffer {
             writer.u8(1)
@@ -143,7 +145,7 @@ extension ProductRecord {
         for offer in promotionalOffers { offer.encode(into: &writer) }
     }
 
-    public static func decode(from reader: inout WireReader) throws(WireError) -> ProductRecord {
+    public static func decode(from reader: inout WireReader, version: UInt16 = ProtocolVersion.current) throws(WireError) -> ProductRecord {
         let productID = try reader.string()
         let rawKind = try reader.u8()
         guard let kind = Kind(rawValue: rawKind) else { throw WireError(.invalidValue("product type \(rawKind)")) }
@@ -152,7 +154,9 @@ extension ProductRecord {
             localizedDescription: try reader.string(), priceCents: try reader.i64(),
             displayPrice: try reader.string(), currencyCode: try reader.string(), locale: try reader.string(),
             subscriptionGroupID: try reader.optionalString(), subscriptionPeriod: try reader.optionalString(),
-            familyShareable: try reader.bool(), subscriptionGroupLevel: try reader.optionalI32())
+            familyShareable: try reader.bool())
+        guard version >= 2 else { return record }
+        record.subscriptionGroupLevel = try reader.optionalI32()
         switch try reader.u8() {
         case 0: break
         case 1: record.introductoryOffer = try Offer.decode(from: &reader)

@@ -26,6 +26,12 @@ public enum ResultCode: UInt16, Sendable, CaseIterable {
     /// network. Nothing was recorded; the same request (with the same payment key) can be sent again.
     case storeUnreachable = 18
 
+    /// The code as a client of protocol `version` knows it: version 1 ends at `quotaExceeded`
+    /// (17), so `storeUnreachable` is `storageFailure` there (nothing was recorded either way).
+    public func rawValue(version: UInt16) -> UInt16 {
+        version >= 2 || self != .storeUnreachable ? rawValue : ResultCode.storageFailure.rawValue
+    }
+
     public var name: String {
         switch self {
         case .ok: "ok"

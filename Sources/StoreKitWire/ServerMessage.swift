@@ -37,39 +37,42 @@ public enum ServerMessage: Sendable, Equatable {
         .result(requestID: requestID, code: code, detail: detail, value: value, message: message)
     }
 
-    public func encode() -> [UInt8] {
+    /// The message as a client of protocol `version` reads it (docs/protocol.md §12): version 1
+    /// has records without signed data or offers, and no result code after `quotaExceeded` (17):
+    /// `storeUnreachable` (18) reaches it as `storageFailure` (8), with its message.
+    public func encode(version: UInt16 = ProtocolVersion.current) -> [UInt8] {
         var writer = WireWriter()
-        encode(into: &writer)
+        encode(into: &writer, version: version)
         return writer.bytes
     }
 
-    public func encode(into writer: inout WireWriter) {
+    public func encode(into writer: inout WireWriter, version: UInt16 = ProtocolVersion.current) {
         switch self {
         case .welcome(let version, let uid, let country, let id):
             writer.u8(Tag.welcome.rawValue); writer.u16(version); writer.u32(uid); writer.string(country); writer.string(id)
         case .result(let id, let code, let detail, let value, let message):
-            writer.u8(Tag.result.rawValue); writer.u32(id); writer.u16(code.rawValue); writer.i32(detail)
+            writer.u8(Tag.result.rawValue); writer.u32(id); writer.u16(code.rawValue(version: version)); writer.i32(detail)
             writer.u64(value); writer.string(message)
         case .updated(let transactions):
-            writer.u8(Tag.updated.rawValue); Self.encode(transactions, into: &writer)
+            writer.u8(Tag.updated.rawValue); Self.encode(transactions, into: &writer, version: version)
         case .removed(let transactions):
-            writer.u8(Tag.removed.rawValue); Self.encode(transactions, into: &writer)
+            writer.u8(Tag.removed.rawValue); Self.encode(transactions, into: &writer, version: version)
         case .products(let id, let products, let invalid):
             writer.u8(Tag.products.rawValue); writer.u32(id)
             writer.u32(UInt32(products.count))
-            for product in products { product.encode(into: &writer) }
+            for product in products { product.encode(into: &writer, version: version) }
             writer.stringList(invalid)
         case .transactions(let id, let transactions):
-            writer.u8(Tag.transactions.rawValue); writer.u32(id); Self.encode(transactions, into: &writer)
+            writer.u8(Tag.transactions.rawValue); writer.u32(id); Self.encode(transactions, into: &writer, version: version)
         case .controlResult(let id, let code, let message, let json):
-            writer.u8(Tag.controlResult.rawValue); writer.u32(id); writer.u16(code.rawValue)
+            writer.u8(Tag.controlResult.rawValue); writer.u32(id); writer.u16(code.rawValue(version: version))
             writer.string(message); writer.string(json)
         case .storefrontChanged(let country, let id):
             writer.u8(Tag.storefrontChanged.rawValue); writer.string(country); writer.string(id)
         case .entitlementsRevoked(let productIDs):
             writer.u8(Tag.entitlementsRevoked.rawValue); writer.stringList(productIDs)
         case .promotedPurchase(let product):
-            writer.u8(Tag.promotedPurchase.rawValue); product.encode(into: &writer)
+            writer.u8(Tag.promotedPurchase.rawValue); product.encode(into: &writer, version: version)
         case .subscriptionStatus(let id, let statuses):
             writer.u8(Tag.subscriptionStatus.rawValue); writer.u32(id); writer.u32(UInt32(statuses.count))
             for status in statuses { status.encode(into: &writer) }
@@ -80,16 +83,16 @@ public enum ServerMessage: Sendable, Equatable {
         }
     }
 
-    static func encode(_ transactions: [TransactionRecord], into writer: inout WireWriter) {
+    static func encode(_ transactions: [TransactionRecord], into writer: inout WireWriter, version: UInt16) {
         writer.u32(UInt32(transactions.count))
-        for transaction in transactions { transaction.encode(into: &writer) }
+        for transaction in transactions { transaction.encode(into: &writer, version: version) }
     }
 
-    static func decodeTransactions(_ reader: inout WireReader) throws(WireError) -> [TransactionRecord] {
-        let count = try reader.count(minimumElementSize: TransactionRecord.minimumEncodedSize)
+    static func decodeTransactions(_ reader: inout WireReader, version: UInt16) throws(WireError) -> [TransactionRecord] {
+        let count = try reader.count(minimumElementSize: TransactionRecord.minimumEncodedSize(version: version))
         var transactions: [TransactionRecord] = []
         transactions.reserveCapacity(count)
-        for _ in 0..<count { transactions.append(try TransactionRecord.decode(from: &reader)) }
+        for _ in 0..<count { transactions.append(try TransactionRecord.decode(from: &reader, version: version)) }
         return transactions
     }
 
@@ -99,7 +102,8 @@ public enum ServerMessage: Sendable, Equatable {
         return code
     }
 
-    public static func decode(_ body: [UInt8]) throws(WireError) -> ServerMessage {
+    /// Decodes a message as a client of protocol `version` reads it.
+    public static func decode(_ body: [UInt8], version: UInt16 = ProtocolVersion.current) throws(WireError) -> ServerMessage {
         var reader = WireReader(body)
         guard body.count > 0 else { throw WireError(.emptyFrame) }
         let rawTag = try reader.u8()
@@ -113,17 +117,17 @@ public enum ServerMessage: Sendable, Equatable {
             message = .result(requestID: try reader.u32(), code: try decodeCode(&reader), detail: try reader.i32(),
                               value: try reader.u64(), message: try reader.string())
         case .updated:
-            message = .updated(try decodeTransactions(&reader))
+            message = .updated(try decodeTransactions(&reader, version: version))
         case .removed:
-            message = .removed(try decodeTransactions(&reader))
+            message = .removed(try decodeTransactions(&reader, version: version))
         case .products:
             let id = try reader.u32()
             let count = try reader.count(minimumElementSize: 30)
             var products: [ProductRecord] = []
-            for _ in 0..<count { products.append(try ProductRecord.decode(from: &reader)) }
+            for _ in 0..<count { products.append(try ProductRecord.decode(from: &reader, version: version)) }
             message = .products(requestID: id, products: products, invalidIdentifiers: try reader.stringList())
         case .transactions:
-            message = .transactions(requestID: try reader.u32(), transactions: try decodeTransactions(&reader))
+            message = .transactions(requestID: try reader.u32(), transactions: try decodeTransactions(&reader, version: version))
         case .controlResult:
             message = .controlResult(requestID: try reader.u32(), code: try decodeCode(&reader),
                                      message: try reader.string(), json: try reader.string())
@@ -132,7 +136,7 @@ public enum ServerMessage: Sendable, Equatable {
         case .entitlementsRevoked:
             message = .entitlementsRevoked(productIDs: try reader.stringList())
         case .promotedPurchase:
-            message = .promotedPurchase(try ProductRecord.decode(from: &reader))
+            message = .promotedPurchase(try ProductRecord.decode(from: &reader, version: version))
         case .subscriptionStatus:
             let id = try reader.u32()
             let count = try reader.count(minimumElementSize: SubscriptionStatusRecord.minimumEncodedSize)

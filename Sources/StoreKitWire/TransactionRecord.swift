@@ -51,7 +51,8 @@ public struct TransactionRecord: Sendable, Equatable {
 }
 
 extension TransactionRecord {
-    public func encode(into writer: inout WireWriter) {
+    /// Version 1 of the protocol ends the record at `expires_date`: no `jws_representation`.
+    public func encode(into writer: inout WireWriter, version: UInt16 = ProtocolVersion.current) {
         writer.u64(id)
         writer.optionalU64(originalID)
         writer.u32(uid)
@@ -68,7 +69,7 @@ extension TransactionRecord {
         writer.optionalI32(revocationReason)
         writer.optionalString(applicationUsername)
         writer.optionalI64(expiresDate)
-        writer.optionalString(jwsRepresentation)
+        if version >= 2 { writer.optionalString(jwsRepresentation) }
     }
 
     /// The bytes `encode(into:)` writes.
@@ -83,7 +84,9 @@ extension TransactionRecord {
     /// Smallest possible encoding, used to bound list counts before allocating.
     static let minimumEncodedSize = 8 + 1 + 4 + 4 + 4 + 4 + 1 + 8 + 8 + 1 + 7
 
-    public static func decode(from reader: inout WireReader) throws(WireError) -> TransactionRecord {
+    static func minimumEncodedSize(version: UInt16) -> Int { version >= 2 ? minimumEncodedSize : minimumEncodedSize - 1 }
+
+    public static func decode(from reader: inout WireReader, version: UInt16 = ProtocolVersion.current) throws(WireError) -> TransactionRecord {
         let id = try reader.u64()
         let originalID = try reader.optionalU64()
         let uid = try reader.u32()
@@ -100,6 +103,6 @@ extension TransactionRecord {
             errorCode: try reader.optionalI32(), errorMessage: try reader.optionalString(),
             revocationDate: try reader.optionalI64(), revocationReason: try reader.optionalI32(),
             applicationUsername: try reader.optionalString(), expiresDate: try reader.optionalI64(),
-            jwsRepresentation: try reader.optionalString())
+            jwsRepresentation: version >= 2 ? try reader.optionalString() : nil)
     }
 }

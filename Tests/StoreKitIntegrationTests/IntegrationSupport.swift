@@ -241,14 +241,16 @@ final class Client {
 
     /// Connects and says hello as `app`. `asUID` connects with this thread's effective uid set to
     /// it, so that SO_PEERCRED carries it (root only).
-    init(_ daemon: DaemonProcess, app: String = Sample.app, asUID: UInt32? = nil) throws {
+    /// `version`: the protocol version the hello asks for (messages are sent and read in it).
+    init(_ daemon: DaemonProcess, app: String = Sample.app, asUID: UInt32? = nil,
+         version: UInt16 = ProtocolVersion.current) throws {
         if let asUID {
             connection = try connectWithThreadUID(asUID, path: daemon.clientSocket)
         } else {
             connection = try WireConnection(path: daemon.clientSocket)
         }
         connection.setReceiveTimeout(receiveTimeout)
-        uid = try connection.hello(app: app).uid
+        uid = try connection.hello(app: app, version: version).uid
     }
 
     func close() { connection.close() }

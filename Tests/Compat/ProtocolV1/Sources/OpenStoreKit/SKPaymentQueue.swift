@@ -1,0 +1,393 @@
+import Foundation
+import StoreKitWire
+import Synchronization
+
+/// The queue of payment transactions the store processes for this app (StoreKit 1).
+///
+/// Add an observer at launch and keep it for the life of the process: the queue delivers every
+/// unfinished transaction to it (again after every relaunch or reconnect) until you call
+/// `finishTransaction(_:)`. Callbacks arrive on `SKPaymentQueue.callbackQueue`, the main queue by
+/// default as on Apple platforms — a command-line app must run a main loop (`dispatchMain()`,
+/// `RunLoop.main.run()`) or set another queue before adding observers.
+open class SKPaymentQueue: NSObject {
+    /// The queue shared by the whole app.
+    open class func `default`() -> SKPaymentQueue { sharedQueue }
+
+    /// Whether this user may make payments (always true for the simulated store).
+    open class func canMakePayments() -> Bool { true }
+
+    /// The dispatch queue on which observers and request delegates are called (default: main).
+    public static var callbackQueue: DispatchQueue {
+        get { callbackQueueStorage.withLock { $0 } }
+        set { callbackQueueStorage.withLock { $0 = newValue } }
+    }
+
+    /// The app identifier sent to storekitd (default: `$STOREKIT_APP_ID`, the bundle id, or the executable name).
+    /// Set it before the queue is first used.
+    public static var applicationIdentifier: String? {
+        get { configurationStorage.withLock { $0.app } }
+        set {
+            configurationStorage.withLock { $0.app = newValue }
+            StoreConnection.shared.configure(appIdentifier: newValue, socketPath: socketPath)
+        }
+    }
+
+    /// The client socket path (default: `$STOREKITD_SOCKET`, else the runtime directory's storekitd.sock).
+    public static var socketPath: String? {
+        get { configurationStorage.withLock { $0.socket } }
+        set {
+            configurationStorage.withLock { $0.socket = newValue }
+            StoreConnection.shared.configure(appIdentifier: applicationIdentifier, socketPath: newValue)
+        }
+    }
+
+    private struct State {
+        var observers: [WeakObserver] = []
+        var transactions: [UInt64: SKPaymentTransaction] = [:]
+        var order: [UInt64] = []
+        var storefront: SKStorefront?
+        var restoring = false
+        weak var delegate: (any SKPaymentQueueDelegate)?
+    }
+
+    private struct WeakObserver {
+        weak var observer: (any SKPaymentTransactionObserver)?
+    }
+
+    private let lock = NSLock()
+    private var unlockedState = State()
+    private let connection: StoreConnection
+
+    /// The queue's mutable state, under its lock (observers and transactions are app objects,
+    /// which is why this is a lock and not a `Mutex` of a `Sendable` value).
+    private func withState<T>(_ body: (inout State) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&unlockedState)
+    }
+
+    /// A queue; only `default()` is connected to storekitd (others are inert, e.g. for test doubles).
+    public override init() {
+        connection = StoreConnection()
+        super.init()
+    }
+
+    private init(connection: StoreConnection) {
+        self.connection = connection
+        super.init()
+        wire()
+    }
+
+    fileprivate static func makeShared() -> SKPaymentQueue { SKPaymentQueue(connection: .shared) }
+
+    private var isConnected: Bool { connection === StoreConnection.shared }
+
+    // MARK: Properties
+
+    /// The delegate asked about storefront changes and price consent.
+    open var delegate: (any SKPaymentQueueDelegate)? {
+        get { withState { $0.delegate } }
+        set { withState { $0.delegate = newValue } }
+    }
+
+    /// The storefront of the current account, known once connected.
+    open var storefront: SKStorefront? { withState { $0.storefront } }
+
+    /// The unfinished transactions delivered so far (while observers are registered).
+    open var transactions: [SKPaymentTransaction] {
+        withState { state in state.order.compactMap { state.transactions[$0] } }
+    }
+
+    /// The registered observers.
+    open var transactionObservers: [any SKPaymentTransactionObserver] {
+        withState { $0.observers.compactMap(\.observer) }
+    }
+
+    // MARK: Observers
+
+    /// Adds an observer (held weakly); the first one starts delivery of the queue's transactions.
+    open func add(_ observer: any SKPaymentTransactionObserver) {
+        let first = withState { state -> Bool in
+            state.observers.removeAll { $0.observer == nil }
+            guard !state.observers.contains(where: { $0.observer === observer }) else { return false }
+            state.observers.append(WeakObserver(observer: observer))
+            return state.observers.count == 1
+        }
+        if first && isConnected { connection.observe(true) }
+    }
+
+    /// Removes an observer; with none left, delivery stops.
+    open func remove(_ observer: any SKPaymentTransactionObserver) {
+        let none = withState { state -> Bool in
+            state.observers.removeAll { $0.observer == nil || $0.observer === observer }
+            return state.observers.isEmpty
+        }
+        if none && isConnected { connection.observe(false) }
+    }
+
+    // MARK: Payments
+
+    /// Adds a payment: the store answers through the observers (`purchasing`, then `purchased`,
+    /// `failed` or `deferred`). Never blocks; sent when the daemon is reachable.
+    open func add(_ payment: SKPayment) {
+        guard isConnected else { return }
+        let payment = payment.copy() as? SKPayment ?? payment
+        let request = ClientMessage.AddPayment(
+            requestID: 0, key: Self.idempotencyKey(), productID: payment.productIdentifier,
+            quantity: Int32(clamping: payment.quantity), applicationUsername: payment.applicationUsername,
+            hasRequestData: payment.requestData != nil, simulatesAskToBuy: payment.simulatesAskToBuyInSandbox)
+        let refused = PaymentReference(payment: payment)
+        connection.request({ id in
+            var withID = request
+            withID.requestID = id
+            return .addPayment(withID)
+        }, completion: { [reference = QueueReference(self)] result in
+            guard case .failure(let error) = result else { return }
+            // A refused payment (unknown product, bad quantity, request data) becomes a failed
+            // transaction for the observers, as StoreKit reports it.
+            reference.queue?.deliverRefusal(of: refused.payment, error: error)
+        })
+    }
+
+    /// A payment's idempotency key: time-ordered (milliseconds in hex first) so that the store's
+    /// key index grows at its end instead of at random places, then a UUID for uniqueness.
+    static func idempotencyKey() -> String {
+        let milliseconds = UInt64(Date().timeIntervalSince1970 * 1000)
+        let hex = String(milliseconds, radix: 16)
+        return String(repeating: "0", count: max(0, 12 - hex.count)) + hex + "-" + UUID().uuidString
+    }
+
+    private func deliverRefusal(of payment: SKPayment, error: SKError) {
+        // Id 0: a refused payment never entered the queue, so there is nothing to finish.
+        let record = TransactionRecord(
+            id: 0, uid: 0, app: "", productID: payment.productIdentifier, quantity: Int32(clamping: payment.quantity),
+            state: .failed, sequence: 0, date: Int64(Date().timeIntervalSince1970 * 1000),
+            errorCode: Int32(error.code.rawValue), errorMessage: error.localizedDescription)
+        let transaction = SKPaymentTransaction(record: record, payment: payment)
+        notify { queue, observer in observer.paymentQueue(queue, updatedTransactions: [transaction]) }
+    }
+
+    /// Finishes a transaction once its content is delivered. Finishing a `purchasing` transaction is
+    /// a programming error and stops the program, as StoreKit raises an exception.
+    open func finishTransaction(_ transaction: SKPaymentTransaction) {
+        if transaction.transactionState == .purchasing {
+            fatalError("Cannot finish a purchasing transaction")
+        }
+        guard isConnected else { return }
+        guard let id = transaction.record?.id ?? transaction.transactionIdentifier.flatMap({ UInt64($0) }), id != 0 else {
+            // A refused payment never reached the queue: there is nothing to finish.
+            return
+        }
+        connection.request({ .finish(requestID: $0, transactionID: id) }) { result in
+            if case .failure(let error) = result {
+                FileHandle.standardError.write(Data("OpenStoreKit: finishing transaction \(id) failed: \(error.localizedDescription)\n".utf8))
+            }
+        }
+    }
+
+    /// Restores completed non-consumable and auto-renewable purchases as new `restored` transactions.
+    open func restoreCompletedTransactions() {
+        restoreCompletedTransactions(withApplicationUsername: nil)
+    }
+
+    /// Restores the purchases made with `username` as the payment's application username.
+    open func restoreCompletedTransactions(withApplicationUsername username: String?) {
+        guard isConnected else { return }
+        let alreadyRunning = withState { state -> Bool in
+            defer { state.restoring = true }
+            return state.restoring
+        }
+        guard !alreadyRunning else { return }
+        connection.request({ .restore(requestID: $0, applicationUsername: username) }) { [reference = QueueReference(self)] result in
+            guard let queue = reference.queue else { return }
+            queue.withState { $0.restoring = false }
+            switch result {
+            case .success:
+                queue.notify { queue, observer in observer.paymentQueueRestoreCompletedTransactionsFinished(queue) }
+            case .failure(let error):
+                queue.notify { queue, observer in observer.paymentQueue(queue, restoreCompletedTransactionsFailedWithError: error) }
+            }
+        }
+    }
+
+    // MARK: Downloads and sheets (no hosted content or UI on Linux)
+
+    /// Hosted content is not supported: downloads are always empty.
+    open func start(_ downloads: [SKDownload]) {}
+    /// Hosted content is not supported.
+    open func pause(_ downloads: [SKDownload]) {}
+    /// Hosted content is not supported.
+    open func resume(_ downloads: [SKDownload]) {}
+    /// Hosted content is not supported.
+    open func cancel(_ downloads: [SKDownload]) {}
+    /// There is no code redemption sheet on Linux.
+    open func presentCodeRedemptionSheet() {}
+    /// There is no price consent sheet on Linux.
+    open func showPriceConsentIfNeeded() {}
+
+    // MARK: Delivery
+
+    private func wire() {
+        var handlers = StoreConnection.Handlers()
+        let reference = QueueReference(self)
+        handlers.updated = { records in reference.queue?.received(updated: records) }
+        handlers.removed = { records in reference.queue?.received(removed: records) }
+        handlers.connected = { country, identifier in
+            reference.queue?.withState { $0.storefront = SKStorefront(countryCode: country, identifier: identifier) }
+        }
+        handlers.storefrontChanged = { country, identifier in
+            guard let queue = reference.queue else { return }
+            let storefront = SKStorefront(countryCode: country, identifier: identifier)
+            queue.withState { $0.storefront = storefront }
+            queue.notify { queue, observer in observer.paymentQueueDidChangeStorefront(queue) }
+            queue.askWhetherToContinueDeferred(in: storefront)
+        }
+        handlers.revoked = { productIDs in
+            reference.queue?.notify { queue, observer in
+                observer.paymentQueue(queue, didRevokeEntitlementsForProductIdentifiers: productIDs)
+            }
+        }
+        handlers.promoted = { record in
+            guard let queue = reference.queue else { return }
+            let product = SKProduct(record: record)
+            let payment = SKPayment(product: product)
+            // Every observer is asked; the payment is added once if any of them says yes. One that
+            // says no keeps the payment and adds it when the app is ready.
+            let decision = PromotionDecision()
+            queue.notify { queue, observer in
+                if observer.paymentQueue(queue, shouldAddStorePayment: payment, for: product), !decision.added {
+                    decision.added = true
+                    queue.add(payment)
+                }
+            }
+        }
+        connection.setHandlers(handlers)
+    }
+
+    /// How long the delegate has to answer `paymentQueue(_:shouldContinue:in:)` after a storefront
+    /// change; no answer in time means the deferred payment does not continue.
+    public static var storefrontDecisionTimeout: TimeInterval { 5 }
+
+    /// Asks the delegate, on the callback queue, whether each deferred payment continues in the new
+    /// storefront; a "no", or no answer within `storefrontDecisionTimeout`, withdraws it.
+    private func askWhetherToContinueDeferred(in storefront: SKStorefront) {
+        let decision = StorefrontDecision()
+        let reference = QueueReference(self)
+        let cancel: @Sendable ([UInt64]) -> Void = { ids in
+            guard let queue = reference.queue, queue.isConnected else { return }
+            for id in ids { queue.connection.request({ .cancelPayment(requestID: $0, transactionID: id) }, completion: nil) }
+        }
+        let deferredIDs: @Sendable () -> [UInt64] = {
+            guard let queue = reference.queue else { return [] }
+            return queue.withState { state in
+                state.order.compactMap { state.transactions[$0]?.record }.filter { $0.state == .deferred }.map(\.id)
+            }
+        }
+        let box = UncheckedDelivery(queue: self, prepare: {}, body: { _, _ in })
+        let storefrontBox = StorefrontReference(storefront: storefront)
+        SKPaymentQueue.callbackQueue.async {
+            let queue = box.queue
+            guard decision.decide() else { return }
+            let delegate = queue.delegate
+            var withdrawn: [UInt64] = []
+            for transaction in queue.transactions where transaction.transactionState == .deferred {
+                let proceed = delegate?.paymentQueue(queue, shouldContinue: transaction, in: storefrontBox.storefront) ?? true
+                if !proceed, let id = transaction.record?.id { withdrawn.append(id) }
+            }
+            cancel(withdrawn)
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + SKPaymentQueue.storefrontDecisionTimeout) {
+            if decision.decide() { cancel(deferredIDs()) }
+        }
+    }
+
+    private func received(updated records: [TransactionRecord]) {
+        // One object per transaction from `purchasing` on, as StoreKit does. Its state is updated on
+        // the callback queue, just before the observers run, so that each callback sees the state
+        // it reports even when `purchasing` and `purchased` arrive back to back.
+        let pairs = withState { state in
+            records.map { record -> (SKPaymentTransaction, TransactionRecord) in
+                if let existing = state.transactions[record.id] { return (existing, record) }
+                let transaction = SKPaymentTransaction(record: record, payment: nil)
+                state.transactions[record.id] = transaction
+                state.order.append(record.id)
+                return (transaction, record)
+            }
+        }
+        let transactions = pairs.map(\.0)
+        notify(prepare: { for (transaction, record) in pairs { transaction.update(from: record) } }) { queue, observer in
+            observer.paymentQueue(queue, updatedTransactions: transactions)
+        }
+    }
+
+    private func received(removed records: [TransactionRecord]) {
+        let transactions = records.map { SKPaymentTransaction(record: $0, payment: nil) }
+        withState { state in
+            for record in records where state.transactions.removeValue(forKey: record.id) != nil {
+                state.order.removeAll { $0 == record.id }
+            }
+        }
+        notify { queue, observer in observer.paymentQueue(queue, removedTransactions: transactions) }
+    }
+
+    /// Calls `body` for each live observer on the callback queue.
+    private func notify(
+        prepare: @escaping () -> Void = {},
+        _ body: @escaping (SKPaymentQueue, any SKPaymentTransactionObserver) -> Void
+    ) {
+        let delivery = UncheckedDelivery(queue: self, prepare: prepare, body: body)
+        SKPaymentQueue.callbackQueue.async {
+            delivery.prepare()
+            for observer in delivery.queue.transactionObservers { delivery.body(delivery.queue, observer) }
+        }
+    }
+}
+
+/// Whether a promoted payment was added already; read and written on the callback queue only.
+private final class PromotionDecision {
+    var added = false
+}
+
+/// A weak reference to the queue that the connection thread may hold. The queue's state is
+/// behind its lock, so reaching it from that thread is safe; apps' subclasses need not be `Sendable`.
+private struct QueueReference: @unchecked Sendable {
+    weak var queue: SKPaymentQueue?
+    init(_ queue: SKPaymentQueue) { self.queue = queue }
+}
+
+/// Which of the delegate's answer and the deadline came first.
+private final class StorefrontDecision: @unchecked Sendable {
+    private let lock = NSLock()
+    private var decided = false
+
+    /// True for the first caller only.
+    func decide() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        if decided { return false }
+        decided = true
+        return true
+    }
+}
+
+private struct StorefrontReference: @unchecked Sendable {
+    let storefront: SKStorefront
+}
+
+/// Carries observer calls to the callback queue. The observers are app objects that StoreKit, too,
+/// calls from its own queue; their thread-safety is the app's contract with the callback queue.
+private struct UncheckedDelivery: @unchecked Sendable {
+    let queue: SKPaymentQueue
+    let prepare: () -> Void
+    let body: (SKPaymentQueue, any SKPaymentTransactionObserver) -> Void
+}
+
+/// The app's payment object, kept to report a refusal with it; StoreKit payments are immutable
+/// once added (the queue copies mutable ones), so reading it from the connection thread is safe.
+private struct PaymentReference: @unchecked Sendable {
+    let payment: SKPayment
+}
+
+nonisolated(unsafe) private let sharedQueue = SKPaymentQueue.makeShared()
+private let callbackQueueStorage = Mutex(DispatchQueue.main)
+private let configurationStorage = Mutex<(app: String?, socket: String?)>((nil, nil))

@@ -1,0 +1,136 @@
+/// Messages a client sends. Type bytes 1–127; see docs/protocol.md.
+public enum ClientMessage: Sendable, Equatable {
+    /// First message on every connection. `app` is empty on the control socket.
+    case hello(version: UInt16, app: String)
+    /// Registers this connection as an observer: every unfinished transaction is sent, then a result.
+    case subscribe(requestID: UInt32)
+    case unsubscribe(requestID: UInt32)
+    /// `key` is the client's idempotency key: the same key never makes a second transaction.
+    case addPayment(AddPayment)
+    case finish(requestID: UInt32, transactionID: UInt64)
+    case restore(requestID: UInt32, applicationUsername: String?)
+    case products(requestID: UInt32, identifiers: [String])
+    case unfinished(requestID: UInt32)
+    /// A storekitctl command (control socket only): a name and its arguments.
+    case control(requestID: UInt32, command: String, arguments: [String])
+    case ping(requestID: UInt32)
+    /// Withdraws a deferred payment the app chose not to continue after a storefront change
+    /// (`paymentQueue(_:shouldContinue:in:)` answered false, or did not answer in time).
+    case cancelPayment(requestID: UInt32, transactionID: UInt64)
+
+    public struct AddPayment: Sendable, Equatable {
+        public var requestID: UInt32
+        public var key: String
+        public var productID: String
+        public var quantity: Int32
+        public var applicationUsername: String?
+        public var hasRequestData: Bool
+        public var simulatesAskToBuy: Bool
+
+        public init(
+            requestID: UInt32, key: String, productID: String, quantity: Int32,
+            applicationUsername: String? = nil, hasRequestData: Bool = false, simulatesAskToBuy: Bool = false
+        ) {
+            self.requestID = requestID
+            self.key = key
+            self.productID = productID
+            self.quantity = quantity
+            self.applicationUsername = applicationUsername
+            self.hasRequestData = hasRequestData
+            self.simulatesAskToBuy = simulatesAskToBuy
+        }
+    }
+
+    enum Tag: UInt8 {
+        case hello = 1, subscribe, unsubscribe, addPayment, finish, restore, products, unfinished, control, ping, cancelPayment
+    }
+
+    public var requestID: UInt32? {
+        switch self {
+        case .hello: nil
+        case .subscribe(let id), .unsubscribe(let id), .finish(let id, _), .restore(let id, _),
+             .products(let id, _), .unfinished(let id), .control(let id, _, _), .ping(let id), .cancelPayment(let id, _):
+            id
+        case .addPayment(let payment): payment.requestID
+        }
+    }
+
+    /// The frame body: type byte + fields.
+    public func encode() -> [UInt8] {
+        var writer = WireWriter()
+        switch self {
+        case .hello(let version, let app):
+            writer.u8(Tag.hello.rawValue); writer.u16(version); writer.string(app)
+        case .subscribe(let id):
+            writer.u8(Tag.subscribe.rawValue); writer.u32(id)
+        case .unsubscribe(let id):
+            writer.u8(Tag.unsubscribe.rawValue); writer.u32(id)
+        case .addPayment(let payment):
+            writer.u8(Tag.addPayment.rawValue)
+            writer.u32(payment.requestID)
+            writer.string(payment.key)
+            writer.string(payment.productID)
+            writer.i32(payment.quantity)
+            writer.optionalString(payment.applicationUsername)
+            writer.bool(payment.hasRequestData)
+            writer.bool(payment.simulatesAskToBuy)
+        case .finish(let id, let transactionID):
+            writer.u8(Tag.finish.rawValue); writer.u32(id); writer.u64(transactionID)
+        case .restore(let id, let username):
+            writer.u8(Tag.restore.rawValue); writer.u32(id); writer.optionalString(username)
+        case .products(let id, let identifiers):
+            writer.u8(Tag.products.rawValue); writer.u32(id); writer.stringList(identifiers)
+        case .unfinished(let id):
+            writer.u8(Tag.unfinished.rawValue); writer.u32(id)
+        case .control(let id, let command, let arguments):
+            writer.u8(Tag.control.rawValue); writer.u32(id); writer.string(command); writer.stringList(arguments)
+        case .ping(let id):
+            writer.u8(Tag.ping.rawValue); writer.u32(id)
+        case .cancelPayment(let id, let transactionID):
+            writer.u8(Tag.cancelPayment.rawValue); writer.u32(id); writer.u64(transactionID)
+        }
+        return writer.bytes
+    }
+
+    public static func decode(_ body: [UInt8]) throws(WireError) -> ClientMessage {
+        var reader = WireReader(body)
+        guard body.count > 0 else { throw WireError(.emptyFrame) }
+        let rawTag = try reader.u8()
+        guard let tag = Tag(rawValue: rawTag) else { throw WireError(.unknownMessageType(rawTag)) }
+        let message: ClientMessage
+        switch tag {
+        case .hello:
+            message = .hello(version: try reader.u16(), app: try reader.string())
+        case .subscribe:
+            message = .subscribe(requestID: try reader.u32())
+        case .unsubscribe:
+            message = .unsubscribe(requestID: try reader.u32())
+        case .addPayment:
+            message = .addPayment(AddPayment(
+                requestID: try reader.u32(), key: try reader.string(), productID: try reader.string(),
+                quantity: try reader.i32(), applicationUsername: try reader.optionalString(),
+                hasRequestData: try reader.bool(), simulatesAskToBuy: try reader.bool()))
+        case .finish:
+            message = .finish(requestID: try reader.u32(), transactionID: try reader.u64())
+        case .restore:
+            message = .restore(requestID: try reader.u32(), applicationUsername: try reader.optionalString())
+        case .products:
+            message = .products(requestID: try reader.u32(), identifiers: try reader.stringList())
+        case .unfinished:
+            message = .unfinished(requestID: try reader.u32())
+        case .control:
+            message = .control(requestID: try reader.u32(), command: try reader.string(), arguments: try reader.stringList())
+        case .ping:
+            message = .ping(requestID: try reader.u32())
+        case .cancelPayment:
+            message = .cancelPayment(requestID: try reader.u32(), transactionID: try reader.u64())
+        }
+        try reader.expectEnd()
+        return message
+    }
+}
+
+/// The protocol version spoken by this build; the hello carries it and the daemon refuses others.
+public enum ProtocolVersion {
+    public static let current: UInt16 = 1
+}

@@ -1,0 +1,140 @@
+/// A tiny JSON document model and serializer, for the control plane's `-o json` output.
+/// (Kept here, without Foundation, so the daemon and the CLI agree on one spelling.)
+public indirect enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case string(String)
+    case array([JSONValue])
+    case object([(String, JSONValue)])
+
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        lhs.serialized() == rhs.serialized()
+    }
+
+    public static func optional(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+    public static func optional(_ value: Int64?) -> JSONValue { value.map { .int($0) } ?? .null }
+
+    public func serialized() -> String {
+        var output = ""
+        write(to: &output)
+        return output
+    }
+
+    public func write(to output: inout String) {
+        switch self {
+        case .null: output += "null"
+        case .bool(let value): output += value ? "true" : "false"
+        case .int(let value): output += String(value)
+        case .string(let value): Self.writeString(value, to: &output)
+        case .array(let values):
+            output += "["
+            for (index, value) in values.enumerated() {
+                if index > 0 { output += "," }
+                value.write(to: &output)
+            }
+            output += "]"
+        case .object(let members):
+            output += "{"
+            for (index, (key, value)) in members.enumerated() {
+                if index > 0 { output += "," }
+                Self.writeString(key, to: &output)
+                output += ":"
+                value.write(to: &output)
+            }
+            output += "}"
+        }
+    }
+
+    static func writeString(_ value: String, to output: inout String) {
+        output += "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": output += "\\\""
+            case "\\": output += "\\\\"
+            case "\n": output += "\\n"
+            case "\r": output += "\\r"
+            case "\t": output += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: output.unicodeScalars.append(scalar)
+            }
+        }
+        output += "\""
+    }
+}
+
+/// RFC 3339 UTC timestamps from milliseconds since 1970 (no Foundation needed).
+public enum RFC3339 {
+    public static func string(milliseconds: Int64) -> String {
+        // Clamp to years 0001…9999 so that absurd stored values render instead of overflowing.
+        let milliseconds = min(max(milliseconds, -62_135_596_800_000), 253_402_300_799_999)
+        let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
+        let millis = milliseconds - seconds * 1000
+        var days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        // Howard Hinnant's civil_from_days.
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let dayOfEra = days - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        var year = yearOfEra + era * 400
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthPrime = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthPrime + 2) / 5 + 1
+        let month = monthPrime < 10 ? monthPrime + 3 : monthPrime - 9
+        if month <= 2 { year += 1 }
+        func pad(_ value: Int64, _ width: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):"
+            + "\(pad(secondOfDay % 3600 / 60, 2)):\(pad(secondOfDay % 60, 2)).\(pad(millis, 3))Z"
+    }
+}
+
+extension TransactionRecord {
+    /// The stable `-o json` shape, with StoreKit's names.
+    public var json: JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("transactionIdentifier", .string(String(id))),
+            ("state", .string(state.name)),
+            ("productIdentifier", .string(productID)),
+            ("quantity", .int(Int64(quantity))),
+            ("originalTransactionIdentifier", .optional(originalID.map { String($0) })),
+            ("uid", .int(Int64(uid))),
+            ("app", .string(app)),
+            ("sequence", .int(Int64(clamping: sequence))),
+            ("transactionDate", .string(RFC3339.string(milliseconds: date))),
+            ("finished", .bool(finished)),
+        ]
+        if let errorCode {
+            members.append(("error", .object([("code", .int(Int64(errorCode))), ("message", .optional(errorMessage))])))
+        }
+        if let revocationDate {
+            members.append(("revocationDate", .string(RFC3339.string(milliseconds: revocationDate))))
+            members.append(("revocationReason", .optional(revocationReason.map { Int64($0) })))
+        }
+        if let expiresDate { members.append(("expiresDate", .string(RFC3339.string(milliseconds: expiresDate)))) }
+        if let applicationUsername { members.append(("applicationUsername", .string(applicationUsername))) }
+        return .object(members)
+    }
+}
+
+extension ProductRecord {
+    /// The stable `-o json` shape, with StoreKit's names.
+    public var json: JSONValue {
+        .object([
+            ("productIdentifier", .string(productID)),
+            ("type", .string(kind.name)),
+            ("displayPrice", .string(displayPrice)),
+            ("localizedTitle", .string(localizedTitle)),
+            ("localizedDescription", .string(localizedDescription)),
+            ("currencyCode", .string(currencyCode)),
+            ("subscriptionGroupIdentifier", .optional(subscriptionGroupID)),
+            ("subscriptionPeriod", .optional(subscriptionPeriod)),
+            ("familyShareable", .bool(familyShareable)),
+        ])
+    }
+}

@@ -1,0 +1,112 @@
+import StoreKitWire
+import Testing
+
+// Version 1 of the protocol as it shipped: the bytes of its own worked example (docs/protocol.md
+// of version 1, §12), and what a version-2 message becomes for a version-1 client.
+
+@Suite("Protocol versions")
+struct ProtocolVersionTests {
+    static func bytes(_ hex: String) -> [UInt8] {
+        hex.split(separator: " ").map { UInt8($0, radix: 16)! }
+    }
+
+    /// The `updated` push of version 1's worked example, after its 4-byte length: 95 bytes.
+    static let version1Updated = bytes("""
+        82 01 00 00 00 3b 70 d2 97 cf 34 07 00 00 e8 03 00 00 \
+        10 00 00 00 63 6f 6d 2e 65 78 61 6d 70 6c 65 2e 67 61 6d 65 \
+        19 00 00 00 63 6f 6d 2e 65 78 61 6d 70 6c 65 2e 67 61 6d 65 2e 63 6f 69 6e 73 31 30 30 \
+        01 00 00 00 01 02 00 00 00 00 00 00 00 00 68 e5 cf 8b 01 00 00 00 00 00 00 00 00 00
+        """.replacingOccurrences(of: "\\\n", with: " ").replacingOccurrences(of: "\n", with: " "))
+
+    static let record = TransactionRecord(
+        id: 2_028_391_047_000_123, uid: 1000, app: "com.example.game", productID: "com.example.game.coins100",
+        quantity: 1, state: .purchased, sequence: 2, date: 1_700_000_000_000)
+
+    @Test("the daemon serves versions 1 and 2; its clients speak 2")
+    func served() {
+        #expect(ProtocolVersion.served == 1...2)
+        #expect(ProtocolVersion.current == 2)
+    }
+
+    @Test("a transaction for a version-1 client is version 1's worked example, byte for byte, without its JWS")
+    func version1Record() throws {
+        var signed = Self.record
+        signed.jwsRepresentation = "eyJhbGciOiJFUzI1NiJ9.e30.c2ln"
+        #expect(Self.version1Updated.count == 95)
+        #expect(ServerMessage.updated([signed]).encode(version: 1) == Self.version1Updated)
+        #expect(try ServerMessage.decode(Self.version1Updated, version: 1) == .updated([Self.record]))
+        // Version 2 adds the JWS (one more byte when absent) and cannot read a version-1 record.
+        #expect(ServerMessage.updated([Self.record]).encode(version: 2) == Self.version1Updated + [0])
+        #expect(throws: WireError.self) { try ServerMessage.decode(Self.version1Updated, version: 2) }
+    }
+
+    @Test("hello and welcome are the same in both versions")
+    func helloAndWelcome() throws {
+        let hello = Self.bytes("01 01 00 10 00 00 00 63 6f 6d 2e 65 78 61 6d 70 6c 65 2e 67 61 6d 65")
+        #expect(try ClientMessage.decode(hello, version: 1) == .hello(version: 1, app: "com.example.game"))
+        #expect(try ClientMessage.decode(hello, version: 2) == .hello(version: 1, app: "com.example.game"))
+        let welcome = ServerMessage.welcome(version: 1, uid: 1000, storefrontCountryCode: "USA", storefrontID: "143441")
+        #expect(welcome.encode(version: 1) == Self.bytes("80 01 00 e8 03 00 00 03 00 00 00 55 53 41 06 00 00 00 31 34 33 34 34 31"))
+    }
+
+    @Test("a version-1 unfinished has no after_id; version 2's has one, and each is refused in the other's reading")
+    func unfinished() throws {
+        let version1 = Self.bytes("08 07 00 00 00")
+        #expect(try ClientMessage.decode(version1, version: 1) == .unfinished(requestID: 7, afterID: 0))
+        #expect(throws: WireError.self) { try ClientMessage.decode(version1, version: 2) }
+        #expect(ClientMessage.unfinished(requestID: 7, afterID: 99).encode(version: 1) == version1)
+        let version2 = ClientMessage.unfinished(requestID: 7, afterID: 99).encode()
+        #expect(throws: WireError.self) { try ClientMessage.decode(version2, version: 1) }
+    }
+
+    @Test("version 1 has no message after cancelPayment (11): history, subscriptionStatus, appTransaction and receipt are unknown types")
+    func version1Messages() throws {
+        let newer: [ClientMessage] = [
+            .history(requestID: 1, afterID: 0), .subscriptionStatus(requestID: 1, groupID: ""),
+            .appTransaction(requestID: 1), .receipt(requestID: 1),
+        ]
+        for message in newer {
+            let body = message.encode()
+            #expect(try ClientMessage.decode(body, version: 2) == message)
+            #expect(throws: WireError(.unknownMessageType(body[0]))) { try ClientMessage.decode(body, version: 1) }
+        }
+        let older: [ClientMessage] = [
+            .subscribe(requestID: 1), .finish(requestID: 2, transactionID: 3), .cancelPayment(requestID: 4, transactionID: 5),
+            .restore(requestID: 6, applicationUsername: "u"), .products(requestID: 7, identifiers: ["a"]),
+        ]
+        for message in older { #expect(try ClientMessage.decode(message.encode(version: 1), version: 1) == message) }
+    }
+
+    @Test("a product for a version-1 client ends at family_shareable: no group level, no offers")
+    func version1Product() throws {
+        let product = ProductRecord(
+            productID: "p.monthly", kind: .autoRenewable, localizedTitle: "Monthly", localizedDescription: "d",
+            priceCents: 299, displayPrice: "2.99", currencyCode: "USD", locale: "en_US", subscriptionGroupID: "g",
+            subscriptionPeriod: "P1M", subscriptionGroupLevel: 1,
+            introductoryOffer: .init(paymentMode: .freeTrial, period: "P1W"),
+            promotionalOffers: [.init(id: "o", paymentMode: .payAsYouGo, period: "P1M", priceCents: 99, displayPrice: "0.99")])
+        let version1 = ServerMessage.products(requestID: 3, products: [product], invalidIdentifiers: ["x"]).encode(version: 1)
+        let version2 = ServerMessage.products(requestID: 3, products: [product], invalidIdentifiers: ["x"]).encode()
+        var plain = product
+        plain.subscriptionGroupLevel = nil
+        plain.introductoryOffer = nil
+        plain.promotionalOffers = []
+        #expect(try ServerMessage.decode(version1, version: 1) == .products(requestID: 3, products: [plain], invalidIdentifiers: ["x"]))
+        #expect(try ServerMessage.decode(version2) == .products(requestID: 3, products: [product], invalidIdentifiers: ["x"]))
+        // Version 2's extra bytes: the group level (opt<i32>: 5), the introductory offer's marker (1)
+        // and offer (29), the offers' count (4) and one offer (34).
+        #expect(version2.count - version1.count == 5 + 1 + 29 + 4 + 34)
+    }
+
+    @Test("storeUnreachable (18), which version 1 does not know, reaches it as storageFailure (8) with its words")
+    func version1ResultCodes() throws {
+        let message = ServerMessage.result(9, .storeUnreachable, "PostgreSQL cannot be reached")
+        #expect(try ServerMessage.decode(message.encode(version: 1), version: 1)
+                == .result(9, .storageFailure, "PostgreSQL cannot be reached"))
+        #expect(try ServerMessage.decode(message.encode()) == message)
+        for code in ResultCode.allCases where code != .storeUnreachable {
+            #expect(code.rawValue(version: 1) == code.rawValue)
+            #expect(code.rawValue <= 17)
+        }
+    }
+}
