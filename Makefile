@@ -121,6 +121,7 @@ install-files:
 	  install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/ || exit 1; done
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/storekitd/
 	for f in docs/examples/*; do sed 's|/usr/bin/|$(PREFIX)/bin/|g' "$$f" > $(DESTDIR)$(PREFIX)/share/doc/storekitd/examples/$${f##*/} || exit 1; done
+	$(MAKE) install-python
 
 # The Debian package, dist/storekitd_VERSION_ARCH.deb (version from debian/changelog): a release
 # build with the Swift runtime linked statically, in its own scratch path (.build-deb).
@@ -141,6 +142,8 @@ test-system:
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory deps PACKAGES="$(APT_PACKAGES) $(DEB_PACKAGES) $(SYSTEM_TEST_PACKAGES)" \
 	  || echo "test-system: could not install $(DEB_PACKAGES) $(SYSTEM_TEST_PACKAGES)"; fi
 	scripts/test-system.sh
+
+include python/python.mk
 
 clean:
 	rm -rf .build .build-deb dist debian/build
