@@ -92,7 +92,8 @@ struct PythonClientTests {
         #expect(ran >= 18, "ran \(ran) tests:\n\(report)")
 
         // What the suite bought it finished: the queue is empty again.
-        #expect(try daemon.transactions().isEmpty, "\(try daemon.transactions())")
+        let left = try daemon.transactions()
+        #expect(left.isEmpty, "\(left)")
     }
 
     @Test("buy_and_finish.py, run from the installed module, buys, verifies, finishes and prints the id; it fails loudly on a refused product, a wrong root and bad usage")

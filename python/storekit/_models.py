@@ -190,10 +190,12 @@ class ProductsReceived(Event):
 
 @dataclasses.dataclass(frozen=True)
 class RestoreFinished(Event):
-    """paymentQueueRestoreCompletedTransactionsFinished (error OK) or …FailedWithError."""
+    """paymentQueueRestoreCompletedTransactionsFinished (error OK) or …FailedWithError; the
+    request id of the restore() it ends."""
 
     error: ErrorCode
     message: str
+    request_id: int = 0
 
     @property
     def ok(self):
@@ -270,7 +272,7 @@ def event_from_view(lib, handle, view):
                          for index in range(lib.storekit_event_product_count(view)))
         return ProductsReceived(lib.storekit_event_request_id(view), products, _identifiers(lib, view))
     if kind == _RESTORE_FINISHED:
-        return RestoreFinished(_code(lib.storekit_event_error(view)), message)
+        return RestoreFinished(_code(lib.storekit_event_error(view)), message, lib.storekit_event_request_id(view))
     if kind == _REVOKED:
         return EntitlementsRevoked(_identifiers(lib, view))
     if kind == _STOREFRONT:

@@ -133,7 +133,7 @@ class RestoreTracker(Tracker):
             return
         if isinstance(event, TransactionsUpdated):
             self._restored.extend(t for t in event.transactions if t.state == TransactionState.RESTORED)
-        elif isinstance(event, RestoreFinished):
+        elif isinstance(event, RestoreFinished) and event.request_id in (0, self.request_id):
             if event.ok:
                 self._succeed(list(self._restored))
             else:
