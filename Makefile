@@ -58,6 +58,7 @@ test: swift-check test-deps
 	scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
 	$(SWIFT) build --product storekitd-fuzz
 	SWIFT_BACKTRACE=enable=no .build/debug/storekitd-fuzz --seconds $(TEST_FUZZ_SECONDS)
+	$(MAKE) libstorekit
 	$(SWIFT) test --skip-build
 
 fuzz: swift-check test-deps
@@ -121,6 +122,7 @@ install-files:
 	  install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/ || exit 1; done
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/storekitd/
 	for f in docs/examples/*; do sed 's|/usr/bin/|$(PREFIX)/bin/|g' "$$f" > $(DESTDIR)$(PREFIX)/share/doc/storekitd/examples/$${f##*/} || exit 1; done
+	$(MAKE) install-libstorekit
 	$(MAKE) install-python
 
 # The Debian package, dist/storekitd_VERSION_ARCH.deb (version from debian/changelog): a release
@@ -148,3 +150,5 @@ include python/python.mk
 clean:
 	rm -rf .build .build-deb dist debian/build
 	[ ! -x debian/rules ] || debian/rules clean
+
+include libstorekit/libstorekit.mk
