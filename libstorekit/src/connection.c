@@ -614,6 +614,9 @@ SK_EXPORT int storekit_open(const char *app_id, storekit **out) {
         return STOREKIT_ERROR_SYSTEM;
     }
     sk->state = CONNECTED;
+    /* Bytes that came with the welcome are in the input already, not in the socket: the
+     * timer makes the descriptor readable so that storekit_dispatch handles them. */
+    if (sk_buffer_pending(&sk->input) > 0) arm_timer(sk, 0);
     *out = sk;
     return STOREKIT_OK;
 
