@@ -90,7 +90,10 @@ class PurchaseTracker(Tracker):
             return
         if isinstance(event, RequestResult) and event.request_id == self.request_id:
             if not event.ok:
-                self._fail(event.exception(PaymentError))
+                # The daemon refused the payment (1…18): PaymentError. The library's own codes
+                # (a lost connection: the payment may have gone through) keep their classes.
+                refused = event.error < ErrorCode.BAD_ARGUMENT
+                self._fail(event.exception(PaymentError if refused else None))
                 return
             self.transaction_id = event.value
         elif isinstance(event, TransactionsUpdated):

@@ -6,16 +6,20 @@ starts on temporary directories with the sample config):
   STOREKIT_LIBRARY            the libstorekit.so.0 to load
   STOREKIT_ROOT_CERTIFICATE   the daemon's root certificate (PEM)
   STOREKIT_TEST_APP           the registered app (default com.example.game, with the sample catalogue)
+  STOREKITCTL, STOREKITD_CONTROL_SOCKET   storekitctl and the daemon's control socket, to drive
+                              the simulated store (Ask to Buy, failures, refunds, storefront)
 Without STOREKITD_SOCKET every test that needs a daemon is skipped.
 
 Run: PYTHONPATH=python python3 -m unittest discover -s python/tests -v
 """
 
 import asyncio
+import json
 import os
 import selectors
 import subprocess
 import sys
+import time
 import unittest
 from unittest import mock
 
@@ -221,6 +225,92 @@ class ConnectionTests(unittest.TestCase):
         self.connection.set_observer(observer)
         with self.assertRaisesRegex(RuntimeError, "from the observer"):
             self.connection.products([COINS], timeout=TIMEOUT)
+
+
+STOREKITCTL = os.environ.get("STOREKITCTL")
+
+
+def ctl(*arguments):
+    """storekitctl ARGUMENTS -o json against the test daemon (STOREKITD_CONTROL_SOCKET)."""
+    result = subprocess.run([STOREKITCTL, *arguments, "-o", "json"], capture_output=True, text=True, timeout=30)
+    if result.returncode != 0:
+        raise AssertionError(f"storekitctl {' '.join(arguments)} failed ({result.returncode}): {result.stderr}")
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def wait_until(connection, condition, timeout=TIMEOUT):
+    """Dispatches until condition() holds; fails the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError("the expected event did not arrive")
+        connection.wait(min(remaining, 0.5))
+
+
+@needs_daemon
+@unittest.skipUnless(STOREKITCTL and os.environ.get("STOREKITD_CONTROL_SOCKET"),
+                     "STOREKITCTL and STOREKITD_CONTROL_SOCKET are not set: the store cannot be driven")
+class StoreSimulationTests(unittest.TestCase):
+    """What the simulated store decides, driven with storekitctl as Xcode's SKTestSession would."""
+
+    def setUp(self):
+        self.connection = storekit.Connection(APP)
+        self.addCleanup(self.connection.close)
+        self.addCleanup(ctl, "reset")
+        self.recorder = Recorder()
+        self.connection.set_observer(self.recorder)
+
+    def test_failed_purchase_raises_payment_error_with_the_transaction(self):
+        ctl("fail-next", "paymentCancelled")
+        with self.assertRaises(storekit.PaymentError) as caught:
+            self.connection.buy(COINS, timeout=TIMEOUT)
+        transaction = caught.exception.transaction
+        self.assertIsNotNone(transaction)
+        self.assertEqual(transaction.state, storekit.TransactionState.FAILED)
+        self.assertEqual(transaction.error_code, storekit.SKErrorCode.PAYMENT_CANCELLED)
+        self.assertEqual(caught.exception.skerror_code, 2)
+        self.assertIsNone(transaction.jws)
+        self.connection.finish_and_wait(transaction, timeout=TIMEOUT)
+
+    def test_deferred_purchase_then_approved(self):
+        ctl("ask-to-buy", "on", "--uid", str(self.connection.uid))
+        with self.assertRaises(storekit.PaymentError) as caught:
+            self.connection.buy(COINS, timeout=TIMEOUT)
+        deferred = caught.exception.transaction
+        self.assertEqual(deferred.state, storekit.TransactionState.DEFERRED)
+        with self.assertRaises(storekit.NotFinishableError) as refused:
+            self.connection.finish_and_wait(deferred, timeout=TIMEOUT)
+        self.assertEqual(refused.exception.code, storekit.ErrorCode.NOT_FINISHABLE)
+
+        ctl("approve", deferred.transaction_identifier)
+
+        def approved():
+            return [t for t in self.recorder.transactions(storekit.TransactionsUpdated)
+                    if t.id == deferred.id and t.state == storekit.TransactionState.PURCHASED]
+        wait_until(self.connection, approved)
+        self.assertEqual(self.connection.verify_jws(approved()[-1].jws)["transactionId"], deferred.transaction_identifier)
+        self.connection.finish_and_wait(deferred, timeout=TIMEOUT)
+
+    def test_refund_revokes_the_entitlement(self):
+        purchase = self.connection.buy(LEVEL_PACK, timeout=TIMEOUT)
+        self.connection.finish_and_wait(purchase, timeout=TIMEOUT)
+        ctl("refund", purchase.transaction_identifier)
+        wait_until(self.connection, lambda: self.recorder.of(storekit.EntitlementsRevoked))
+        self.assertIn(LEVEL_PACK, self.recorder.of(storekit.EntitlementsRevoked)[0].product_ids)
+
+    def test_storefront_change(self):
+        before = self.connection.storefront
+        ctl("storefront", "set", "GBR")
+        wait_until(self.connection, lambda: self.recorder.of(storekit.StorefrontChanged))
+        self.assertEqual(self.recorder.of(storekit.StorefrontChanged)[-1].storefront.country_code, "GBR")
+        self.assertEqual(self.connection.storefront.country_code, "GBR")
+        self.assertNotEqual(before.country_code, "GBR")
+
+    def test_promoted_purchase(self):
+        ctl("promote", APP, LEVEL_PACK, "--uid", str(self.connection.uid))
+        wait_until(self.connection, lambda: self.recorder.of(storekit.PromotedPurchase))
+        self.assertEqual(self.recorder.of(storekit.PromotedPurchase)[0].product.product_id, LEVEL_PACK)
 
 
 @needs_daemon
