@@ -146,4 +146,23 @@ struct PythonClientTests {
         #expect(usage.status == 2)
         #expect(usage.stderr.contains("usage:"), "\(usage.stderr)")
     }
+
+    @Test("a connection lives through a daemon restart: Disconnected, Reconnected on the same descriptor, then a purchase")
+    func connectionSurvivesRestart() throws {
+        let interpreter = try #require(PythonClient.interpreter)
+        let daemon = try PythonClient.daemon()
+        defer { daemon.remove() }
+        let environment = try PythonClient.environment(daemon, modulePath: Paths.repository + "/python")
+        let client = try RunningProcess(interpreter, [Paths.repository + "/python/tests/reconnect_client.py", Sample.app, Sample.coins],
+                                        environment: environment)
+        #expect(client.waitForOutput { $0.contains("ready\n") }, "\(client.output)\n\(client.errorOutput)")
+        daemon.stop()
+        #expect(client.waitForOutput { $0.contains("disconnected\n") }, "\(client.output)\n\(client.errorOutput)")
+        try daemon.start()
+        #expect(client.waitForOutput(timeout: 30) { $0.contains("reconnected ") }, "\(client.output)\n\(client.errorOutput)")
+        client.process.waitUntilExit()
+        #expect(client.process.terminationStatus == 0, "\(client.errorOutput)")
+        let unfinished = try daemon.transactions().filter { !$0.finished }
+        #expect(unfinished.isEmpty, "\(unfinished)")
+    }
 }
