@@ -1,14 +1,12 @@
 import Foundation
 import StoreKitTestSupport
-import Synchronization
 import Testing
 
 // The Python module `storekit` (python/storekit, over libstorekit through ctypes) against the real
 // daemon: its unittest suite (python/tests), and docs/examples/python/buy_and_finish.py run from
 // an installed copy of the module (`make install-python` into a temporary DESTDIR).
 
-/// python3, libstorekit built once per test run (`make libstorekit`), and the environment that
-/// points the module at a daemon.
+/// python3, libstorekit, and the environment that points the module at a daemon.
 enum PythonClient {
     /// Debian's python3 (the one python3-storekit installs for), else the first on PATH; nil: none.
     static let interpreter: String? = {
@@ -19,16 +17,10 @@ enum PythonClient {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
     }()
 
-    static var library: String { Paths.repository + "/.build/libstorekit/libstorekit.so.0" }
-
-    private static let built = Mutex<Result<String, IntegrationFailure>?>(nil)
-
-    /// Builds the C library once (`make libstorekit`); its path.
+    /// The C library, built once per test run (`make libstorekit`, shared with LibStoreKitTests so
+    /// that two makes never write the same objects at once); its path.
     static func buildLibrary() throws -> String {
-        try built.withLock { built in
-            if built == nil { built = make(["libstorekit"]).map { _ in library } }
-            return try built!.get()
-        }
+        try LibStoreKit.built.get()
     }
 
     /// `make ARGUMENTS` in the repository.

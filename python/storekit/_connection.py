@@ -179,7 +179,7 @@ class Connection:
     def wait(self, timeout=None):
         """Waits up to `timeout` seconds (None: forever) for events, then dispatches them.
         Returns False when the timeout passed with nothing to read."""
-        milliseconds = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        milliseconds = -1 if timeout is None else min(max(0, int(timeout * 1000 + 0.999)), 2**31 - 1)
         code = self._lib.storekit_wait(self._live(), milliseconds)
         self._deliver()
         if code == ErrorCode.TIMED_OUT:
