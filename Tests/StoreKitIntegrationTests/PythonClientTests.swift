@@ -129,7 +129,7 @@ struct PythonClientTests {
         let unverified = try PythonClient.run([example, Sample.app, Sample.coins], environment: wrongRoot)
         #expect(unverified.status == 1, "\(unverified.status): \(unverified.stdout)\(unverified.stderr)")
         #expect(unverified.stdout.isEmpty)
-        #expect(unverified.stderr.contains("did not verify"), "\(unverified.stderr)")
+        #expect(unverified.stderr.contains("did not verify (chain)"), "\(unverified.stderr)")
         let left = try daemon.transactions().filter { !$0.finished }
         #expect(left.count == 1 && left.first?.state == "purchased", "\(left)")
 

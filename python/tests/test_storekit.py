@@ -19,6 +19,7 @@ import os
 import selectors
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 from unittest import mock
@@ -182,6 +183,18 @@ class ConnectionTests(unittest.TestCase):
         if ROOT:
             with self.assertRaises(storekit.VerificationError):
                 storekit.verify_jws(changed(jws, 1), ROOT)
+        # A root that is not the daemon's: the chain does not lead to it.
+        with tempfile.TemporaryDirectory() as directory:
+            other = os.path.join(directory, "other-root.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                            "-keyout", os.path.join(directory, "key.pem"), "-out", other, "-subj", "/CN=Not storekitd",
+                            "-days", "1"], check=True, capture_output=True, timeout=30)
+            with self.assertRaises(storekit.VerificationError) as caught:
+                storekit.verify_jws(jws, other)
+            self.assertEqual(caught.exception.kind, storekit.VerificationError.Kind.CHAIN)
+            with self.assertRaises(storekit.VerificationError) as caught:
+                storekit.verify_jws(jws, os.path.join(directory, "missing.pem"))
+            self.assertEqual(caught.exception.kind, storekit.VerificationError.Kind.NO_ROOT_CERTIFICATE)
 
     def test_receipt_verifies_and_a_changed_one_does_not(self):
         receipt = self.connection.receipt(timeout=TIMEOUT)
