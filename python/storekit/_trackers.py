@@ -3,7 +3,7 @@ every event of its connection and says when it is done and with what. The blocki
 (Connection.buy …) and the asyncio one (storekit.aio) share them, so both read the events the
 same way."""
 
-from ._errors import ErrorCode, PaymentError, StoreKitError, make_error
+from ._errors import ErrorCode, PaymentError, make_error
 from ._models import (ProductsReceived, ReceiptReceived, RequestResult, RestoreFinished,
                       TransactionState, TransactionsUpdated)
 
@@ -145,7 +145,3 @@ class RestoreTracker(Tracker):
             # The request's own answer ends the restore as well as RESTORE_FINISHED does,
             # whichever the library delivers first.
             self._succeed(list(self._restored))
-
-
-__all__ = ["Tracker", "ResultTracker", "ProductsTracker", "ReceiptTracker", "PurchaseTracker",
-           "RestoreTracker", "StoreKitError"]
