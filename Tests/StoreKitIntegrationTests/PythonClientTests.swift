@@ -113,6 +113,13 @@ struct PythonClientTests {
         #expect(record?["finished"] as? Bool == true, "the example did not finish \(id)")
         #expect(try daemon.transactions().allSatisfy(\.finished))
 
+        // With no STOREKIT_ROOT_CERTIFICATE: the root the daemon publishes beside its socket.
+        var published = environment
+        published.removeValue(forKey: "STOREKIT_ROOT_CERTIFICATE")
+        let again = try PythonClient.run([example, Sample.app, Sample.levelPack], environment: published)
+        #expect(again.status == 0, "buy_and_finish.py with the published root failed (\(again.status)): \(again.stderr)")
+        #expect(try daemon.transactions().allSatisfy(\.finished))
+
         // A product the catalogue does not hold: refused, said on stderr, nothing on stdout.
         let refused = try PythonClient.run([example, Sample.app, "com.example.game.no_such_product"], environment: environment)
         #expect(refused.status == 1, "\(refused.status): \(refused.stdout)\(refused.stderr)")
