@@ -20,7 +20,11 @@ LIBSTOREKIT_HEADERS := $(wildcard libstorekit/src/*.h) libstorekit/include/store
 LIBSTOREKIT_OBJECTS := $(patsubst libstorekit/src/%.c,$(LIBSTOREKIT_OUT)/obj/%.o,$(LIBSTOREKIT_SOURCES))
 LIBSTOREKIT_MULTIARCH := $(or $(DEB_HOST_MULTIARCH),$(shell $(LIBSTOREKIT_CC) -print-multiarch 2>/dev/null))
 LIBSTOREKIT_LIBDIR := $(PREFIX)/lib$(if $(LIBSTOREKIT_MULTIARCH),/$(LIBSTOREKIT_MULTIARCH))
-# The man pages of section 3 are the library's.
+# The man pages of section 3 are the library's: one per group of functions, and a symbolic link
+# to its group's page for every other function name (`man storekit_finish`). Links rather than
+# `.so man3/PAGE.3` stubs: those resolve only from a man hierarchy's root, so groff cannot render
+# them from the repository (ManPageTests renders every page in man/); dh_installman makes the
+# same links of .so stubs anyway.
 LIBSTOREKIT_MAN_PAGES := $(wildcard man/*.3)
 
 .PHONY: libstorekit install-libstorekit
@@ -54,4 +58,6 @@ install-libstorekit: libstorekit
 	ln -sf $(LIBSTOREKIT_SONAME) $(DESTDIR)$(LIBSTOREKIT_LIBDIR)/libstorekit.so
 	install -m 0644 libstorekit/include/storekit/storekit.h $(DESTDIR)$(PREFIX)/include/storekit/
 	install -m 0644 $(LIBSTOREKIT_OUT)/storekit.pc $(DESTDIR)$(LIBSTOREKIT_LIBDIR)/pkgconfig/
-	for m in $(LIBSTOREKIT_MAN_PAGES); do install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man3/ || exit 1; done
+	for m in $(LIBSTOREKIT_MAN_PAGES); do \
+	  if [ -L $$m ]; then ln -sfn "$$(readlink $$m)" $(DESTDIR)$(PREFIX)/share/man/man3/$${m##*/}; \
+	  else install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man3/; fi || exit 1; done

@@ -101,7 +101,8 @@ int storekit_open(const char *app_id, storekit **out);
 /* Why the last storekit_open of this thread failed, in words ("" after a success). */
 const char *storekit_open_error_message(void);
 
-/* Closes the connection and frees the handle (NULL is accepted). */
+/* Closes the connection and frees the handle (NULL is accepted). From inside the observer it
+ * takes effect when storekit_dispatch returns. */
 void storekit_close(storekit *sk);
 
 /*
@@ -112,8 +113,10 @@ int storekit_fd(const storekit *sk);
 
 /*
  * Reads and handles whatever has arrived, calling the observer for each event, then sends what
- * is waiting to be sent; never blocks. Returns STOREKIT_OK, or an error if the handle cannot go
- * on (the connection itself is re-established by the library).
+ * is waiting to be sent; never blocks. Returns STOREKIT_OK, or an error: STOREKIT_ERROR_PROTOCOL
+ * when the daemon sent a frame this library cannot read (that connection is dropped, the
+ * observer hears DISCONNECTED, and the library connects again: the handle goes on),
+ * STOREKIT_ERROR_BAD_ARGUMENT for a NULL handle or a call from inside the observer.
  */
 int storekit_dispatch(storekit *sk);
 
@@ -228,7 +231,7 @@ typedef enum storekit_event_kind {
 typedef struct storekit_event storekit_event;  /* valid during the observer call */
 
 storekit_event_kind storekit_event_kind_of(const storekit_event *e);
-/* RESULT, PRODUCTS, RECEIPT: the request id the call returned; 0 for pushes. */
+/* RESULT, PRODUCTS, RECEIPT, RESTORE_FINISHED: the request id the call returned; 0 for pushes. */
 uint32_t storekit_event_request_id(const storekit_event *e);
 /* RESULT, RESTORE_FINISHED, DISCONNECTED: a storekit_error (STOREKIT_OK on success). */
 int storekit_event_error(const storekit_event *e);
@@ -256,11 +259,13 @@ typedef void (*storekit_observer)(storekit *sk, const storekit_event *event, voi
 /*
  * SKPaymentQueue.add(_ observer:): from now on every event goes to `observer`; the daemon sends
  * every unfinished transaction at once (UPDATED). NULL removes the observer (remove(_:)).
- * Returns a request id (> 0) whose RESULT says the subscription took, or a negative error.
+ * Returns a request id (> 0) whose RESULT says the subscription took, or a negative error
+ * (while reconnecting the observer is kept all the same, and subscribed when the connection is back).
  */
 int64_t storekit_set_observer(storekit *sk, storekit_observer observer, void *userdata);
 
 /* ---- requests: each returns a request id (> 0) answered by an event, or a negative error ---- */
+/* (-STOREKIT_ERROR_DISCONNECTED while the library is reconnecting: send again after RECONNECTED.) */
 
 /*
  * SKPaymentQueue.add(_ payment:). quantity 1…10; application_username may be NULL. The RESULT's
@@ -275,7 +280,8 @@ int64_t storekit_add_payment(storekit *sk, const char *product_id, int32_t quant
 int64_t storekit_finish(storekit *sk, uint64_t transaction_id);
 
 /* restoreCompletedTransactions(withApplicationUsername:): UPDATED with the restored ones, then
- * RESTORE_FINISHED. application_username may be NULL. */
+ * RESTORE_FINISHED carrying this request id (a restore's answer: its error, and as value how many
+ * were restored). application_username may be NULL. */
 int64_t storekit_restore(storekit *sk, const char *application_username);
 
 /* SKProductsRequest: answered by PRODUCTS. */
