@@ -140,7 +140,8 @@ class Connection:
 
     def _subscribe(self):
         result = self._lib.storekit_set_observer(self._live(), self._trampoline, None)
-        if result < 0:
+        # While the library reconnects it keeps the observer and subscribes once it is back.
+        if result < 0 and -result != ErrorCode.DISCONNECTED:
             raise self._error(-result)
         self._subscribed = True
 
@@ -169,11 +170,15 @@ class Connection:
         if error is not None:
             raise error
 
+    # A frame the library could not read: that connection is dropped and made again, the handle
+    # goes on, and the observer hears Disconnected with this error; not worth an exception.
+    _GOES_ON = (ErrorCode.OK, ErrorCode.PROTOCOL)
+
     def dispatch(self):
         """Handles whatever has arrived (calling the observer) and sends what waits; never blocks."""
         code = self._lib.storekit_dispatch(self._live())
         self._deliver()
-        if code != ErrorCode.OK:
+        if code not in self._GOES_ON:
             raise self._error(code)
 
     def wait(self, timeout=None):
@@ -184,7 +189,7 @@ class Connection:
         self._deliver()
         if code == ErrorCode.TIMED_OUT:
             return False
-        if code != ErrorCode.OK:
+        if code not in self._GOES_ON:
             raise self._error(code)
         return True
 
