@@ -121,7 +121,7 @@ install-files:
 	for m in $(MAN_PAGES); do s=$${m##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s && \
 	  install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/ || exit 1; done
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/storekitd/
-	for f in docs/examples/*; do sed 's|/usr/bin/|$(PREFIX)/bin/|g' "$$f" > $(DESTDIR)$(PREFIX)/share/doc/storekitd/examples/$${f##*/} || exit 1; done
+	for f in docs/examples/*; do [ -f "$$f" ] || continue; sed 's|/usr/bin/|$(PREFIX)/bin/|g' "$$f" > $(DESTDIR)$(PREFIX)/share/doc/storekitd/examples/$${f##*/} || exit 1; done
 	$(MAKE) install-libstorekit
 	$(MAKE) install-python
 
