@@ -6,9 +6,9 @@ import StoreKitWire
 
 // Reading Xcode's `.storekit` format (JSON, format versions 1.x–5.x).
 //
-// The file is parsed by a small JSON parser of our own rather than JSONSerialization: it reports
-// syntax errors by line and column on every platform, keeps numbers as written (prices stay exact
-// decimals, booleans never pass for numbers) and rejects duplicate keys. The decoder then walks the
+// The file is parsed by StoreKitWire's JSON parser (`JSONValue.parse`): syntax errors by line and
+// column, numbers kept as written (prices stay exact decimals, booleans never pass for numbers),
+// duplicate keys rejected. The decoder then walks the
 // tree keeping a JSON path (`subscriptionGroups[0].subscriptions[1].recurringSubscriptionPeriod`)
 // so that every complaint names the offending value. Unknown keys are ignored, as Xcode does.
 //
@@ -23,11 +23,12 @@ import StoreKitWire
 extension Catalog {
     /// Parses the contents of a `.storekit` file; `path` is only used in errors and kept in `path`.
     public init(json: Data, path: String) throws(CatalogError) {
-        let root: StoreKitJSON
+        let bytes = [UInt8](json)
+        let root: JSONValue
         do {
-            root = try StoreKitJSONParser.parse([UInt8](json))
+            root = try JSONValue.parse(bytes)
         } catch {
-            let (line, column) = StoreKitJSONParser.lineAndColumn(of: error.offset, in: [UInt8](json))
+            let (line, column) = error.lineAndColumn(in: bytes)
             throw CatalogError(path: path, location: "line \(line) column \(column)", reason: error.reason)
         }
         self = try StoreKitFileDecoder(path: path).catalog(from: root)
@@ -40,7 +41,7 @@ extension Catalog {
 private struct StoreKitFileDecoder {
     let path: String
 
-    func catalog(from root: StoreKitJSON) throws(CatalogError) -> Catalog {
+    func catalog(from root: JSONValue) throws(CatalogError) -> Catalog {
         let top = try object(root, at: "")
         var products: [CatalogProduct] = []
         var firstSeen: [String: String] = [:]   // product id → location of its productID
@@ -116,7 +117,7 @@ private struct StoreKitFileDecoder {
     }
 
     private func product(
-        _ value: StoreKitJSON, at location: String, allowed: [ProductRecord.Kind], defaultLevel: Int? = nil
+        _ value: JSONValue, at location: String, allowed: [ProductRecord.Kind], defaultLevel: Int? = nil
     ) throws(CatalogError) -> CatalogProduct {
         let fields = try object(value, at: location)
         let id = try requiredString(fields, "productID", at: location)
@@ -156,7 +157,7 @@ private struct StoreKitFileDecoder {
     }
 
     /// `displayPrice` (a string in every known format; a number is accepted too), else `price`.
-    private func price(_ fields: [String: StoreKitJSON], at location: String) throws(CatalogError) -> (Decimal, Int64, String) {
+    private func price(_ fields: [String: JSONValue], at location: String) throws(CatalogError) -> (Decimal, Int64, String) {
         let key = !isPresent(fields, "displayPrice") && isPresent(fields, "price") ? "price" : "displayPrice"
         let priceLocation = join(location, key)
         let text: String
@@ -172,7 +173,7 @@ private struct StoreKitFileDecoder {
         return (parsed.decimal, parsed.cents, text)
     }
 
-    private func localizations(_ fields: [String: StoreKitJSON], at location: String) throws(CatalogError) -> [CatalogProduct.Localization] {
+    private func localizations(_ fields: [String: JSONValue], at location: String) throws(CatalogError) -> [CatalogProduct.Localization] {
         try array(fields, "localizations", at: location).enumerated().map { (position, element) throws(CatalogError) in
             let here = "\(join(location, "localizations"))[\(position)]"
             let entry = try object(element, at: here)
@@ -186,7 +187,7 @@ private struct StoreKitFileDecoder {
     // MARK: Offers
 
     /// `introductoryOffer` (an object or null); format 5 files also list `introductoryOffers`.
-    private func introductoryOffer(_ fields: [String: StoreKitJSON], at location: String) throws(CatalogError) -> SubscriptionOffer? {
+    private func introductoryOffer(_ fields: [String: JSONValue], at location: String) throws(CatalogError) -> SubscriptionOffer? {
         if let single = fields["introductoryOffer"], !single.isNull {
             return try offer(single, at: join(location, "introductoryOffer"))
         }
@@ -196,7 +197,7 @@ private struct StoreKitFileDecoder {
         return nil
     }
 
-    private func offer(_ value: StoreKitJSON, at location: String) throws(CatalogError) -> SubscriptionOffer {
+    private func offer(_ value: JSONValue, at location: String) throws(CatalogError) -> SubscriptionOffer {
         let fields = try object(value, at: location)
         let modeText = try requiredString(fields, "paymentMode", at: location)
         let mode: String
@@ -221,7 +222,7 @@ private struct StoreKitFileDecoder {
             periodCount: count, displayPrice: displayPrice, priceCents: cents)
     }
 
-    private func period(_ fields: [String: StoreKitJSON], _ key: String, at location: String, required: Bool) throws(CatalogError) -> SubscriptionPeriod? {
+    private func period(_ fields: [String: JSONValue], _ key: String, at location: String, required: Bool) throws(CatalogError) -> SubscriptionPeriod? {
         let text = required ? try requiredString(fields, key, at: location) : try optionalString(fields, key, at: location)
         guard let text else { return nil }
         guard let period = SubscriptionPeriod(iso8601: text) else {
@@ -237,8 +238,8 @@ private struct StoreKitFileDecoder {
 
     /// Settings come from the `settings` object; keys at the top level (older files) apply too,
     /// with `settings` winning when both have one.
-    private func settings(_ top: [String: StoreKitJSON], knownProducts: [String: String]) throws(CatalogError) -> CatalogSettings {
-        var merged: [String: (value: StoreKitJSON, location: String)] = [:]
+    private func settings(_ top: [String: JSONValue], knownProducts: [String: String]) throws(CatalogError) -> CatalogSettings {
+        var merged: [String: (value: JSONValue, location: String)] = [:]
         for (key, value) in top where key.hasPrefix("_") { merged[key] = (value, key) }
         if let block = top["settings"], !block.isNull {
             for (key, value) in try object(block, at: "settings") { merged[key] = (value, "settings.\(key)") }
@@ -312,7 +313,7 @@ private struct StoreKitFileDecoder {
         CatalogError(path: path, location: location.isEmpty ? "top level" : location, reason: reason)
     }
 
-    private func expected(_ what: String, _ found: StoreKitJSON, at location: String) -> CatalogError {
+    private func expected(_ what: String, _ found: JSONValue, at location: String) -> CatalogError {
         fail(location, "expected \(what), found \(found.kindDescription)")
     }
 
@@ -321,17 +322,18 @@ private struct StoreKitFileDecoder {
     }
 
     /// The key is there and not null.
-    private func isPresent(_ fields: [String: StoreKitJSON], _ key: String) -> Bool {
+    private func isPresent(_ fields: [String: JSONValue], _ key: String) -> Bool {
         fields[key].map { !$0.isNull } ?? false
     }
 
-    private func object(_ value: StoreKitJSON, at location: String) throws(CatalogError) -> [String: StoreKitJSON] {
-        guard case .object(let fields) = value else { throw expected("an object", value, at: location) }
+    private func object(_ value: JSONValue, at location: String) throws(CatalogError) -> [String: JSONValue] {
+        guard case .object(let members) = value else { throw expected("an object", value, at: location) }
+        let fields = Dictionary(members, uniquingKeysWith: { first, _ in first })  // the parser refuses duplicates
         return fields
     }
 
     /// The array under `key`; absent or null is an empty array.
-    private func array(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> [StoreKitJSON] {
+    private func array(_ fields: [String: JSONValue], _ key: String, at location: String) throws(CatalogError) -> [JSONValue] {
         switch fields[key] {
         case nil, .null?: return []
         case .array(let elements)?: return elements
@@ -339,14 +341,14 @@ private struct StoreKitFileDecoder {
         }
     }
 
-    private func requiredString(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> String {
+    private func requiredString(_ fields: [String: JSONValue], _ key: String, at location: String) throws(CatalogError) -> String {
         guard let text = try optionalString(fields, key, at: location) else {
             throw fail(join(location, key), "missing required key \"\(key)\"")
         }
         return text
     }
 
-    private func optionalString(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> String? {
+    private func optionalString(_ fields: [String: JSONValue], _ key: String, at location: String) throws(CatalogError) -> String? {
         switch fields[key] {
         case nil, .null?: return nil
         case .string(let text)? where text.utf8.contains(0):
@@ -357,7 +359,7 @@ private struct StoreKitFileDecoder {
         }
     }
 
-    private func optionalBool(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> Bool? {
+    private func optionalBool(_ fields: [String: JSONValue], _ key: String, at location: String) throws(CatalogError) -> Bool? {
         switch fields[key] {
         case nil, .null?: return nil
         case .bool(let flag)?: return flag
@@ -365,7 +367,7 @@ private struct StoreKitFileDecoder {
         }
     }
 
-    private func optionalInt(_ fields: [String: StoreKitJSON], _ key: String, at location: String) throws(CatalogError) -> Int? {
+    private func optionalInt(_ fields: [String: JSONValue], _ key: String, at location: String) throws(CatalogError) -> Int? {
         switch fields[key] {
         case nil, .null?: return nil
         case .number(let text)?:
@@ -403,305 +405,5 @@ private enum PriceText {
         var cents = value(whole) * 100 + value(padded[0 ..< 2])
         if padded[2] >= UInt8(ascii: "5") { cents += 1 }
         return (decimal, cents)
-    }
-}
-
-// MARK: - JSON
-
-/// A parsed JSON value. Numbers keep their source text.
-private enum StoreKitJSON: Sendable {
-    case null
-    case bool(Bool)
-    case number(String)
-    case string(String)
-    case array([StoreKitJSON])
-    case object([String: StoreKitJSON])
-
-    var isNull: Bool {
-        if case .null = self { return true }
-        return false
-    }
-
-    /// "a string", "null", … for error messages.
-    var kindDescription: String {
-        switch self {
-        case .null: "null"
-        case .bool(let flag): "\(flag)"
-        case .number(let text): "the number \(text)"
-        case .string(let text): "the string \"\(text.count > 40 ? String(text.prefix(40)) + "…" : text)\""
-        case .array: "an array"
-        case .object: "an object"
-        }
-    }
-}
-
-private struct StoreKitJSONSyntaxError: Error {
-    /// Byte offset into the input.
-    var offset: Int
-    var reason: String
-}
-
-/// A strict RFC 8259 parser (plus a leading UTF-8 byte order mark) over bytes.
-private struct StoreKitJSONParser {
-    private let bytes: [UInt8]
-    private var position = 0
-    private var depth = 0
-    private static let maximumDepth = 256
-
-    private init(bytes: [UInt8]) { self.bytes = bytes }
-
-    static func parse(_ bytes: [UInt8]) throws(StoreKitJSONSyntaxError) -> StoreKitJSON {
-        var parser = StoreKitJSONParser(bytes: bytes)
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.position = 3 }
-        parser.skipWhitespace()
-        guard parser.position < bytes.count else { throw StoreKitJSONSyntaxError(offset: parser.position, reason: "the file is empty, expected a JSON object") }
-        let value = try parser.value()
-        parser.skipWhitespace()
-        guard parser.position == bytes.count else {
-            throw StoreKitJSONSyntaxError(offset: parser.position, reason: "unexpected \(parser.describeCurrent()) after the end of the JSON value")
-        }
-        return value
-    }
-
-    /// 1-based line and column (in characters) of a byte offset.
-    static func lineAndColumn(of offset: Int, in bytes: [UInt8]) -> (line: Int, column: Int) {
-        var line = 1
-        var column = 1
-        for byte in bytes[..<min(offset, bytes.count)] {
-            if byte == UInt8(ascii: "\n") {
-                line += 1
-                column = 1
-            } else if byte & 0xC0 != 0x80 {
-                column += 1
-            }
-        }
-        return (line, column)
-    }
-
-    private mutating func skipWhitespace() {
-        while position < bytes.count {
-            switch bytes[position] {
-            case 0x20, 0x09, 0x0A, 0x0D: position += 1
-            default: return
-            }
-        }
-    }
-
-    private func describeCurrent() -> String {
-        guard position < bytes.count else { return "end of file" }
-        let byte = bytes[position]
-        if byte >= 0x21 && byte < 0x7F { return "character '\(Character(Unicode.Scalar(byte)))'" }
-        return "byte " + Self.hex(byte)
-    }
-
-    /// `0x0A`: a byte as two upper-case hexadecimal digits.
-    private static func hex(_ byte: UInt8) -> String {
-        "0x" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16, uppercase: true)
-    }
-
-    private func error(_ reason: String) -> StoreKitJSONSyntaxError {
-        StoreKitJSONSyntaxError(offset: position, reason: reason)
-    }
-
-    private mutating func value() throws(StoreKitJSONSyntaxError) -> StoreKitJSON {
-        guard position < bytes.count else { throw error("unexpected end of file, expected a value") }
-        switch bytes[position] {
-        case UInt8(ascii: "{"): return try object()
-        case UInt8(ascii: "["): return try array()
-        case UInt8(ascii: "\""): return .string(try string())
-        case UInt8(ascii: "t"): try literal("true"); return .bool(true)
-        case UInt8(ascii: "f"): try literal("false"); return .bool(false)
-        case UInt8(ascii: "n"): try literal("null"); return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0") ... UInt8(ascii: "9"): return .number(try number())
-        default: throw error("unexpected \(describeCurrent()), expected a value")
-        }
-    }
-
-    private mutating func enter() throws(StoreKitJSONSyntaxError) {
-        depth += 1
-        if depth > Self.maximumDepth { throw error("nesting deeper than \(Self.maximumDepth) levels") }
-    }
-
-    private mutating func object() throws(StoreKitJSONSyntaxError) -> StoreKitJSON {
-        try enter()
-        position += 1
-        var fields: [String: StoreKitJSON] = [:]
-        skipWhitespace()
-        if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
-            position += 1
-            depth -= 1
-            return .object(fields)
-        }
-        while true {
-            skipWhitespace()
-            guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else {
-                throw error("unexpected \(describeCurrent()), expected a string key")
-            }
-            let keyStart = position
-            let key = try string()
-            skipWhitespace()
-            guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
-                throw error("unexpected \(describeCurrent()), expected ':' after an object key")
-            }
-            position += 1
-            skipWhitespace()
-            let member = try value()
-            if fields.updateValue(member, forKey: key) != nil {
-                throw StoreKitJSONSyntaxError(offset: keyStart, reason: "duplicate key \"\(key)\"")
-            }
-            skipWhitespace()
-            guard position < bytes.count else { throw error("unexpected end of file, expected ',' or '}'") }
-            switch bytes[position] {
-            case UInt8(ascii: ","): position += 1
-            case UInt8(ascii: "}"):
-                position += 1
-                depth -= 1
-                return .object(fields)
-            default: throw error("unexpected \(describeCurrent()), expected ',' or '}'")
-            }
-        }
-    }
-
-    private mutating func array() throws(StoreKitJSONSyntaxError) -> StoreKitJSON {
-        try enter()
-        position += 1
-        var elements: [StoreKitJSON] = []
-        skipWhitespace()
-        if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
-            position += 1
-            depth -= 1
-            return .array(elements)
-        }
-        while true {
-            skipWhitespace()
-            elements.append(try value())
-            skipWhitespace()
-            guard position < bytes.count else { throw error("unexpected end of file, expected ',' or ']'") }
-            switch bytes[position] {
-            case UInt8(ascii: ","): position += 1
-            case UInt8(ascii: "]"):
-                position += 1
-                depth -= 1
-                return .array(elements)
-            default: throw error("unexpected \(describeCurrent()), expected ',' or ']'")
-            }
-        }
-    }
-
-    private mutating func literal(_ word: String) throws(StoreKitJSONSyntaxError) {
-        let expected = Array(word.utf8)
-        guard bytes.count - position >= expected.count, bytes[position ..< position + expected.count].elementsEqual(expected) else {
-            throw error("unexpected \(describeCurrent()), expected a value")
-        }
-        position += expected.count
-    }
-
-    private mutating func number() throws(StoreKitJSONSyntaxError) -> String {
-        let start = position
-        func digits(_ parser: inout StoreKitJSONParser) -> Int {
-            let from = parser.position
-            while parser.position < parser.bytes.count, (UInt8(ascii: "0") ... UInt8(ascii: "9")).contains(parser.bytes[parser.position]) {
-                parser.position += 1
-            }
-            return parser.position - from
-        }
-        if bytes[position] == UInt8(ascii: "-") { position += 1 }
-        let integerStart = position
-        let integerDigits = digits(&self)
-        guard integerDigits > 0 else { throw error("invalid number: expected a digit") }
-        if integerDigits > 1 && bytes[integerStart] == UInt8(ascii: "0") {
-            throw StoreKitJSONSyntaxError(offset: integerStart, reason: "invalid number: leading zero")
-        }
-        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
-            position += 1
-            guard digits(&self) > 0 else { throw error("invalid number: expected a digit after '.'") }
-        }
-        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
-            position += 1
-            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
-            guard digits(&self) > 0 else { throw error("invalid number: expected a digit in the exponent") }
-        }
-        return String(decoding: bytes[start ..< position], as: UTF8.self)
-    }
-
-    private mutating func string() throws(StoreKitJSONSyntaxError) -> String {
-        let open = position
-        position += 1
-        var buffer: [UInt8] = []
-        while true {
-            let runStart = position
-            while position < bytes.count, bytes[position] != UInt8(ascii: "\""), bytes[position] != UInt8(ascii: "\\"), bytes[position] >= 0x20 {
-                position += 1
-            }
-            buffer.append(contentsOf: bytes[runStart ..< position])
-            guard position < bytes.count else {
-                throw StoreKitJSONSyntaxError(offset: open, reason: "unterminated string")
-            }
-            switch bytes[position] {
-            case UInt8(ascii: "\""):
-                position += 1
-                guard let text = String(validating: buffer, as: UTF8.self) else {
-                    throw StoreKitJSONSyntaxError(offset: open, reason: "string is not valid UTF-8")
-                }
-                return text
-            case UInt8(ascii: "\\"):
-                try escape(into: &buffer)
-            default:
-                throw error("control character \(Self.hex(bytes[position])) in a string (escape it)")
-            }
-        }
-    }
-
-    private mutating func escape(into buffer: inout [UInt8]) throws(StoreKitJSONSyntaxError) {
-        position += 1
-        guard position < bytes.count else { throw error("unterminated string") }
-        let letter = bytes[position]
-        position += 1
-        switch letter {
-        case UInt8(ascii: "\""): buffer.append(UInt8(ascii: "\""))
-        case UInt8(ascii: "\\"): buffer.append(UInt8(ascii: "\\"))
-        case UInt8(ascii: "/"): buffer.append(UInt8(ascii: "/"))
-        case UInt8(ascii: "b"): buffer.append(0x08)
-        case UInt8(ascii: "f"): buffer.append(0x0C)
-        case UInt8(ascii: "n"): buffer.append(0x0A)
-        case UInt8(ascii: "r"): buffer.append(0x0D)
-        case UInt8(ascii: "t"): buffer.append(0x09)
-        case UInt8(ascii: "u"):
-            var code = try hex4()
-            if (0xD800 ... 0xDBFF).contains(code) {
-                guard bytes.count - position >= 6, bytes[position] == UInt8(ascii: "\\"), bytes[position + 1] == UInt8(ascii: "u") else {
-                    throw error("unpaired UTF-16 surrogate in \\u escape")
-                }
-                position += 2
-                let low = try hex4()
-                guard (0xDC00 ... 0xDFFF).contains(low) else { throw error("unpaired UTF-16 surrogate in \\u escape") }
-                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-            } else if (0xDC00 ... 0xDFFF).contains(code) {
-                throw error("unpaired UTF-16 surrogate in \\u escape")
-            }
-            guard let scalar = Unicode.Scalar(code) else { throw error("invalid \\u escape") }
-            buffer.append(contentsOf: Array(String(Character(scalar)).utf8))
-        default:
-            position -= 1
-            throw error("invalid escape sequence in a string")
-        }
-    }
-
-    private mutating func hex4() throws(StoreKitJSONSyntaxError) -> UInt32 {
-        guard bytes.count - position >= 4 else { throw error("incomplete \\u escape") }
-        var code: UInt32 = 0
-        for _ in 0 ..< 4 {
-            let byte = bytes[position]
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0") ... UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a") ... UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A") ... UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default: throw error("invalid hex digit in \\u escape")
-            }
-            code = code << 4 | UInt32(digit)
-            position += 1
-        }
-        return code
     }
 }

@@ -1,9 +1,13 @@
-/// A tiny JSON document model and serializer, for the control plane's `-o json` output.
-/// (Kept here, without Foundation, so the daemon and the CLI agree on one spelling.)
+/// The project's one JSON type: the control plane's documents (built by the daemon, read by
+/// storekitctl), the claims a JWS signs, and parsed `.storekit` files (JSONParser.swift). Kept
+/// here, without Foundation, so the daemon and the CLI agree on one spelling. Members keep their
+/// order; numbers built in code are `.int`, numbers parsed keep the text they were written as.
 public indirect enum JSONValue: Sendable, Equatable {
     case null
     case bool(Bool)
     case int(Int64)
+    /// A number as written in a parsed document (`0.99`, `1e3`, `42`); written back verbatim.
+    case number(String)
     case string(String)
     case array([JSONValue])
     case object([(String, JSONValue)])
@@ -33,6 +37,7 @@ public indirect enum JSONValue: Sendable, Equatable {
         case .null: output.append(contentsOf: "null".utf8)
         case .bool(let value): output.append(contentsOf: (value ? "true" : "false").utf8)
         case .int(let value): output.append(contentsOf: String(value).utf8)
+        case .number(let text): output.append(contentsOf: text.utf8)
         case .string(let value): Self.writeString(value, to: &output)
         case .array(let values):
             output.append(UInt8(ascii: "["))

@@ -1,3 +1,5 @@
+import StoreKitWire
+
 /// `storekitctl backup FILE`: an online, consistent copy of the daemon's database.
 struct BackupCommand: Subcommand {
     static let name = "backup"
@@ -22,5 +24,5 @@ struct BackupCommand: Subcommand {
         }
     }
     var request: (command: String, arguments: [String]) { ("backup", ["path=\(path)"]) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }

@@ -1,3 +1,5 @@
+import StoreKitWire
+
 /// `storekitctl status`: the daemon's counters.
 struct StatusCommand: Subcommand {
     static let name = "status"
@@ -5,7 +7,7 @@ struct StatusCommand: Subcommand {
     static let usage = "Usage: storekitctl status [-o json]\n\nShows the database, connections, observers and unfinished transactions."
     init(_ arguments: inout ArgumentList) throws(UsageError) {}
     var request: (command: String, arguments: [String]) { ("status", []) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl apps`: registered apps.
@@ -15,7 +17,7 @@ struct AppsCommand: Subcommand {
     static let usage = "Usage: storekitctl apps [-o json]\n\nLists the apps registered in apps.d with their catalogues."
     init(_ arguments: inout ArgumentList) throws(UsageError) {}
     var request: (command: String, arguments: [String]) { ("apps", []) }
-    func renderTable(_ json: Any) -> String {
+    func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("app", "app"), ("products", "products"), ("catalog", "catalog")]).render(json)
     }
 }
@@ -28,7 +30,7 @@ struct ProductsCommand: Subcommand {
     let app: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { app = try arguments.positional("APP") }
     var request: (command: String, arguments: [String]) { ("products", ["app=\(app)"]) }
-    func renderTable(_ json: Any) -> String {
+    func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("product", "productIdentifier"), ("type", "type"), ("price", "displayPrice"),
                         ("title", "localizedTitle")]).render(json)
     }
@@ -50,7 +52,7 @@ struct TransactionsCommand: Subcommand {
         if list.flag("--unfinished") { arguments.append("unfinished=1") }
     }
     var request: (command: String, arguments: [String]) { ("transactions", arguments) }
-    func renderTable(_ json: Any) -> String {
+    func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("id", "transactionIdentifier"), ("uid", "uid"), ("app", "app"), ("product", "productIdentifier"),
                         ("state", "state"), ("finished", "finished"), ("seq", "sequence"),
                         ("date", "transactionDate")]).render(json)
@@ -76,5 +78,5 @@ struct BuyCommand: Subcommand {
         if let quantity { arguments.append("quantity=\(quantity)") }
     }
     var request: (command: String, arguments: [String]) { ("buy", arguments) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }

@@ -1,3 +1,5 @@
+import StoreKitWire
+
 /// `storekitctl migrate CONNINFO`: the daemon copies its SQLite ledger into PostgreSQL.
 struct MigrateCommand: Subcommand {
     static let name = "migrate"
@@ -31,15 +33,15 @@ struct MigrateCommand: Subcommand {
     }
     var request: (command: String, arguments: [String]) { ("migrate", ["conninfo=\(conninfo)"]) }
 
-    func renderTable(_ json: Any) -> String {
-        guard let report = json as? [String: Any] else { return "\(json)\n" }
+    func renderTable(_ json: JSONValue) -> String {
+        guard case .object(let report) = json else { return json.serialized() + "\n" }
         var text = Table(columns: [("table", "table"), ("rows", "rows"), ("copied", "copied"), ("present", "present"),
-                                   ("checksum", "checksum")]).render(report["tables"] ?? [])
-        text += "\n" + renderKeyValues(report.filter { ["database", "host", "schema", "checksum"].contains($0.key) })
-        if let kept = report["settingsKept"] as? [String], !kept.isEmpty {
-            text += "settings kept as the database had them: " + kept.joined(separator: ", ") + "\n"
+                                   ("checksum", "checksum")]).render(json["tables"] ?? .array([]))
+        text += "\n" + renderKeyValues(.object(report.filter { ["database", "host", "schema", "checksum"].contains($0.0) }))
+        if case .array(let kept)? = json["settingsKept"], !kept.isEmpty {
+            text += "settings kept as the database had them: " + kept.map { $0.string ?? $0.serialized() }.joined(separator: ", ") + "\n"
         }
-        if let message = report["message"] as? String { text += message + "\n" }
+        if let message = json["message"]?.string { text += message + "\n" }
         return text
     }
 }

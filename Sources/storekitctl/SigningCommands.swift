@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import StoreKitWire
 
 /// `storekitctl certificate [--der]`: the root certificate apps and servers verify against.
 struct CertificateCommand: Subcommand {
@@ -14,11 +15,11 @@ struct CertificateCommand: Subcommand {
     let der: Bool
     init(_ arguments: inout ArgumentList) throws(UsageError) { der = arguments.flag("--der") }
     var request: (command: String, arguments: [String]) { ("certificate", []) }
-    func renderTable(_ json: Any) -> String {
-        (json as? [String: Any])?["pem"] as? String ?? ""
+    func renderTable(_ json: JSONValue) -> String {
+        json["pem"]?.string ?? ""
     }
-    func renderBytes(_ json: Any) -> [UInt8]? {
-        guard der, let base64 = (json as? [String: Any])?["der"] as? String, let data = Data(base64Encoded: base64) else { return nil }
+    func renderBytes(_ json: JSONValue) -> [UInt8]? {
+        guard der, let base64 = json["der"]?.string, let data = Data(base64Encoded: base64) else { return nil }
         return [UInt8](data)
     }
 }
@@ -43,10 +44,9 @@ struct RotateKeyCommand: Subcommand {
     let chain: Bool
     init(_ arguments: inout ArgumentList) throws(UsageError) { chain = arguments.flag("--chain") }
     var request: (command: String, arguments: [String]) { ("rotate-key", chain ? ["chain=1"] : []) }
-    func renderTable(_ json: Any) -> String {
-        let fields = json as? [String: Any]
-        let expires = "New signing certificate, valid until \(fields?["expires"] as? String ?? "?")\n"
-        guard chain, let root = fields?["root"] as? String else { return expires }
+    func renderTable(_ json: JSONValue) -> String {
+        let expires = "New signing certificate, valid until \(json["expires"]?.string ?? "?")\n"
+        guard chain, let root = json["root"]?.string else { return expires }
         return expires + "New root certificate (give it to every app and server that verifies purchases):\n" + root
     }
 }
@@ -68,5 +68,5 @@ struct ReceiptCommand: Subcommand {
         if let uid { arguments.append("uid=\(uid)") }
     }
     var request: (command: String, arguments: [String]) { ("receipt", arguments) }
-    func renderTable(_ json: Any) -> String { ((json as? [String: Any])?["receipt"] as? String ?? "") + "\n" }
+    func renderTable(_ json: JSONValue) -> String { (json["receipt"]?.string ?? "") + "\n" }
 }

@@ -1,3 +1,5 @@
+import StoreKitWire
+
 // The simulated store's commands (what Xcode's SKTestSession can do), one type per command.
 // Each turns its command line into `key=value` arguments for the daemon's control plane.
 
@@ -36,7 +38,7 @@ struct ApproveCommand: Subcommand {
     let id: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { id = try arguments.transactionID() }
     var request: (command: String, arguments: [String]) { ("approve", ["id=\(id)"]) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl decline TRANSACTION`.
@@ -52,7 +54,7 @@ struct DeclineCommand: Subcommand {
     let id: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { id = try arguments.transactionID() }
     var request: (command: String, arguments: [String]) { ("decline", ["id=\(id)"]) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl resolve TRANSACTION`.
@@ -71,7 +73,7 @@ struct ResolveCommand: Subcommand {
     let id: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { id = try arguments.transactionID() }
     var request: (command: String, arguments: [String]) { ("resolve", ["id=\(id)"]) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl refund TRANSACTION [--reason N]`.
@@ -93,7 +95,7 @@ struct RefundCommand: Subcommand {
         if let reason { arguments.append("reason=\(reason)") }
     }
     var request: (command: String, arguments: [String]) { ("refund", arguments) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl expire`.
@@ -110,7 +112,7 @@ struct ExpireCommand: Subcommand {
     var arguments: [String] = []
     init(_ list: inout ArgumentList) throws(UsageError) { arguments = try subscriptionArguments(&list) }
     var request: (command: String, arguments: [String]) { ("expire", arguments) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl renew`.
@@ -128,7 +130,7 @@ struct RenewCommand: Subcommand {
     var arguments: [String] = []
     init(_ list: inout ArgumentList) throws(UsageError) { arguments = try subscriptionArguments(&list) }
     var request: (command: String, arguments: [String]) { ("renew", arguments) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl auto-renew on|off`.
@@ -148,7 +150,7 @@ struct AutoRenewCommand: Subcommand {
         arguments = ["enabled=\(on ? "on" : "off")"] + (try subscriptionArguments(&list, uid: uid))
     }
     var request: (command: String, arguments: [String]) { ("auto-renew", arguments) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl subscriptions`.
@@ -167,7 +169,7 @@ struct SubscriptionsCommand: Subcommand {
         if let app = list.optionalPositional() { arguments.append("app=\(app)") }
     }
     var request: (command: String, arguments: [String]) { ("subscriptions", arguments) }
-    func renderTable(_ json: Any) -> String {
+    func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("original", "originalTransactionIdentifier"), ("uid", "uid"), ("product", "productIdentifier"),
                         ("state", "state"), ("expires", "expiresDate"), ("renew", "willAutoRenew"),
                         ("renewals", "renewalCount"), ("next event", "nextEventDate")]).render(json)
@@ -175,7 +177,7 @@ struct SubscriptionsCommand: Subcommand {
 }
 
 /// A switch command: `NAME on|off`.
-private func switchesTable(_ json: Any) -> String { renderKeyValues(json) }
+private func switchesTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 
 /// `storekitctl billing-issue on|off [--grace on|off]`.
 struct BillingIssueCommand: Subcommand {
@@ -197,7 +199,7 @@ struct BillingIssueCommand: Subcommand {
         arguments.insert("enabled=\(try list.onOff("billing-issue") ? "on" : "off")", at: 0)
     }
     var request: (command: String, arguments: [String]) { ("billing-issue", arguments) }
-    func renderTable(_ json: Any) -> String { switchesTable(json) }
+    func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
 /// `storekitctl interrupted on|off`.
@@ -214,7 +216,7 @@ struct InterruptedCommand: Subcommand {
     let on: Bool
     init(_ list: inout ArgumentList) throws(UsageError) { on = try list.onOff("interrupted") }
     var request: (command: String, arguments: [String]) { ("interrupted", ["enabled=\(on ? "on" : "off")"]) }
-    func renderTable(_ json: Any) -> String { switchesTable(json) }
+    func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
 /// `storekitctl ask-to-buy on|off [--uid N]`.
@@ -236,7 +238,7 @@ struct AskToBuyCommand: Subcommand {
         if let uid { arguments.append("uid=\(uid)") }
     }
     var request: (command: String, arguments: [String]) { ("ask-to-buy", arguments) }
-    func renderTable(_ json: Any) -> String { switchesTable(json) }
+    func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
 /// `storekitctl fail-next CODE [--count N]`.
@@ -259,7 +261,7 @@ struct FailNextCommand: Subcommand {
         arguments.insert("code=\(try list.positional("CODE"))", at: 0)
     }
     var request: (command: String, arguments: [String]) { ("fail-next", arguments) }
-    func renderTable(_ json: Any) -> String { switchesTable(json) }
+    func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
 /// `storekitctl switches`.
@@ -273,7 +275,7 @@ struct SwitchesCommand: Subcommand {
         """
     init(_ arguments: inout ArgumentList) throws(UsageError) {}
     var request: (command: String, arguments: [String]) { ("switches", []) }
-    func renderTable(_ json: Any) -> String { switchesTable(json) }
+    func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
 /// `storekitctl reset`.
@@ -289,7 +291,7 @@ struct ResetCommand: Subcommand {
         """
     init(_ arguments: inout ArgumentList) throws(UsageError) {}
     var request: (command: String, arguments: [String]) { ("reset", []) }
-    func renderTable(_ json: Any) -> String { switchesTable(json) }
+    func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
 /// `storekitctl storefront [show | set CODE]`.
@@ -312,7 +314,7 @@ struct StorefrontCommand: Subcommand {
         }
     }
     var request: (command: String, arguments: [String]) { ("storefront", arguments) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl promote APP PRODUCT [--uid N]`.
@@ -333,7 +335,7 @@ struct PromoteCommand: Subcommand {
         if let uid { arguments.append("uid=\(uid)") }
     }
     var request: (command: String, arguments: [String]) { ("promote", arguments) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl clock show | advance DURATION | rate NAME`.
@@ -365,7 +367,7 @@ struct ClockCommand: Subcommand {
         }
     }
     var request: (command: String, arguments: [String]) { ("clock", arguments) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
 /// `storekitctl entitlements APP [--uid N]`.
@@ -386,7 +388,7 @@ struct EntitlementsCommand: Subcommand {
         if let uid { arguments.append("uid=\(uid)") }
     }
     var request: (command: String, arguments: [String]) { ("entitlements", arguments) }
-    func renderTable(_ json: Any) -> String { Table(columns: transactionColumns).render(json) }
+    func renderTable(_ json: JSONValue) -> String { Table(columns: transactionColumns).render(json) }
 }
 
 /// `storekitctl history [APP] [--uid N] [--product P]`.
@@ -406,7 +408,7 @@ struct HistoryCommand: Subcommand {
         if let app = list.optionalPositional() { arguments.append("app=\(app)") }
     }
     var request: (command: String, arguments: [String]) { ("history", arguments) }
-    func renderTable(_ json: Any) -> String { Table(columns: transactionColumns).render(json) }
+    func renderTable(_ json: JSONValue) -> String { Table(columns: transactionColumns).render(json) }
 }
 
 /// `storekitctl clear (APP | --all) [--uid N]`.
@@ -434,5 +436,5 @@ struct ClearCommand: Subcommand {
         }
     }
     var request: (command: String, arguments: [String]) { ("clear", arguments) }
-    func renderTable(_ json: Any) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }

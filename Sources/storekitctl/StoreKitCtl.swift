@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import StoreKitConnection
 import StoreKitWire
 
@@ -16,13 +17,13 @@ protocol Subcommand: Sendable {
     static var usage: String { get }
     init(_ arguments: inout ArgumentList) throws(UsageError)
     var request: (command: String, arguments: [String]) { get }
-    func renderTable(_ json: Any) -> String
+    func renderTable(_ json: JSONValue) -> String
     /// Binary output instead of text (`certificate --der`); nil for text.
-    func renderBytes(_ json: Any) -> [UInt8]?
+    func renderBytes(_ json: JSONValue) -> [UInt8]?
 }
 
 extension Subcommand {
-    func renderBytes(_ json: Any) -> [UInt8]? { nil }
+    func renderBytes(_ json: JSONValue) -> [UInt8]? { nil }
 }
 
 enum OutputFormat: String {
@@ -51,7 +52,7 @@ enum StoreKitCtl {
 
             """
         for command in subcommands {
-            text += "  " + command.name.padding(toLength: 14, withPad: " ", startingAt: 0) + command.summary + "\n"
+            text += "  " + command.name.padded(to: 14) + command.summary + "\n"
         }
         text += """
 
@@ -96,7 +97,7 @@ enum StoreKitCtl {
             command = try type.init(&arguments)
             if let extra = arguments.first { throw UsageError("unexpected argument '\(extra)' for \(name)") }
         } catch {
-            FileHandle.standardError.write(Data("storekitctl: \(error.message)\n\n\(usage)".utf8))
+            writeStandardError("storekitctl: \(error.message)\n\n\(usage)")
             return 64
         }
         let path = socket ?? SocketLocation.controlSocket(environment: ProcessInfo.processInfo.environment)
@@ -110,29 +111,30 @@ enum StoreKitCtl {
                 case .controlResult(_, let code, let message, let json):
                     if code != .ok {
                         if format == .json { print(json) }
-                        FileHandle.standardError.write(Data("storekitctl: \(message)\n".utf8))
+                        writeStandardError("storekitctl: \(message)\n")
                         return 1
                     }
                     switch format {
                     case .json: print(json)
                     case .table:
-                        let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed])) ?? NSNull()
+                        // The daemon's documents are JSON; were one not, the table shows its text.
+                        let object = (try? JSONValue.parse(Array(json.utf8))) ?? .string(json)
                         if let bytes = command.renderBytes(object) {
-                            FileHandle.standardOutput.write(Data(bytes))
+                            writeStandardOutput(bytes)
                         } else {
                             print(command.renderTable(object), terminator: "")
                         }
                     }
                     return 0
                 case .result(_, let code, _, _, let message) where code != .ok:
-                    FileHandle.standardError.write(Data("storekitctl: \(message)\n".utf8))
+                    writeStandardError("storekitctl: \(message)\n")
                     return 1
                 default:
                     continue
                 }
             }
         } catch {
-            FileHandle.standardError.write(Data("storekitctl: \(error)\(Self.hint(for: error, path: path))\n".utf8))
+            writeStandardError("storekitctl: \(error)\(Self.hint(for: error, path: path))\n")
             return 1
         }
     }
@@ -180,6 +182,29 @@ enum StoreKitCtl {
         default:
             return ""
         }
+    }
+}
+
+/// Writes all of `bytes` to standard output (binary output: `certificate --der`), after what
+/// `print` buffered.
+func writeStandardOutput(_ bytes: [UInt8]) {
+    fflush(nil)
+    writeAll(bytes, to: STDOUT_FILENO)
+}
+
+/// Writes `text` to standard error.
+func writeStandardError(_ text: String) {
+    writeAll(Array(text.utf8), to: STDERR_FILENO)
+}
+
+/// write(2) until all of `bytes` is written, or the descriptor fails (nothing else to tell then).
+private func writeAll(_ bytes: [UInt8], to descriptor: Int32) {
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return }
+        offset += written
     }
 }
 

@@ -1,9 +1,11 @@
+import StoreKitWire
+
 /// Renders rows as aligned text columns.
 struct Table {
     let columns: [(title: String, key: String)]
 
-    func render(_ json: Any) -> String {
-        let rows = (json as? [[String: Any]]) ?? []
+    func render(_ json: JSONValue) -> String {
+        let rows: [JSONValue] = if case .array(let elements) = json { elements } else { [] }
         let cells = rows.map { row in columns.map { Self.text(row[$0.key]) } }
         var widths = columns.map { $0.title.count }
         for row in cells {
@@ -11,39 +13,35 @@ struct Table {
         }
         func line(_ values: [String]) -> String {
             values.enumerated().map { index, value in
-                index == values.count - 1 ? value : value.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+                index == values.count - 1 ? value : value.padded(to: widths[index])
             }.joined(separator: "  ") + "\n"
         }
-        var output = line(columns.map(\.title.localizedUppercase))
+        var output = line(columns.map { $0.title.uppercased() })
         for row in cells { output += line(row) }
         return output
     }
 
-    static func text(_ value: Any?) -> String {
+    /// A cell: strings as they are, booleans as yes/no, numbers as written, nothing as "-",
+    /// arrays and objects as their JSON.
+    static func text(_ value: JSONValue?) -> String {
         switch value {
-        case nil: return "-"
-        case let string as String: return string
-        case let flag as Bool where type(of: value!) == Bool.self: return flag ? "yes" : "no"
-        case let number as NSNumber:
-            // JSONSerialization gives booleans as NSNumber with objCType "c".
-            if String(cString: number.objCType) == "c" { return number.boolValue ? "yes" : "no" }
-            return number.stringValue
-        case is NSNull: return "-"
-        case let nested? where nested is [Any] || nested is [String: Any]:
-            guard let data = try? JSONSerialization.data(withJSONObject: nested, options: [.sortedKeys]) else { return "\(nested)" }
-            return String(decoding: data, as: UTF8.self)
-        default: return "\(value!)"
+        case nil, .null?: "-"
+        case .string(let string)?: string
+        case .bool(let flag)?: flag ? "yes" : "no"
+        case .int(let number)?: String(number)
+        case .number(let text)?: text
+        case let nested?: nested.serialized()
         }
     }
 }
 
-/// Renders one JSON object as `key: value` lines. A value too long for a line (a JWS is 3 KB) is
-/// cut short, saying how long it is: `-o json` prints it whole.
-func renderKeyValues(_ json: Any) -> String {
-    guard let object = json as? [String: Any] else { return "\(json)\n" }
-    let width = object.keys.map(\.count).max() ?? 0
-    return object.keys.sorted().map { key in
-        key.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + shortened(Table.text(object[key]))
+/// Renders one JSON object as `key: value` lines, keys sorted. A value too long for a line (a JWS
+/// is 3 KB) is cut short, saying how long it is: `-o json` prints it whole.
+func renderKeyValues(_ json: JSONValue) -> String {
+    guard case .object(let members) = json else { return json.serialized() + "\n" }
+    let width = members.map(\.0.count).max() ?? 0
+    return members.sorted { $0.0 < $1.0 }.map { key, value in
+        key.padded(to: width) + "  " + shortened(Table.text(value))
     }.joined(separator: "\n") + "\n"
 }
 
@@ -53,4 +51,9 @@ func shortened(_ text: String) -> String {
     return String(text.prefix(40)) + "… (\(text.count) characters; -o json prints it whole)"
 }
 
-import Foundation
+extension String {
+    /// The string followed by spaces up to `width` characters (never cut).
+    func padded(to width: Int) -> String {
+        self + String(repeating: " ", count: max(0, width - count))
+    }
+}

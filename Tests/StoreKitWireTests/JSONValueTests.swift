@@ -152,4 +152,69 @@ struct JSONExtremeValueTests {
         #expect(text.contains("\"sequence\":9223372036854775807"))
         #expect(text.contains("\"transactionDate\":\"0001-01-01T00:00:00.000Z\""))
     }
+
+    // MARK: - Parsing
+
+    @Test("a parsed document keeps member order and numbers as written, and writes back as it was")
+    func parseKeepsOrderAndNumbers() throws {
+        let text = #"{"z":1,"a":[true,false,null],"price":0.99,"big":1e400,"s":"é\n\u00e9\ud834\udd1e"}"#
+        let value = try JSONValue.parse(Array(text.utf8))
+        guard case .object(let members) = value else { Issue.record("not an object: \(value)"); return }
+        #expect(members.map(\.0) == ["z", "a", "price", "big", "s"])
+        #expect(value["price"] == .number("0.99"))
+        #expect(value["big"]?.serialized() == "1e400")
+        #expect(value["s"]?.string == "é\né𝄞")
+        #expect(value["a"] == .array([.bool(true), .bool(false), .null]))
+        #expect(value["missing"] == nil)
+        // Written back: the same document but for the escapes, which come back as their characters.
+        #expect(value.serialized() == #"{"z":1,"a":[true,false,null],"price":0.99,"big":1e400,"s":"é\né𝄞"}"#)
+    }
+
+    @Test("every string JSONValue writes parses back to the same string",
+          arguments: ["", "plain", WireSamples.unicode, "\u{0}\u{1}\u{1F}\u{20}\"\\/\u{7F}\u{2028}\u{2029}", "\r\n\t\u{8}\u{C}"])
+    func roundTrip(text: String) throws {
+        let document = JSONValue.object([("k", .array([.string(text), .int(-9_223_372_036_854_775_808)]))])
+        let parsed = try JSONValue.parse(document.serializedBytes())
+        #expect(parsed["k"] == .array([.string(text), .number("-9223372036854775808")]))
+    }
+
+    @Test("what Foundation writes, the parser reads to the same values")
+    func foundationWritesWeRead() throws {
+        let object: [String: Any] = ["name": "Gems ☕️", "n": 42, "list": [1, "two", NSNull()], "nested": ["flag": true]]
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])
+        let value = try JSONValue.parse([UInt8](data))
+        #expect(value["name"]?.string == "Gems ☕️")
+        #expect(value["n"] == .number("42"))
+        #expect(value["list"] == .array([.number("1"), .string("two"), .null]))
+        #expect(value["nested"]?["flag"] == .bool(true))
+    }
+
+    @Test("malformed documents are refused with the offset and reason", arguments: [
+        ("", 0, "the file is empty"),
+        (#"{"a":1,"a":2}"#, 7, "duplicate key \"a\""),
+        (#"{"a":01}"#, 5, "leading zero"),
+        (#"[1,]"#, 3, "expected a value"),
+        (#"{"a" 1}"#, 5, "expected ':'"),
+        (#""abc"#, 0, "unterminated string"),
+        (#""\ud800""#, 7, "unpaired UTF-16 surrogate"),
+        ("[\"a\u{1}\"]", 3, "control character 0x01"),
+        ("[1] x", 4, "after the end of the JSON value"),
+        (String(repeating: "[", count: 300), 256, "nesting deeper than 256"),
+    ])
+    func malformed(text: String, offset: Int, reason: String) {
+        #expect {
+            _ = try JSONValue.parse(Array(text.utf8))
+        } throws: { error in
+            guard let error = error as? JSONSyntaxError else { return false }
+            return error.offset == offset && error.reason.contains(reason)
+        }
+    }
+
+    @Test("invalid UTF-8 in a string is refused, and line and column count characters")
+    func invalidUTF8AndPosition() throws {
+        let bytes: [UInt8] = Array("{\n  \"é\": \"".utf8) + [0xFF] + Array("\"}".utf8)
+        #expect(throws: JSONSyntaxError.self) { _ = try JSONValue.parse(bytes) }
+        let error = JSONSyntaxError(offset: 7, reason: "")
+        #expect(error.lineAndColumn(in: Array("{\n  \"é\": 1}".utf8)) == (2, 5))
+    }
 }
