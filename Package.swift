@@ -42,11 +42,14 @@ let package = Package(
         .target(name: "StoreKitDaemon", dependencies: [
             "StoreKitEngine", "StoreKitStore", "StoreKitPostgres", "StoreKitWire", "StoreKitPosix", "StoreKitSigning", "StoreKitConnection", "CSystemd",
         ]),
-        .executableTarget(name: "storekitd", dependencies: ["StoreKitDaemon"]),
+        // One binary for the package: run as `storekitctl` (a link to it), storekitd is the
+        // administration tool (StoreKitCtl), so the two share one copy of the Swift runtime.
+        .executableTarget(name: "storekitd", dependencies: ["StoreKitDaemon", "StoreKitCtl"]),
 
         // What apps and admins run.
         .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitSigning"]),
-        .executableTarget(name: "storekitctl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
+        .target(name: "StoreKitCtl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
+        .executableTarget(name: "storekitctl", dependencies: ["StoreKitCtl"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekit2-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore", "StoreKitSigning",

@@ -30,6 +30,34 @@ struct CtlUsageTests {
         #expect(json.count > 1000 && json.split(separator: ".").count == 3)
     }
 
+    @Test("storekitd called as storekitctl (the package's link) is storekitctl: usage, tables, binary output, exit statuses")
+    func storekitdByTheNameStorekitctl() throws {
+        let links = TemporaryDirectory("skctl")
+        defer { links.remove() }
+        let link = links.path + "/storekitctl"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: Paths.binary("storekitd"))
+        let usage = try ProcessRunner.run(link, ["refund"])
+        #expect(usage.status == 64 && usage.stderr.contains("Usage: storekitctl refund"), "\(usage.stderr)")
+
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let bought = try ProcessRunner.run(link, ["buy", Sample.app, Sample.levelPack, "--uid", "7"], environment: daemon.clientEnvironment)
+        #expect(bought.status == 0 && bought.stdout.contains("productIdentifier"), "\(bought.stderr)")
+        let table = try ProcessRunner.run(link, ["transactions", "--uid", "7"], environment: daemon.clientEnvironment)
+        let lines = table.stdout.split(separator: "\n")
+        #expect(table.status == 0 && lines.count == 2, "\(table.stdout)\(table.stderr)")
+        #expect(lines.first?.hasPrefix("ID ") == true && lines.last?.contains(Sample.levelPack) == true, "\(table.stdout)")
+        let der = try ProcessRunner.run("/bin/sh", ["-c", "'\(link)' certificate --der | openssl x509 -inform der -noout -subject"],
+                                        environment: daemon.clientEnvironment)
+        #expect(der.status == 0 && der.stdout.contains("storekitd Root CA"), "\(der.stdout)\(der.stderr)")
+        let refused = try ProcessRunner.run(link, ["buy", "com.example.nothing", "x"], environment: daemon.clientEnvironment)
+        #expect(refused.status == 1 && refused.stderr.contains("not registered"), "\(refused.stderr)")
+        // And by its own name, the same binary is still the daemon: it refuses an unknown option as the daemon does.
+        let asDaemon = try ProcessRunner.run(Paths.binary("storekitd"), ["--frobnicate"])
+        #expect(asDaemon.status != 0 && !asDaemon.stderr.contains("Usage: storekitctl"), "\(asDaemon.stderr)")
+    }
+
     @Test("no command or an unknown one prints the program's usage")
     func programUsage() throws {
         for arguments in [[], ["frobnicate"]] {

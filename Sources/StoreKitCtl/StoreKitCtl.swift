@@ -31,7 +31,7 @@ enum OutputFormat: String {
     case json
 }
 
-enum StoreKitCtl {
+public enum StoreKitCtl {
     static let subcommands: [any Subcommand.Type] = [
         StatusCommand.self, AppsCommand.self, ProductsCommand.self, TransactionsCommand.self, BuyCommand.self,
         ApproveCommand.self, DeclineCommand.self, RefundCommand.self, ExpireCommand.self, RenewCommand.self,
@@ -67,7 +67,7 @@ enum StoreKitCtl {
         return text
     }
 
-    static func main(_ raw: [String]) -> Int32 {
+    public static func main(_ raw: [String]) -> Int32 {
         var arguments = ArgumentList(raw)
         var socket: String?
         var format = OutputFormat.table
