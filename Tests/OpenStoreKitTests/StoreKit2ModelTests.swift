@@ -206,4 +206,70 @@ struct StoreKit2ModelTests {
         #expect(result.signedDate == Date(timeIntervalSince1970: 1_700_000_001))
         #expect(throws: VerificationResult<Transaction>.VerificationError.invalidSignature) { try result.payloadValue }
     }
+
+    // MARK: - Formatting (Apple's output in English)
+
+    @Test("a period formats as Apple's subscriptionPeriodFormatStyle does: value and unit, plural when more than one",
+          arguments: [("P1D", "1 day"), ("P3D", "3 days"), ("P1W", "1 week"), ("P2W", "2 weeks"), ("P1M", "1 month"),
+                      ("P2M", "2 months"), ("P6M", "6 months"), ("P1Y", "1 year"), ("P2Y", "2 years")])
+    func periodText(iso: String, text: String) throws {
+        let product = Product(record: Self.english)
+        let period = try #require(Product.SubscriptionPeriod(iso8601: iso))
+        // 15 January: no month of the periods above crosses a short February.
+        let reference = Date(timeIntervalSince1970: 1_705_276_800)
+        #expect(period.formatted(product.subscriptionPeriodFormatStyle, referenceDate: reference) == text)
+        #expect(period.formatted(Product.SubscriptionPeriod.ComponentsFormatStyle(locale: Locale(identifier: "en_GB")), referenceDate: reference) == text)
+    }
+
+    @Test("a date range longer than one unit lists its fields, largest first; an empty one is 0 days")
+    func rangeFields() {
+        let style = Product.SubscriptionPeriod.ComponentsFormatStyle(locale: Locale(identifier: "en_US"))
+        let start = Date(timeIntervalSince1970: 1_705_276_800)   // 2024-01-15
+        let end = Date(timeIntervalSince1970: 1_705_276_800 + 435 * 86_400)   // 2025-03-25
+        #expect(style.format(start ..< end) == "1 year, 2 months, 1 week, 3 days")
+        #expect(style.format(start ..< start) == "0 days")
+    }
+
+    @Test("dateRange: one period from the reference date by the calendar (a month from 31 January ends on 29 February in 2024)")
+    func dateRanges() {
+        let january31 = Date(timeIntervalSince1970: 1_706_659_200)   // 2024-01-31T00:00Z
+        #expect(Product.SubscriptionPeriod.monthly.dateRange(referenceDate: january31).upperBound == Date(timeIntervalSince1970: 1_709_164_800))
+        #expect(Product.SubscriptionPeriod.weekly.dateRange(referenceDate: january31).upperBound == january31.addingTimeInterval(7 * 86_400))
+        #expect(Product.SubscriptionPeriod.yearly.dateRange(referenceDate: january31).upperBound == Date(timeIntervalSince1970: 1_738_281_600))
+        // As a Duration: the period's length.
+        #expect(Product.SubscriptionPeriod.everyTwoWeeks.formatted(.units(allowed: [.days], width: .wide), referenceDate: january31) == "14 days")
+    }
+
+    @Test("units: the unit style is the bare name, localizedDescription a title; payment modes by name")
+    func unitsAndModes() {
+        let product = Product(record: Self.english)
+        #expect(Product.SubscriptionPeriod.Unit.allCases.map { $0.formatted(product.subscriptionPeriodUnitFormatStyle) } == ["day", "week", "month", "year"])
+        #expect(Product.SubscriptionPeriod.Unit.allCases.map(\.localizedDescription) == ["Day", "Week", "Month", "Year"])
+        #expect("\(product.displayPrice)/\(Product.SubscriptionPeriod.Unit.month.formatted(product.subscriptionPeriodUnitFormatStyle))" == "$4.99/month")
+        #expect(Product.SubscriptionOffer.PaymentMode.freeTrial.localizedDescription == "Free Trial")
+        #expect(Product.SubscriptionOffer.PaymentMode.payAsYouGo.localizedDescription == "Pay As You Go")
+        #expect(Product.SubscriptionOffer.PaymentMode.payUpFront.localizedDescription == "Pay Up Front")
+        #expect(Product.SubscriptionOffer.PaymentMode(rawValue: "winBack").localizedDescription == "winBack")
+    }
+
+    @Test("the styles are in the product's storefront locale; days and weeks in Foundation's wording there")
+    func storefrontLocale() throws {
+        let french = Product(record: Self.monthly)   // fr_FR
+        #expect(french.subscriptionPeriodFormatStyle.locale.identifier == "fr_FR")
+        #expect(french.subscriptionPeriodUnitFormatStyle.locale.identifier == "fr_FR")
+        // ICU puts a no-break space between number and unit in some locales (Apple's output does too).
+        func spaced(_ text: String) -> String { text.replacingOccurrences(of: "\u{A0}", with: " ").replacingOccurrences(of: "\u{202F}", with: " ") }
+        let week = Product.SubscriptionPeriod.weekly.formatted(french.subscriptionPeriodFormatStyle)
+        #expect(spaced(week) == "1 semaine", "\(week.unicodeScalars.map { String($0.value, radix: 16) })")
+        let days = try #require(Product.SubscriptionPeriod(iso8601: "P3D")).formatted(french.subscriptionPeriodFormatStyle.locale(Locale(identifier: "de_DE")))
+        #expect(spaced(days) == "3 Tage", "\(days)")
+        // Months stay English outside English (Foundation on Linux has no names for them there).
+        #expect(Product.SubscriptionPeriod.monthly.formatted(french.subscriptionPeriodFormatStyle) == "1 month")
+    }
+
+    private static let english = ProductRecord(
+        productID: "com.example.game.premium.monthly", kind: .autoRenewable, localizedTitle: "Premium Monthly",
+        localizedDescription: "Everything, monthly.", priceCents: 499, displayPrice: "4.99", currencyCode: "USD",
+        locale: "en_US", subscriptionGroupID: "5D3E7F10", subscriptionPeriod: "P1M", familyShareable: false,
+        subscriptionGroupLevel: 1, introductoryOffer: .init(paymentMode: .freeTrial, period: "P1W"), promotionalOffers: [])
 }

@@ -113,6 +113,28 @@ private final class Store {
 }
 
 /// Where the values go in apps: across tasks and actors, so they must be `Sendable`.
+/// A paywall's texts as apps write them with StoreKit 2's formatting API (iOS 15–16):
+/// "$4.99/month", "1 month", "1 week free", the offer's mode by name.
+private func paywallTexts(_ product: Product) -> [String] {
+    guard let subscription = product.subscription else { return [product.displayPrice] }
+    let period = subscription.subscriptionPeriod
+    var texts = [
+        "\(product.displayPrice)/\(period.unit.formatted(product.subscriptionPeriodUnitFormatStyle))",
+        period.formatted(product.subscriptionPeriodFormatStyle),
+        period.formatted(product.subscriptionPeriodFormatStyle, referenceDate: .now),
+        period.formatted(.units(allowed: [.days], width: .abbreviated)),
+        "\(period.value) \(period.unit.localizedDescription)",
+        period.dateRange().upperBound.formatted(date: .abbreviated, time: .omitted),
+    ]
+    if let offer = subscription.introductoryOffer {
+        texts.append("\(offer.period.formatted(product.subscriptionPeriodFormatStyle)) \(offer.paymentMode.localizedDescription)")
+        if offer.paymentMode == .freeTrial {
+            texts.append("\(offer.period.value) \(offer.period.unit.formatted(product.subscriptionPeriodUnitFormatStyle.locale(.current))) free")
+        }
+    }
+    return texts
+}
+
 private func requireSendable<T: Sendable>(_: T.Type) {}
 
 @Suite("StoreKit 2 source compatibility")
