@@ -13,7 +13,7 @@ BUILD_PACKAGES := libsqlite3-dev libsystemd-dev libssl-dev libpq-dev pkgconf
 RUNTIME_PACKAGES := procps
 TEST_PACKAGES := groff-base sqlite3 gcc libc6-dev systemd dbus-daemon python3-dbusmock redis-server util-linux openssl python3-jwt python3-cryptography python3-venv \
 	postgresql-15
-DEB_PACKAGES := debhelper dpkg-dev lintian
+DEB_PACKAGES := debhelper dpkg-dev lintian dh-python python3
 SYSTEM_TEST_PACKAGES := debootstrap systemd-container
 APT_PACKAGES := $(BUILD_PACKAGES) $(RUNTIME_PACKAGES)
 CONFIG ?= config/storekitd.conf
@@ -102,16 +102,19 @@ torture-power: swift-check test-deps
 
 # The installed layout, the same as the Debian package's: units, sysusers.d entry and catalog under
 # $(PREFIX)/lib, the polkit rule where polkitd reads rules (/usr/share for PREFIX=/usr, else /etc),
-# man pages, docs with the model observer unit in examples/ (a template to copy, not a system unit),
-# and the sample configuration in /etc/storekitd (existing files are kept).
+# man pages, docs, the sample configuration in /etc/storekitd (existing files are kept), and the
+# examples in share/doc/storekit-examples/examples as the storekit-examples package has them: the
+# model observer unit (a template to copy, not a system unit) and the C and Python examples.
 POLKIT_RULES_DIR ?= $(if $(filter /usr,$(PREFIX)),/usr/share/polkit-1/rules.d,/etc/polkit-1/rules.d)
 UNITS := storekitd.service storekitd.socket storekitd-control.socket
 MAN_PAGES := $(wildcard man/*.[0-9])
+EXAMPLES_DIR = $(PREFIX)/share/doc/storekit-examples/examples
 install-files:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)/etc/storekitd/apps.d $(DESTDIR)/etc/storekitd/catalog \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PREFIX)/lib/systemd/catalog $(DESTDIR)$(PREFIX)/lib/sysusers.d \
-	  $(DESTDIR)$(POLKIT_RULES_DIR) $(DESTDIR)$(PREFIX)/share/doc/storekitd/examples
-	install -m 0755 $(BUILD_DIR)/storekitd $(BUILD_DIR)/storekitctl $(BUILD_DIR)/storekit-example-app $(BUILD_DIR)/storekit2-example-app $(DESTDIR)$(PREFIX)/bin/
+	  $(DESTDIR)$(POLKIT_RULES_DIR) $(DESTDIR)$(PREFIX)/share/doc/storekitd $(DESTDIR)$(EXAMPLES_DIR)/c $(DESTDIR)$(EXAMPLES_DIR)/python
+	install -m 0755 $(BUILD_DIR)/storekitd $(BUILD_DIR)/storekit-example-app $(BUILD_DIR)/storekit2-example-app $(DESTDIR)$(PREFIX)/bin/
+	ln -sf storekitd $(DESTDIR)$(PREFIX)/bin/storekitctl
 	for f in config/storekitd.conf config/apps.d/*.conf config/catalog/*.storekit; do \
 	  t=$(DESTDIR)/etc/storekitd/$${f#config/}; [ -e "$$t" ] || install -m 0644 "$$f" "$$t" || exit 1; done
 	for u in $(UNITS); do sed 's|/usr/bin/|$(PREFIX)/bin/|g' systemd/$$u > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$u || exit 1; done
@@ -121,22 +124,27 @@ install-files:
 	for m in $(MAN_PAGES); do s=$${m##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s && \
 	  install -m 0644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/ || exit 1; done
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/storekitd/
-	for f in docs/examples/*; do [ -f "$$f" ] || continue; sed 's|/usr/bin/|$(PREFIX)/bin/|g' "$$f" > $(DESTDIR)$(PREFIX)/share/doc/storekitd/examples/$${f##*/} || exit 1; done
+	for f in docs/examples/*; do [ -f "$$f" ] || continue; sed 's|/usr/bin/|$(PREFIX)/bin/|g' "$$f" > $(DESTDIR)$(EXAMPLES_DIR)/$${f##*/} || exit 1; done
+	install -m 0644 docs/examples/c/buy-and-finish.c $(DESTDIR)$(EXAMPLES_DIR)/c/
+	install -m 0644 docs/examples/python/buy_and_finish.py $(DESTDIR)$(EXAMPLES_DIR)/python/
 	$(MAKE) install-libstorekit
 	$(MAKE) install-python
 
-# The Debian package, dist/storekitd_VERSION_ARCH.deb (version from debian/changelog): a release
-# build with the Swift runtime linked statically, in its own scratch path (.build-deb).
+# The Debian packages in dist/ (version from debian/changelog): storekitd, libstorekit0,
+# libstorekit-dev, python3-storekit and storekit-examples. The Swift binaries are a release build
+# with the Swift runtime linked statically, in its own scratch path (.build-deb).
 VERSION := $(shell dpkg-parsechangelog -S Version 2>/dev/null)
-DEB := dist/storekitd_$(VERSION)_$(shell dpkg --print-architecture).deb
+ARCH := $(shell dpkg --print-architecture)
+DEBS := $(foreach p,storekitd libstorekit0 libstorekit-dev storekit-examples,dist/$(p)_$(VERSION)_$(ARCH).deb) \
+	dist/python3-storekit_$(VERSION)_all.deb
 deb: deb-deps
 	dpkg-checkbuilddeps
 	debian/rules clean
 	debian/rules binary
-	@ls -l $(DEB)
+	@for d in $(DEBS); do printf '%-60s %6s KiB installed\n' "$$(ls -l $$d | awk '{print $$5, $$9}')" "$$(dpkg-deb -f $$d Installed-Size)"; done
 
 lint-deb: deb
-	lintian --info $(DEB)
+	lintian --info $(DEBS)
 
 # The package installed in a Debian 12 rootfs booted with a real systemd (systemd-nspawn), checked
 # as non-root users. Slow (minutes); run by .ci/run, not by `make test`. Skips when not root.

@@ -5,6 +5,9 @@
 #   make install-libstorekit    the library, the header, storekit.pc and the section 3 man pages
 #                               under DESTDIR/PREFIX (lib in PREFIX/lib/MULTIARCH)
 #
+# CPPFLAGS, CFLAGS and LDFLAGS from the environment come after the library's own (the package build
+# passes dpkg-buildflags' hardening flags this way).
+#
 # Every exported symbol is listed in libstorekit/libstorekit.map (node LIBSTOREKIT_0) and in
 # debian/libstorekit0.symbols; LibStoreKitTests checks that both equal the header's functions.
 
@@ -33,10 +36,10 @@ libstorekit: $(LIBSTOREKIT_OUT)/libstorekit.so $(LIBSTOREKIT_OUT)/storekit.pc
 
 $(LIBSTOREKIT_OUT)/obj/%.o: libstorekit/src/%.c $(LIBSTOREKIT_HEADERS)
 	@mkdir -p $(@D)
-	$(LIBSTOREKIT_CC) $(LIBSTOREKIT_CFLAGS) -c -o $@ $<
+	$(LIBSTOREKIT_CC) $(LIBSTOREKIT_CFLAGS) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(LIBSTOREKIT_OUT)/libstorekit.so.$(LIBSTOREKIT_VERSION): $(LIBSTOREKIT_OBJECTS) libstorekit/libstorekit.map
-	$(LIBSTOREKIT_CC) -shared -o $@ $(LIBSTOREKIT_OBJECTS) -Wl,-soname,$(LIBSTOREKIT_SONAME) \
+	$(LIBSTOREKIT_CC) -shared $(LDFLAGS) -o $@ $(LIBSTOREKIT_OBJECTS) -Wl,-soname,$(LIBSTOREKIT_SONAME) \
 	  -Wl,--version-script,libstorekit/libstorekit.map -Wl,--no-undefined -Wl,-z,relro -Wl,-z,now $(LIBSTOREKIT_LIBS)
 
 $(LIBSTOREKIT_OUT)/libstorekit.so: $(LIBSTOREKIT_OUT)/libstorekit.so.$(LIBSTOREKIT_VERSION)

@@ -2,12 +2,14 @@
 # scripts/test-system.sh — the Debian package on a real Debian 12 booted with systemd as PID 1.
 #
 # Usage: scripts/test-system.sh            (run by `make test-system` and by .ci/run, as root)
-# Environment: DEB=FILE   test this package instead of building one with `make deb`
+# Environment: DEBS=DIR   test the packages in DIR instead of building them with `make deb`
 #              KEEP=1     keep the work directory (rootfs, logs) for inspection
 #
-# Builds the package (`make deb`), makes a Debian 12 rootfs with debootstrap (the pristine rootfs is
-# cached as a tarball in /var/cache/storekitd-test-system/, keyed by the package list), installs the
-# package with dpkg inside it, adds two unprivileged users (uid 1000 and 1001), boots it with
+# Builds the packages (`make deb`: storekitd, libstorekit0, libstorekit-dev, python3-storekit,
+# storekit-examples), makes a Debian 12 rootfs with debootstrap (the pristine rootfs is cached as a
+# tarball in /var/cache/storekitd-test-system/, keyed by the package list), installs storekitd and
+# storekit-examples with dpkg inside it (the library and Python packages are installed later, once
+# booted, as an app developer would, and timed to the C example's first purchase), adds two unprivileged users (uid 1000 and 1001), boots it with
 # systemd-nspawn and checks, as those users, what the units, the polkit rule and the daemon promise.
 # The shipped files are used unmodified: the test adds no drop-ins. Each check prints one line,
 # "PASS: what <evidence>" or "FAIL: what <evidence>"; the last line is "N passed, N failed", and the
@@ -51,7 +53,9 @@ fi
 START=$(date +%s)
 SUITE=bookworm
 # sqlite3: the command-line shell operations.md's restore and salvage steps use.
-INCLUDE=systemd,systemd-sysv,dbus,libsystemd0,libsqlite3-0,libpq5,procps,polkitd,pkexec,libnss-systemd,libpam-systemd,sqlite3
+# python3, gcc, libc6-dev, pkgconf, libssl3: what python3-storekit needs and what an app developer
+# has to build the C example (the container has no network to fetch them).
+INCLUDE=systemd,systemd-sysv,dbus,libsystemd0,libsqlite3-0,libpq5,procps,polkitd,pkexec,libnss-systemd,libpam-systemd,sqlite3,python3,gcc,libc6-dev,pkgconf,libssl3
 CACHE=/var/cache/storekitd-test-system
 WORK=$(mktemp -d /var/tmp/storekitd-test-system.XXXXXX)
 ROOTFS=$WORK/rootfs
@@ -94,18 +98,26 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------------------------------------
-# The package.
-if [ -z "${DEB:-}" ]; then
+# The packages.
+if [ -z "${DEBS:-}" ]; then
     echo "== make deb"
     make --no-print-directory deb >"$WORK/deb.log" 2>&1 || { tail -40 "$WORK/deb.log"; fail "make deb: see the log above"; exit 1; }
-    DEB=$(ls -t dist/storekitd_*.deb | head -1)
+    DEBS=dist
 fi
-[ -f "$DEB" ] || { fail "package: $DEB does not exist"; exit 1; }
-note "package $DEB ($(stat -c %s "$DEB") bytes), Depends: $(dpkg-deb -f "$DEB" Depends)"
+VERSION=$(dpkg-parsechangelog -S Version)
+declare -A PKG
+for name in storekitd libstorekit0 libstorekit-dev python3-storekit storekit-examples; do
+    PKG[$name]=$(ls "$DEBS/${name}_${VERSION}"_*.deb 2>/dev/null | head -1)
+    [ -f "${PKG[$name]}" ] || { fail "package: no $DEBS/${name}_${VERSION}_*.deb"; exit 1; }
+    note "$(basename "${PKG[$name]}"): $(stat -c %s "${PKG[$name]}") bytes, $(dpkg-deb -f "${PKG[$name]}" Installed-Size) KiB installed; Depends: $(dpkg-deb -f "${PKG[$name]}" Depends)"
+done
+DEB=${PKG[storekitd]}
+size=$(dpkg-deb -f "$DEB" Installed-Size)
+check "the storekitd package is at most 30 MB installed" "$size KiB ($((size * 1024 / 1000000)) MB)" [ "$size" -le 29296 ]
 if command -v lintian >/dev/null; then
-    lintian "$DEB" >"$WORK/lintian.log" 2>&1
+    lintian "${PKG[@]}" >"$WORK/lintian.log" 2>&1
     errors=$(grep -c '^E:' "$WORK/lintian.log")
-    check "lintian reports no errors" "$errors errors, $(grep -c '^W:' "$WORK/lintian.log") warnings" [ "$errors" = 0 ]
+    check "lintian reports no errors (all five packages)" "$errors errors, $(grep -c '^W:' "$WORK/lintian.log") warnings" [ "$errors" = 0 ]
     grep -E '^(E|W):' "$WORK/lintian.log" | sed 's/^/  .. /'
 fi
 
@@ -129,15 +141,18 @@ else
     tar -C "$ROOTFS" --numeric-owner -cpf "$TARBALL.tmp" . && mv "$TARBALL.tmp" "$TARBALL"
 fi
 
-echo "== install $(basename "$DEB") and add users"
+echo "== install $(basename "$DEB") and $(basename "${PKG[storekit-examples]}"), add users"
 cp "$DEB" "$ROOTFS/tmp/storekitd.deb"
+cp "${PKG[storekit-examples]}" "$ROOTFS/tmp/storekit-examples.deb"
+mkdir -p "$ROOTFS/var/tmp/app-packages"
+cp "${PKG[libstorekit0]}" "${PKG[libstorekit-dev]}" "${PKG[python3-storekit]}" "$ROOTFS/var/tmp/app-packages/"
 if ! chroot "$ROOTFS" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
-        dpkg -i /tmp/storekitd.deb >"$WORK/dpkg.log" 2>&1 </dev/null; then
+        dpkg -i /tmp/storekitd.deb /tmp/storekit-examples.deb >"$WORK/dpkg.log" 2>&1 </dev/null; then
     cat "$WORK/dpkg.log"
     fail "dpkg -i in a clean Debian 12: exit status non-zero (log above)"
     exit 1
 fi
-pass "dpkg -i in a clean Debian 12: $(grep -c . "$WORK/dpkg.log") lines of output, $(chroot "$ROOTFS" dpkg-query -W -f='${Package} ${Version} ${Status}' storekitd)"
+pass "dpkg -i in a clean Debian 12: $(grep -c . "$WORK/dpkg.log") lines of output, $(chroot "$ROOTFS" dpkg-query -W -f='${Package} ${Version} ${Status}; ' storekitd storekit-examples)"
 chroot "$ROOTFS" useradd -m -u 1000 -s /bin/bash alice
 chroot "$ROOTFS" useradd -m -u 1001 -s /bin/bash bob
 mkdir -p "$ROOTFS/var/log/journal"
@@ -372,7 +387,7 @@ echo "== g. an update for a uid with no observer starts that uid's observer inst
 # What an admin does: copy the model template, name it in the app's registration (storekit-example-app
 # acts as com.example.game, so the registration naming its observer is com.example.game's), reload.
 UNIT=storekit-example-app-observer@1001.service
-IN cp /usr/share/doc/storekitd/examples/storekit-example-app-observer@.service /etc/systemd/system/
+IN cp /usr/share/doc/storekit-examples/examples/storekit-example-app-observer@.service /etc/systemd/system/
 IN sh -c 'printf "\n# The observer, started per buyer uid.\nObserverUnit=storekit-example-app-observer@.service\n" >> /etc/storekitd/apps.d/com.example.game.conf'
 IN systemctl daemon-reload
 IN systemctl reload storekitd.service
@@ -517,6 +532,47 @@ salvage_ok() {
 check "l. salvage: the damaged database's rows come back through .dump; the daemon opens the result and takes new purchases" \
     "damaged: '$damaged'; recovered integrity_check: '$salvaged'; $TXB: $(transaction "$TXB" | json "d and d['state']"); new purchase ${TXS:-none}: $(transaction "$TXS" | json "d and d['state']"); $errors error lines" \
     salvage_ok
+
+# ---------------------------------------------------------------------------------------------
+echo "== m. an app developer: the library packages installed, the C example built and run by uid 1000, the Python example by uid 1001"
+# From installed files only: the examples' sources from storekit-examples, the header and
+# pkg-config module from libstorekit-dev, the module from python3-storekit. The clock runs from
+# the installation of the library packages to the C example's first purchase (apt, as a developer
+# types it; the rootfs already has every dependency, and the container has no network).
+m_start=$(date +%s.%N)
+IN sh -c 'env DEBIAN_FRONTEND=noninteractive apt-get install -y /var/tmp/app-packages/*.deb' >"$WORK/apt-m.log" 2>&1 </dev/null
+apt_status=$?
+installer=apt-get
+if [ "$apt_status" != 0 ]; then
+    note "apt-get install failed ($(grep -m1 '^E:' "$WORK/apt-m.log")); dpkg -i instead"
+    installer="dpkg -i"
+    IN sh -c 'env DEBIAN_FRONTEND=noninteractive dpkg -i /var/tmp/app-packages/*.deb' >>"$WORK/apt-m.log" 2>&1 </dev/null
+    apt_status=$?
+fi
+m_installed=$(date +%s.%N)
+IN sh -c 'mkdir -p /home/alice/c && cp /usr/share/doc/storekit-examples/examples/c/buy-and-finish.c /home/alice/c/ && chown -R alice: /home/alice/c'
+AS 1000 sh -c 'cd ~/c && cc -std=c11 -Wall -Werror buy-and-finish.c $(pkg-config --cflags --libs storekit) -o buy-and-finish' >"$WORK/cc-m.log" 2>&1
+cc_status=$?
+m_built=$(date +%s.%N)
+AS 1000 timeout 60 /home/alice/c/buy-and-finish com.example.game com.example.game.coins100 >"$WORK/c-m.out" 2>"$WORK/c-m.err"
+c_status=$?
+m_bought=$(date +%s.%N)
+TXC=$(tr -dc 0-9 <"$WORK/c-m.out")
+note "$installer of libstorekit0, libstorekit-dev, python3-storekit: $(python3 -c "print('%.1f' % ($m_installed - $m_start))") s (exit $apt_status); cc: $(python3 -c "print('%.1f' % ($m_built - $m_installed))") s; first purchase: $(python3 -c "print('%.1f' % ($m_bought - $m_built))") s; from the installation to the first purchase: $(python3 -c "print('%.1f' % ($m_bought - $m_start))") s"
+c_ok() {
+    [ "$apt_status" = 0 ] && [ "$cc_status" = 0 ] && [ "$c_status" = 0 ] && [ -n "$TXC" ] &&
+        [ "$(transaction "$TXC" | json "d and (d['uid'], d['finished'])")" = "(1000, True)" ]
+}
+check "m. the C example, built with pkg-config from the installed packages, buys, verifies and finishes as uid 1000"     "apt exit $apt_status ($(tail -1 "$WORK/apt-m.log")); cc exit $cc_status $(head -c 300 "$WORK/cc-m.log"); run exit $c_status, printed '$(head -c 100 "$WORK/c-m.out")' $(head -c 300 "$WORK/c-m.err"); ledger: $(transaction "$TXC" | json "d and (d['uid'], d['finished'])")" \
+    c_ok
+AS 1001 timeout 60 python3 /usr/share/doc/storekit-examples/examples/python/buy_and_finish.py com.example.game com.example.game.coins100 \
+    >"$WORK/py-m.out" 2>"$WORK/py-m.err"
+py_status=$?
+TXP=$(tr -dc 0-9 <"$WORK/py-m.out")
+py_ok() { [ "$py_status" = 0 ] && [ -n "$TXP" ] && [ "$(transaction "$TXP" | json "d and (d['uid'], d['finished'])")" = "(1001, True)" ]; }
+check "m. the Python example, with the installed module, buys, verifies and finishes as uid 1001" \
+    "exit $py_status, printed '$(head -c 100 "$WORK/py-m.out")' $(head -c 300 "$WORK/py-m.err"); ledger: $(transaction "$TXP" | json "d and (d['uid'], d['finished'])")" \
+    py_ok
 
 # ---------------------------------------------------------------------------------------------
 echo "== i. systemd-analyze security inside the container"

@@ -157,7 +157,9 @@ struct UnitFileTests {
                         "/usr/lib/systemd/system/storekitd-control.socket", "/usr/lib/systemd/catalog/storekitd.catalog",
                         "/usr/lib/sysusers.d/storekitd.conf", "/usr/share/polkit-1/rules.d/storekitd.rules",
                         "/usr/share/doc/storekitd/README.md",
-                        "/usr/share/doc/storekitd/examples/storekit-example-app-observer@.service",
+                        "/usr/share/doc/storekit-examples/examples/storekit-example-app-observer@.service",
+                        "/usr/share/doc/storekit-examples/examples/c/buy-and-finish.c",
+                        "/usr/share/doc/storekit-examples/examples/python/buy_and_finish.py",
                         "/etc/storekitd/storekitd.conf", "/etc/storekitd/apps.d/com.example.game.conf",
                         "/etc/storekitd/catalog/example.storekit"]
         for (page, section) in [("storekitd.8", "8"), ("storekitctl.1", "1"), ("storekitd.conf.5", "5"), ("storekit2-example-app.1", "1")]
