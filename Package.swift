@@ -8,6 +8,7 @@ let package = Package(
     name: "storekitd",
     products: [
         .library(name: "OpenStoreKit", targets: ["OpenStoreKit"]),
+        .library(name: "OpenStoreKitTest", targets: ["OpenStoreKitTest"]),
         .executable(name: "storekitd", targets: ["storekitd"]),
         .executable(name: "storekitctl", targets: ["storekitctl"]),
         .executable(name: "storekit-example-app", targets: ["storekit-example-app"]),
@@ -48,6 +49,8 @@ let package = Package(
 
         // What apps and admins run.
         .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitSigning"]),
+        // Apple's StoreKitTest: SKTestSession over a private storekitd per session.
+        .target(name: "OpenStoreKitTest", dependencies: ["OpenStoreKit", "StoreKitWire", "StoreKitConnection"]),
         .target(name: "StoreKitCtl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
         .executableTarget(name: "storekitctl", dependencies: ["StoreKitCtl"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
@@ -62,6 +65,8 @@ let package = Package(
         .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),
         .testTarget(name: "StoreKitPosixTests", dependencies: ["StoreKitPosix", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitWireTests", dependencies: ["StoreKitWire"]),
+        .testTarget(name: "OpenStoreKitTestTests", dependencies: ["OpenStoreKit", "OpenStoreKitTest", "StoreKitTestSupport"],
+                    exclude: ["Store.storekit"]),
         .testTarget(name: "StoreKitSigningTests", dependencies: ["StoreKitSigning", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitStoreTests", dependencies: ["StoreKitStore", "StoreKitTestSupport"]),
         // Fixtures/ holds the project's own .storekit files, read by path from the tests.

@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitPosix
 import StoreKitWire
+import Synchronization
 
 /// The app receipt on disk, kept current by the library.
 ///
@@ -46,10 +47,15 @@ final class ReceiptFile: @unchecked Sendable {
     /// The receipt of the batch being delivered, if one is.
     static var currentBatchReceipt: [UInt8]? { batchLock.withLock { batchReceipt } }
 
+    /// The data home of an OpenStoreKitTest session, while one is bound (`TestStoreBinding`).
+    static let dataHomeOverride = Mutex<String?>(nil)
+
     /// `$XDG_DATA_HOME/storekit/APP/receipt` (default `~/.local/share/storekit/APP/receipt`).
     static func url(app: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
         let dataHome: String
-        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+        if let session = dataHomeOverride.withLock({ $0 }) {
+            dataHome = session
+        } else if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
             dataHome = xdg
         } else {
             dataHome = (environment["HOME"] ?? NSHomeDirectory()) + "/.local/share"

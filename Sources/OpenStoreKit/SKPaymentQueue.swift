@@ -111,6 +111,14 @@ open class SKPaymentQueue: NSObject {
         withState { state in state.order.compactMap { state.transactions[$0] } }
     }
 
+    /// Forgets every transaction delivered so far (the library now talks to another daemon).
+    func forgetTransactions() {
+        withState { state in
+            state.transactions.removeAll()
+            state.order.removeAll()
+        }
+    }
+
     /// The registered observers.
     open var transactionObservers: [any SKPaymentTransactionObserver] {
         withState { $0.observers.compactMap(\.observer) }

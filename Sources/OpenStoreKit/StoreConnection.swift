@@ -101,6 +101,12 @@ final class StoreConnection: Sendable {
         }
     }
 
+    /// Drops the current connection, if any: the connection thread connects again, to the socket
+    /// configured now, and re-sends what is unanswered.
+    func reconnect() {
+        if let socket = state.withLock({ $0.socket }) { _ = shutdown(socket.connection.fd, Int32(SHUT_RDWR)) }
+    }
+
     /// The storefront the daemon announced last (country code, storefront id); nil before the first welcome.
     var storefront: (countryCode: String, identifier: String)? { state.withLock { $0.storefront } }
 

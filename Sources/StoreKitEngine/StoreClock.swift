@@ -1,3 +1,4 @@
+import StoreKitWire
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,3 +1,4 @@
+import StoreKitWire
 import StoreKitStore
 
 /// The test switches `storekitctl` sets, over the defaults of each app's catalogue (`settings` in

@@ -1,3 +1,4 @@
+import StoreKitWire
 import StoreKitEngine
 import Testing
 

@@ -252,6 +252,20 @@ static void make_wrong_root(char *path, size_t size) {
              "-subj /CN=not-storekitd -days 2 >/dev/null 2>&1",
              directory, path);
     CHECK(system(command) == 0, "openssl made a root certificate of another chain");
+    snprintf(command, sizeof command, "%s/key.pem", directory);
+    unlink(command);   /* only the certificate is needed */
+}
+
+/* Removes the certificate make_wrong_root made, and its directory. */
+static void remove_wrong_root(const char *path) {
+    char directory[512];
+    snprintf(directory, sizeof directory, "%s", path);
+    char *slash = strrchr(directory, '/');
+    unlink(path);
+    if (slash) {
+        *slash = 0;
+        rmdir(directory);
+    }
 }
 
 static int test_flow(const char *app) {
@@ -389,6 +403,7 @@ static int test_flow(const char *app) {
           storekit_strerror(receipt_verified), storekit_last_message(sk));
     setenv("STOREKIT_ROOT_CERTIFICATE", saved_root, 1);
     free(saved_root);
+    remove_wrong_root(wrong_root);
     receipt->data[receipt->data_length / 2] ^= 0x01;
     receipt_verified = storekit_verify_receipt(sk, receipt->data, receipt->data_length);
     CHECK(receipt_verified != STOREKIT_OK, "a changed receipt byte does not verify");

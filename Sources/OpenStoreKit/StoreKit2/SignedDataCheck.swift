@@ -63,6 +63,12 @@ enum SignedDataTrust {
     private static let found = Mutex<SignedDataVerifier?>(nil)
     private static let reported = Mutex<String?>(nil)
 
+    /// Finds the root again at the next check (the library now talks to another daemon).
+    static func forget() {
+        found.withLock { $0 = nil }
+        reported.withLock { $0 = nil }
+    }
+
     static func verifier() -> SignedDataVerifier? {
         if let verifier = found.withLock({ $0 }) { return verifier }
         do {

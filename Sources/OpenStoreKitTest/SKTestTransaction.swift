@@ -1,0 +1,77 @@
+import Foundation
+import OpenStoreKit
+import StoreKitWire
+
+/// Apple's `SKTestTransaction`: the test environment's record of one transaction, as
+/// `SKTestSession.allTransactions()` returns them.
+open class SKTestTransaction: @unchecked Sendable {
+    /// The transaction's identifier.
+    public let identifier: UInt
+    /// The identifier of the original purchase (itself for a first purchase).
+    public let originalTransactionIdentifier: UInt
+    /// The product bought.
+    public let productIdentifier: String
+    /// When it was made.
+    public let purchaseDate: Date
+    /// When its subscription period ends (auto-renewable subscriptions).
+    public let expirationDate: Date?
+    /// When it was refunded or revoked.
+    public let revocationDate: Date?
+    /// Its state in the payment queue.
+    public let state: SKPaymentTransactionState
+    /// Its subscription renews automatically.
+    public let autoRenewingEnabled: Bool
+    /// It waits for a parent's approval (Ask to Buy).
+    public let pendingAskToBuyConfirmation: Bool
+    /// It was interrupted, or its subscription has a billing issue, until resolved.
+    public let hasPurchaseIssue: Bool
+    /// It was refunded.
+    public let refunded: Bool
+    /// The app finished it.
+    public let isFinished: Bool
+    /// How many units it bought.
+    public let quantity: Int
+
+    init?(json: JSONValue, subscriptions: JSONValue) {
+        guard let id = json["transactionIdentifier"]?.string.flatMap(UInt.init),
+              let product = json["productIdentifier"]?.string,
+              let date = json["transactionDate"]?.string.flatMap(Self.date)
+        else { return nil }
+        identifier = id
+        originalTransactionIdentifier = json["originalTransactionIdentifier"]?.string.flatMap(UInt.init) ?? id
+        productIdentifier = product
+        purchaseDate = date
+        expirationDate = json["expiresDate"]?.string.flatMap(Self.date)
+        revocationDate = json["revocationDate"]?.string.flatMap(Self.date)
+        let stateName = json["state"]?.string ?? ""
+        state = switch stateName {
+        case "purchasing": .purchasing
+        case "purchased": .purchased
+        case "failed": .failed
+        case "restored": .restored
+        case "deferred": .deferred
+        default: .failed
+        }
+        pendingAskToBuyConfirmation = state == .deferred
+        refunded = revocationDate != nil
+        isFinished = json["finished"] == .bool(true)
+        if case .int(let units)? = json["quantity"] { quantity = Int(units) } else { quantity = 1 }
+        // The subscription this transaction belongs to, for its renewal state.
+        var subscription: JSONValue?
+        let original = String(originalTransactionIdentifier)
+        if case .array(let all) = subscriptions {
+            subscription = all.first { $0["originalTransactionIdentifier"]?.string == original }
+        }
+        autoRenewingEnabled = subscription?["willAutoRenew"] == .bool(true)
+        let subscriptionState = subscription?["state"]?.string
+        // An interrupted purchase is failed with storekitd's "interrupted" message until resolved.
+        let interrupted = stateName == "failed" && (json["error"]?["message"]?.string?.contains("interrupted") ?? false)
+        hasPurchaseIssue = interrupted || subscriptionState == "billingRetry" || subscriptionState == "gracePeriod"
+    }
+
+    private static func date(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.date(from: text)
+    }
+}
