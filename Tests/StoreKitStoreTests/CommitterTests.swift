@@ -13,6 +13,20 @@ import Testing
 struct CommitterTests {
     static let app = "com.example.game"
 
+    /// Waits until the committer has given the connection back (its COMMIT done); fails the test
+    /// after 10 s instead of hanging.
+    struct CommitNeverDone: Error {}
+    static func awaitTakeBack(_ store: TransactionStore, timeout: Double = 10) throws {
+        let deadline = Condition.monotonicSeconds() + timeout
+        while !store.database.takeBackIfDone() {
+            guard Condition.monotonicSeconds() < deadline else {
+                Issue.record("the committer did not give the connection back within \(timeout) s")
+                throw CommitNeverDone()
+            }
+            usleep(1000)
+        }
+    }
+
     /// Holds the committer's jobs until opened.
     final class Gate: @unchecked Sendable {   // `condition` guards `open` and `jobs`
         private let condition = Condition()
@@ -147,7 +161,7 @@ struct CommitterTests {
         try store.startSave()
         let during = try Self.heldPurchase(store, finish: false)   // moves the counter, not stored yet
         // The COMMIT is done: the connection comes back with no SQLite transaction open.
-        while !store.database.takeBackIfDone() { usleep(1000) }
+        try Self.awaitTakeBack(store)
         #expect(!store.sqliteOpen)
         #expect(store.hasUnsavedChanges)
 
@@ -179,7 +193,7 @@ struct CommitterTests {
         try store.database.execute("INSERT INTO children VALUES (7)")
         try store.startSave()
         let during = try Self.heldPurchase(store)
-        while !store.database.takeBackIfDone() { usleep(1000) }
+        try Self.awaitTakeBack(store)
 
         let outcome = try #require(store.takeSaveOutcome())
         guard case .failure(let error) = outcome else {
@@ -194,7 +208,7 @@ struct CommitterTests {
 
         try store.database.execute("INSERT INTO parents VALUES (7)")
         try store.startSave()
-        while !store.database.takeBackIfDone() { usleep(1000) }
+        try Self.awaitTakeBack(store)
         #expect(store.takeSaveOutcome().map { if case .success = $0 { true } else { false } } == true)
         #expect(!store.hasUnsavedChanges)
         try store.shutDown()
@@ -221,7 +235,7 @@ struct CommitterTests {
         #expect(try store.transaction(id: purchases[2].id)?.finished == true)
         #expect(store.database.isLent)
         gate.openUp()
-        while !store.database.takeBackIfDone() { usleep(1000) }
+        try Self.awaitTakeBack(store)
         #expect(store.takeSaveOutcome().map { if case .success = $0 { true } else { false } } == true)
         // Five rows, the queue's counter and the LSN, on the committer's thread.
         #expect(store.database.totalChanges == changesBefore + 7)
@@ -247,7 +261,7 @@ struct CommitterTests {
                 return .success(())
             }
             try store.startSave()
-            while !store.database.takeBackIfDone() { usleep(1000) }
+            try Self.awaitTakeBack(store)
             return store.takeSaveOutcome()
         }
         // A trigger of this connection refuses one product's row, as a full disk would refuse any.
