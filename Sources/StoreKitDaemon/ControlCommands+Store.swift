@@ -225,7 +225,7 @@ extension ControlCommands {
 
     private func failNext(_ arguments: Arguments) throws(StoreError) -> Result {
         guard let text = arguments["code"] else { return .failure(.invalidArgument, "fail-next needs an SKError CODE") }
-        guard let code = StoreKitErrorNames.code(text) else {
+        guard let code = StoreKitErrorCode(text: text)?.rawValue else {
             return .failure(.invalidArgument, "'\(text)' is not an SKError.Code (0…20 or a name such as paymentCancelled)")
         }
         var count = 1
@@ -250,7 +250,7 @@ extension ControlCommands {
         var failNext: JSONValue = .null
         if let failure = switches.failure {
             failNext = .object([
-                ("code", .int(Int64(failure.code))), ("name", .string(StoreKitErrorNames.name(of: failure.code))),
+                ("code", .int(Int64(failure.code))), ("name", .string(StoreKitErrorCode.name(of: failure.code))),
                 ("remaining", failure.remaining < 0 ? .null : .int(Int64(failure.remaining))),
             ])
         }

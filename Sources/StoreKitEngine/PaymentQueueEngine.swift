@@ -216,7 +216,7 @@ public final class PaymentQueueEngine {
     static let interruptedMessage = "The purchase was interrupted: the buyer must act (storekitctl resolve) before it completes"
 
     static func failureMessage(_ code: Int32) -> String {
-        "The purchase failed as the store was told to (\(StoreKitErrorNames.name(of: code)))"
+        "The purchase failed as the store was told to (\(StoreKitErrorCode.name(of: code)))"
     }
 
     /// Whether a purchase by `uid` needs a parent's approval: the account's switch, else the

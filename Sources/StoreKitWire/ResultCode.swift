@@ -57,16 +57,47 @@ public enum ResultCode: UInt16, Sendable, CaseIterable {
     }
 }
 
-/// `SKError.Code` raw values the daemon produces.
-public enum StoreKitErrorCode: Int32, Sendable {
+/// StoreKit 1's `SKError.Code`, by raw value: the one table of them daemon, CLI and engine share
+/// (what a failed transaction carries; `storekitctl fail-next CODE` by number or name).
+public enum StoreKitErrorCode: Int32, Sendable, CaseIterable {
     case unknown = 0
     case clientInvalid = 1
     case paymentCancelled = 2
     case paymentInvalid = 3
     case paymentNotAllowed = 4
     case storeProductNotAvailable = 5
+    case cloudServicePermissionDenied = 6
     case cloudServiceNetworkConnectionFailed = 7
+    case cloudServiceRevoked = 8
+    case privacyAcknowledgementRequired = 9
     case unauthorizedRequestData = 10
     case invalidOfferIdentifier = 11
+    case invalidSignature = 12
+    case missingOfferParams = 13
+    case invalidOfferPrice = 14
+    case overlayCancelled = 15
+    case overlayInvalidConfiguration = 16
+    case overlayTimeout = 17
     case ineligibleForOffer = 18
+    case unsupportedPlatform = 19
+    case overlayPresentedInBackgroundScene = 20
+
+    /// Apple's case name, e.g. `paymentCancelled`.
+    public var name: String { "\(self)" }
+
+    /// The name of a raw value, or "code N" for one StoreKit does not define.
+    public static func name(of code: Int32) -> String {
+        StoreKitErrorCode(rawValue: code)?.name ?? "code \(code)"
+    }
+
+    /// A code given by number (`2`) or name (`paymentCancelled`, any case).
+    public init?(text: String) {
+        if let number = Int32(text) {
+            guard let code = StoreKitErrorCode(rawValue: number) else { return nil }
+            self = code
+            return
+        }
+        guard let code = Self.allCases.first(where: { $0.name.lowercased() == text.lowercased() }) else { return nil }
+        self = code
+    }
 }
