@@ -191,18 +191,18 @@ final class PrivateDaemon: @unchecked Sendable {
     }
 
     /// Sends a control command; returns its JSON document, or throws the daemon's refusal.
-    func control(_ command: String, _ arguments: [String] = []) throws(SKTestSessionError) -> JSONValue {
+    func control(_ command: ControlCommand, _ arguments: [String] = []) throws(SKTestSessionError) -> JSONValue {
         let answer: (ok: Bool, message: String, json: String)
         do throws(ConnectionError) {
             let connection = try WireConnection(path: controlSocket)
             defer { connection.close() }
             _ = try connection.hello(app: "")
-            try connection.send(.control(requestID: 1, command: command, arguments: arguments))
+            try connection.send(.control(requestID: 1, command: command.rawValue, arguments: arguments))
             answer = try Self.awaitAnswer(connection)
         } catch {
-            throw .cannotReach("\(command): \(error)")
+            throw .cannotReach("\(command.rawValue): \(error)")
         }
-        guard answer.ok else { throw .refused(command: command, message: answer.message) }
+        guard answer.ok else { throw .refused(command: command.rawValue, message: answer.message) }
         return (try? JSONValue.parse(Array(answer.json.utf8))) ?? .null
     }
 
@@ -222,7 +222,7 @@ final class PrivateDaemon: @unchecked Sendable {
     func buy(_ product: String, quantity: Int? = nil) throws(SKTestSessionError) -> JSONValue {
         var arguments = ["app=\(app)", "product=\(product)", "uid=\(getuid())"]
         if let quantity { arguments.append("quantity=\(quantity)") }
-        return try control("buy", arguments)
+        return try control(.buy, arguments)
     }
 
     /// storekitd: `$STOREKITD_PATH`; beside this executable (a `swift build` of this package);

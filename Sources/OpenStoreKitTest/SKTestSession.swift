@@ -68,8 +68,8 @@ open class SKTestSession: @unchecked Sendable {
 
     /// Purchases need a parent's approval (they are deferred until approved or declined).
     open var askToBuyEnabled: Bool {
-        get { (try? daemon.control("switches"))?["askToBuy"] == .bool(true) }
-        set { _ = try? daemon.control("ask-to-buy", ["enabled=\(newValue ? "on" : "off")"]) }
+        get { (try? daemon.control(.switches))?["askToBuy"] == .bool(true) }
+        set { _ = try? daemon.control(.askToBuy, ["enabled=\(newValue ? "on" : "off")"]) }
     }
 
     /// Dialogs are not shown (there are none on Linux: kept for source compatibility).
@@ -80,8 +80,8 @@ open class SKTestSession: @unchecked Sendable {
 
     /// Purchases are interrupted: they fail until `resolveIssueForTransaction(identifier:)`.
     open var interruptedPurchasesEnabled: Bool {
-        get { (try? daemon.control("switches"))?["interrupted"] == .bool(true) }
-        set { _ = try? daemon.control("interrupted", ["enabled=\(newValue ? "on" : "off")"]) }
+        get { (try? daemon.control(.switches))?["interrupted"] == .bool(true) }
+        set { _ = try? daemon.control(.interrupted, ["enabled=\(newValue ? "on" : "off")"]) }
     }
 
     /// Purchases fail with `failureError` (`.unknown` when it is nil).
@@ -104,7 +104,7 @@ open class SKTestSession: @unchecked Sendable {
 
     private func applyFailure() {
         let (enabled, code) = state.withLock { ($0.failTransactionsEnabled, $0.failureError ?? .unknown) }
-        _ = try? daemon.control("fail-next", ["code=\(code.rawValue)", "count=\(enabled ? "all" : "0")"])
+        _ = try? daemon.control(.failNext, ["code=\(code.rawValue)", "count=\(enabled ? "all" : "0")"])
     }
 
     /// The locale of the test environment (kept by the session; prices follow the storefront).
@@ -116,34 +116,34 @@ open class SKTestSession: @unchecked Sendable {
     /// The storefront's country code (ISO 3166-1 alpha-3, e.g. "USA", "GBR"). Setting an unknown
     /// one leaves it unchanged.
     open var storefront: String {
-        get { (try? daemon.control("storefront"))?["storefront"]?.string ?? "USA" }
-        set { _ = try? daemon.control("storefront", ["set=\(newValue)"]) }
+        get { (try? daemon.control(.storefront))?["storefront"]?.string ?? "USA" }
+        set { _ = try? daemon.control(.storefront, ["set=\(newValue)"]) }
     }
 
     /// How fast subscriptions renew.
     open var timeRate: TimeRate {
         get {
-            let name = (try? daemon.control("clock"))?["rate"]?.string
+            let name = (try? daemon.control(.clock))?["rate"]?.string
             return name.flatMap { TimeRate(name: $0) } ?? .realTime
         }
-        set { _ = try? daemon.control("clock", ["rate=\(newValue.name)"]) }
+        set { _ = try? daemon.control(.clock, ["rate=\(newValue.name)"]) }
     }
 
     /// Renewals that fail for a billing issue first enter a grace period (access continues).
     open var billingGracePeriodIsEnabled: Bool {
-        get { (try? daemon.control("switches"))?["billingGracePeriod"] == .bool(true) }
+        get { (try? daemon.control(.switches))?["billingGracePeriod"] == .bool(true) }
         set {
-            let issue = (try? daemon.control("switches"))?["billingIssue"] == .bool(true)
-            _ = try? daemon.control("billing-issue", ["enabled=\(issue ? "on" : "off")", "grace=\(newValue ? "on" : "off")"])
+            let issue = (try? daemon.control(.switches))?["billingIssue"] == .bool(true)
+            _ = try? daemon.control(.billingIssue, ["enabled=\(issue ? "on" : "off")", "grace=\(newValue ? "on" : "off")"])
         }
     }
 
     /// Renewals fail for a billing issue (billing retry, or a grace period first).
     open var shouldEnterBillingRetryOnRenewal: Bool {
-        get { (try? daemon.control("switches"))?["billingIssue"] == .bool(true) }
+        get { (try? daemon.control(.switches))?["billingIssue"] == .bool(true) }
         set {
-            let grace = (try? daemon.control("switches"))?["billingGracePeriod"] == .bool(true)
-            _ = try? daemon.control("billing-issue", ["enabled=\(newValue ? "on" : "off")", "grace=\(grace ? "on" : "off")"])
+            let grace = (try? daemon.control(.switches))?["billingGracePeriod"] == .bool(true)
+            _ = try? daemon.control(.billingIssue, ["enabled=\(newValue ? "on" : "off")", "grace=\(grace ? "on" : "off")"])
         }
     }
 
@@ -151,27 +151,27 @@ open class SKTestSession: @unchecked Sendable {
 
     /// Every setting back to the configuration file's; transactions are kept.
     open func resetToDefaultState() {
-        _ = try? daemon.control("reset")
+        _ = try? daemon.control(.reset)
         state.withLock { $0 = defaults }
     }
 
     /// Deletes every transaction of the test environment.
     open func clearTransactions() {
-        _ = try? daemon.control("clear", ["all=1"])
+        _ = try? daemon.control(.clear, ["all=1"])
     }
 
     // MARK: - Transactions
 
     /// Every transaction of the test environment, oldest first.
     open func allTransactions() -> [SKTestTransaction] {
-        guard case .array(let records)? = try? daemon.control("history") else { return [] }
-        let subscriptions = (try? daemon.control("subscriptions")) ?? .array([])
+        guard case .array(let records)? = try? daemon.control(.history) else { return [] }
+        let subscriptions = (try? daemon.control(.subscriptions)) ?? .array([])
         return records.compactMap { SKTestTransaction(json: $0, subscriptions: subscriptions) }
     }
 
     /// Deletes one transaction.
     open func deleteTransaction(identifier: UInt) throws {
-        _ = try daemon.control("clear", ["id=\(identifier)"])
+        _ = try daemon.control(.clear, ["id=\(identifier)"])
     }
 
     /// Buys a product outside the app (as on another device); the app's observers receive it.
@@ -195,42 +195,42 @@ open class SKTestSession: @unchecked Sendable {
 
     /// Approves a deferred (Ask to Buy) purchase.
     open func approveAskToBuyTransaction(identifier: UInt) throws {
-        _ = try daemon.control("approve", ["id=\(identifier)"])
+        _ = try daemon.control(.approve, ["id=\(identifier)"])
     }
 
     /// Declines a deferred (Ask to Buy) purchase.
     open func declineAskToBuyTransaction(identifier: UInt) throws {
-        _ = try daemon.control("decline", ["id=\(identifier)"])
+        _ = try daemon.control(.decline, ["id=\(identifier)"])
     }
 
     /// Refunds a purchase.
     open func refundTransaction(identifier: UInt) throws {
-        _ = try daemon.control("refund", ["id=\(identifier)"])
+        _ = try daemon.control(.refund, ["id=\(identifier)"])
     }
 
     /// Resolves an interrupted purchase or a billing issue.
     open func resolveIssueForTransaction(identifier: UInt) throws {
-        _ = try daemon.control("resolve", ["id=\(identifier)"])
+        _ = try daemon.control(.resolve, ["id=\(identifier)"])
     }
 
     /// Turns auto-renew on for the subscription of a transaction.
     open func enableAutoRenewForTransaction(identifier: UInt) throws {
-        _ = try daemon.control("auto-renew", ["enabled=on", "id=\(identifier)"])
+        _ = try daemon.control(.autoRenew, ["enabled=on", "id=\(identifier)"])
     }
 
     /// Turns auto-renew off for the subscription of a transaction.
     open func disableAutoRenewForTransaction(identifier: UInt) throws {
-        _ = try daemon.control("auto-renew", ["enabled=off", "id=\(identifier)"])
+        _ = try daemon.control(.autoRenew, ["enabled=off", "id=\(identifier)"])
     }
 
     /// Ends a subscription now.
     open func expireSubscription(productIdentifier: String) throws {
-        _ = try daemon.control("expire", ["app=\(daemon.app)", "product=\(productIdentifier)", "uid=\(getuid())"])
+        _ = try daemon.control(.expire, ["app=\(daemon.app)", "product=\(productIdentifier)", "uid=\(getuid())"])
     }
 
     /// Renews a subscription now.
     open func forceRenewalOfSubscription(productIdentifier: String) throws {
-        _ = try daemon.control("renew", ["app=\(daemon.app)", "product=\(productIdentifier)", "uid=\(getuid())"])
+        _ = try daemon.control(.renew, ["app=\(daemon.app)", "product=\(productIdentifier)", "uid=\(getuid())"])
     }
 
     // MARK: - Locating configuration files

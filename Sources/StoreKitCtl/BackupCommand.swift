@@ -23,6 +23,6 @@ struct BackupCommand: Subcommand {
             throw UsageError("FILE must be an absolute path (the daemon writes it, from its own working directory): \(path)")
         }
     }
-    var request: (command: String, arguments: [String]) { ("backup", ["path=\(path)"]) }
+    var request: (command: ControlCommand, arguments: [String]) { (.backup, ["path=\(path)"]) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }

@@ -6,7 +6,7 @@ struct StatusCommand: Subcommand {
     static let summary = "show the daemon's state (connections, observers, unfinished transactions)"
     static let usage = "Usage: storekitctl status [-o json]\n\nShows the database, connections, observers and unfinished transactions."
     init(_ arguments: inout ArgumentList) throws(UsageError) {}
-    var request: (command: String, arguments: [String]) { ("status", []) }
+    var request: (command: ControlCommand, arguments: [String]) { (.status, []) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -16,7 +16,7 @@ struct AppsCommand: Subcommand {
     static let summary = "list registered apps"
     static let usage = "Usage: storekitctl apps [-o json]\n\nLists the apps registered in apps.d with their catalogues."
     init(_ arguments: inout ArgumentList) throws(UsageError) {}
-    var request: (command: String, arguments: [String]) { ("apps", []) }
+    var request: (command: ControlCommand, arguments: [String]) { (.apps, []) }
     func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("app", "app"), ("products", "products"), ("catalog", "catalog")]).render(json)
     }
@@ -29,7 +29,7 @@ struct ProductsCommand: Subcommand {
     static let usage = "Usage: storekitctl products APP [-o json]\n\nLists the products of APP's catalogue."
     let app: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { app = try arguments.positional("APP") }
-    var request: (command: String, arguments: [String]) { ("products", ["app=\(app)"]) }
+    var request: (command: ControlCommand, arguments: [String]) { (.products, ["app=\(app)"]) }
     func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("product", "productIdentifier"), ("type", "type"), ("price", "displayPrice"),
                         ("title", "localizedTitle")]).render(json)
@@ -51,7 +51,7 @@ struct TransactionsCommand: Subcommand {
         if let uid = try list.number("--uid") { arguments.append("uid=\(uid)") }
         if list.flag("--unfinished") { arguments.append("unfinished=1") }
     }
-    var request: (command: String, arguments: [String]) { ("transactions", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.transactions, arguments) }
     func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("id", "transactionIdentifier"), ("uid", "uid"), ("app", "app"), ("product", "productIdentifier"),
                         ("state", "state"), ("finished", "finished"), ("seq", "sequence"),
@@ -77,6 +77,6 @@ struct BuyCommand: Subcommand {
         if let uid { arguments.append("uid=\(uid)") }
         if let quantity { arguments.append("quantity=\(quantity)") }
     }
-    var request: (command: String, arguments: [String]) { ("buy", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.buy, arguments) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }

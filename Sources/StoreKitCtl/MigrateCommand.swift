@@ -31,7 +31,7 @@ struct MigrateCommand: Subcommand {
         }
         conninfo = line
     }
-    var request: (command: String, arguments: [String]) { ("migrate", ["conninfo=\(conninfo)"]) }
+    var request: (command: ControlCommand, arguments: [String]) { (.migrate, ["conninfo=\(conninfo)"]) }
 
     func renderTable(_ json: JSONValue) -> String {
         guard case .object(let report) = json else { return json.serialized() + "\n" }

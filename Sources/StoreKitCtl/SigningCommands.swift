@@ -14,7 +14,7 @@ struct CertificateCommand: Subcommand {
         """
     let der: Bool
     init(_ arguments: inout ArgumentList) throws(UsageError) { der = arguments.flag("--der") }
-    var request: (command: String, arguments: [String]) { ("certificate", []) }
+    var request: (command: ControlCommand, arguments: [String]) { (.certificate, []) }
     func renderTable(_ json: JSONValue) -> String {
         json["pem"]?.string ?? ""
     }
@@ -43,7 +43,7 @@ struct RotateKeyCommand: Subcommand {
         """
     let chain: Bool
     init(_ arguments: inout ArgumentList) throws(UsageError) { chain = arguments.flag("--chain") }
-    var request: (command: String, arguments: [String]) { ("rotate-key", chain ? ["chain=1"] : []) }
+    var request: (command: ControlCommand, arguments: [String]) { (.rotateKey, chain ? ["chain=1"] : []) }
     func renderTable(_ json: JSONValue) -> String {
         let expires = "New signing certificate, valid until \(json["expires"]?.string ?? "?")\n"
         guard chain, let root = json["root"]?.string else { return expires }
@@ -67,6 +67,6 @@ struct ReceiptCommand: Subcommand {
         arguments = ["app=\(try list.positional("APP"))"]
         if let uid { arguments.append("uid=\(uid)") }
     }
-    var request: (command: String, arguments: [String]) { ("receipt", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.receipt, arguments) }
     func renderTable(_ json: JSONValue) -> String { (json["receipt"]?.string ?? "") + "\n" }
 }

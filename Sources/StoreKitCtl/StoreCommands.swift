@@ -37,7 +37,7 @@ struct ApproveCommand: Subcommand {
         """
     let id: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { id = try arguments.transactionID() }
-    var request: (command: String, arguments: [String]) { ("approve", ["id=\(id)"]) }
+    var request: (command: ControlCommand, arguments: [String]) { (.approve, ["id=\(id)"]) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -53,7 +53,7 @@ struct DeclineCommand: Subcommand {
         """
     let id: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { id = try arguments.transactionID() }
-    var request: (command: String, arguments: [String]) { ("decline", ["id=\(id)"]) }
+    var request: (command: ControlCommand, arguments: [String]) { (.decline, ["id=\(id)"]) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -72,7 +72,7 @@ struct ResolveCommand: Subcommand {
         """
     let id: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { id = try arguments.transactionID() }
-    var request: (command: String, arguments: [String]) { ("resolve", ["id=\(id)"]) }
+    var request: (command: ControlCommand, arguments: [String]) { (.resolve, ["id=\(id)"]) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -94,7 +94,7 @@ struct RefundCommand: Subcommand {
         arguments = ["id=\(try list.transactionID())"]
         if let reason { arguments.append("reason=\(reason)") }
     }
-    var request: (command: String, arguments: [String]) { ("refund", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.refund, arguments) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -111,7 +111,7 @@ struct ExpireCommand: Subcommand {
         """
     var arguments: [String] = []
     init(_ list: inout ArgumentList) throws(UsageError) { arguments = try subscriptionArguments(&list) }
-    var request: (command: String, arguments: [String]) { ("expire", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.expire, arguments) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -129,7 +129,7 @@ struct RenewCommand: Subcommand {
         """
     var arguments: [String] = []
     init(_ list: inout ArgumentList) throws(UsageError) { arguments = try subscriptionArguments(&list) }
-    var request: (command: String, arguments: [String]) { ("renew", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.renew, arguments) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -149,7 +149,7 @@ struct AutoRenewCommand: Subcommand {
         let on = try list.onOff("auto-renew")
         arguments = ["enabled=\(on ? "on" : "off")"] + (try subscriptionArguments(&list, uid: uid))
     }
-    var request: (command: String, arguments: [String]) { ("auto-renew", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.autoRenew, arguments) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -168,7 +168,7 @@ struct SubscriptionsCommand: Subcommand {
         if let uid = try list.number("--uid") { arguments.append("uid=\(uid)") }
         if let app = list.optionalPositional() { arguments.append("app=\(app)") }
     }
-    var request: (command: String, arguments: [String]) { ("subscriptions", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.subscriptions, arguments) }
     func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("original", "originalTransactionIdentifier"), ("uid", "uid"), ("product", "productIdentifier"),
                         ("state", "state"), ("expires", "expiresDate"), ("renew", "willAutoRenew"),
@@ -198,7 +198,7 @@ struct BillingIssueCommand: Subcommand {
         }
         arguments.insert("enabled=\(try list.onOff("billing-issue") ? "on" : "off")", at: 0)
     }
-    var request: (command: String, arguments: [String]) { ("billing-issue", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.billingIssue, arguments) }
     func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
@@ -215,7 +215,7 @@ struct InterruptedCommand: Subcommand {
         """
     let on: Bool
     init(_ list: inout ArgumentList) throws(UsageError) { on = try list.onOff("interrupted") }
-    var request: (command: String, arguments: [String]) { ("interrupted", ["enabled=\(on ? "on" : "off")"]) }
+    var request: (command: ControlCommand, arguments: [String]) { (.interrupted, ["enabled=\(on ? "on" : "off")"]) }
     func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
@@ -237,7 +237,7 @@ struct AskToBuyCommand: Subcommand {
         arguments = ["enabled=\(try list.onOff("ask-to-buy") ? "on" : "off")"]
         if let uid { arguments.append("uid=\(uid)") }
     }
-    var request: (command: String, arguments: [String]) { ("ask-to-buy", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.askToBuy, arguments) }
     func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
@@ -260,7 +260,7 @@ struct FailNextCommand: Subcommand {
         }
         arguments.insert("code=\(try list.positional("CODE"))", at: 0)
     }
-    var request: (command: String, arguments: [String]) { ("fail-next", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.failNext, arguments) }
     func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
@@ -274,7 +274,7 @@ struct SwitchesCommand: Subcommand {
         Shows the switches set with storekitctl; null (-) means "as each app's catalogue says".
         """
     init(_ arguments: inout ArgumentList) throws(UsageError) {}
-    var request: (command: String, arguments: [String]) { ("switches", []) }
+    var request: (command: ControlCommand, arguments: [String]) { (.switches, []) }
     func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
@@ -290,7 +290,7 @@ struct ResetCommand: Subcommand {
         clock's offset are kept (use `clear` for transactions; store time never goes back).
         """
     init(_ arguments: inout ArgumentList) throws(UsageError) {}
-    var request: (command: String, arguments: [String]) { ("reset", []) }
+    var request: (command: ControlCommand, arguments: [String]) { (.reset, []) }
     func renderTable(_ json: JSONValue) -> String { switchesTable(json) }
 }
 
@@ -313,7 +313,7 @@ struct StorefrontCommand: Subcommand {
         case let other?: throw UsageError("storefront takes show or set CODE, not '\(other)'")
         }
     }
-    var request: (command: String, arguments: [String]) { ("storefront", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.storefront, arguments) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -334,7 +334,7 @@ struct PromoteCommand: Subcommand {
         arguments = ["app=\(try list.positional("APP"))", "product=\(try list.positional("PRODUCT"))"]
         if let uid { arguments.append("uid=\(uid)") }
     }
-    var request: (command: String, arguments: [String]) { ("promote", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.promote, arguments) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -366,7 +366,7 @@ struct ClockCommand: Subcommand {
         case let other?: throw UsageError("clock takes show, advance DURATION or rate NAME, not '\(other)'")
         }
     }
-    var request: (command: String, arguments: [String]) { ("clock", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.clock, arguments) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
@@ -387,7 +387,7 @@ struct EntitlementsCommand: Subcommand {
         arguments = ["app=\(try list.positional("APP"))"]
         if let uid { arguments.append("uid=\(uid)") }
     }
-    var request: (command: String, arguments: [String]) { ("entitlements", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.entitlements, arguments) }
     func renderTable(_ json: JSONValue) -> String { Table(columns: transactionColumns).render(json) }
 }
 
@@ -407,7 +407,7 @@ struct HistoryCommand: Subcommand {
         if let product = try list.option("--product") { arguments.append("product=\(product)") }
         if let app = list.optionalPositional() { arguments.append("app=\(app)") }
     }
-    var request: (command: String, arguments: [String]) { ("history", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.history, arguments) }
     func renderTable(_ json: JSONValue) -> String { Table(columns: transactionColumns).render(json) }
 }
 
@@ -435,6 +435,6 @@ struct ClearCommand: Subcommand {
         case (nil, false): throw UsageError("clear needs APP, or --all to clear every app")
         }
     }
-    var request: (command: String, arguments: [String]) { ("clear", arguments) }
+    var request: (command: ControlCommand, arguments: [String]) { (.clear, arguments) }
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }

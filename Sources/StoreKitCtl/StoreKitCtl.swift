@@ -16,7 +16,7 @@ protocol Subcommand: Sendable {
     static var summary: String { get }
     static var usage: String { get }
     init(_ arguments: inout ArgumentList) throws(UsageError)
-    var request: (command: String, arguments: [String]) { get }
+    var request: (command: ControlCommand, arguments: [String]) { get }
     func renderTable(_ json: JSONValue) -> String
     /// Binary output instead of text (`certificate --der`); nil for text.
     func renderBytes(_ json: JSONValue) -> [UInt8]?
@@ -103,7 +103,7 @@ public enum StoreKitCtl {
         let path = socket ?? SocketLocation.controlSocket(environment: ProcessInfo.processInfo.environment)
         do {
             let (name, commandArguments) = command.request
-            let (connection, answer) = try Self.exchange(.control(requestID: 1, command: name, arguments: commandArguments), path: path)
+            let (connection, answer) = try Self.exchange(.control(requestID: 1, command: name.rawValue, arguments: commandArguments), path: path)
             var first: ServerMessage? = answer
             while true {
                 let message = try first.take() ?? connection.receive()

@@ -7,35 +7,35 @@ import StoreKitWire
 // read-outs, clear and reset. Arguments are `key=value`; see docs/protocol.md §11.
 
 extension ControlCommands {
-    /// Runs a store command; nil when `command` is not one of them.
-    func storeCommand(_ command: String, _ arguments: Arguments) throws(StoreError) -> Result? {
+    /// Runs a store command (the simulated store's; the daemon's own are answered by `execute`).
+    func storeCommand(_ command: ControlCommand, _ arguments: Arguments) throws(StoreError) -> Result {
         switch command {
-        case "approve": return try onTransaction(arguments) { id throws(StoreError) in try engine.approve(transactionID: id) }
-        case "decline": return try onTransaction(arguments) { id throws(StoreError) in try engine.decline(transactionID: id) }
-        case "resolve": return try onTransaction(arguments) { id throws(StoreError) in try engine.resolve(transactionID: id) }
-        case "refund": return try refund(arguments)
-        case "expire": return try onSubscription(arguments, returning: .subscription) { selector throws(StoreError) in
+        case .approve: return try onTransaction(arguments) { id throws(StoreError) in try engine.approve(transactionID: id) }
+        case .decline: return try onTransaction(arguments) { id throws(StoreError) in try engine.decline(transactionID: id) }
+        case .resolve: return try onTransaction(arguments) { id throws(StoreError) in try engine.resolve(transactionID: id) }
+        case .refund: return try refund(arguments)
+        case .expire: return try onSubscription(arguments, returning: .subscription) { selector throws(StoreError) in
             try engine.expire(selector)
         }
-        case "renew": return try onSubscription(arguments, returning: .transaction) { selector throws(StoreError) in
+        case .renew: return try onSubscription(arguments, returning: .transaction) { selector throws(StoreError) in
             try engine.forceRenewal(selector)
         }
-        case "auto-renew":
+        case .autoRenew:
             guard let on = flag(arguments, "enabled") else { return .failure(.invalidArgument, "auto-renew needs enabled=on|off") }
             return try onSubscription(arguments, returning: .subscription) { selector throws(StoreError) in
                 try engine.setAutoRenew(on, selector)
             }
-        case "billing-issue":
+        case .billingIssue:
             guard let on = flag(arguments, "enabled") else { return .failure(.invalidArgument, "billing-issue needs enabled=on|off") }
             let grace = flag(arguments, "grace")
             return try switches { switches in
                 switches.billingIssue = on
                 if let grace { switches.billingGracePeriod = grace }
             }
-        case "interrupted":
+        case .interrupted:
             guard let on = flag(arguments, "enabled") else { return .failure(.invalidArgument, "interrupted needs enabled=on|off") }
             return try switches { $0.interrupted = on }
-        case "ask-to-buy":
+        case .askToBuy:
             guard let on = flag(arguments, "enabled") else { return .failure(.invalidArgument, "ask-to-buy needs enabled=on|off") }
             if let text = arguments["uid"] {
                 guard let uid = UInt32(text) else { return .failure(.invalidArgument, "uid '\(text)' is not a number") }
@@ -45,17 +45,18 @@ extension ControlCommands {
                 switches.askToBuy = on
                 switches.askToBuyByUID.removeAll()
             }
-        case "fail-next": return try failNext(arguments)
-        case "switches": return Result(json: switchesJSON())
-        case "reset": return try switches { $0 = StoreSwitches() }
-        case "storefront": return try storefront(arguments)
-        case "promote": return try promote(arguments)
-        case "clock": return try clock(arguments)
-        case "entitlements": return try entitlements(arguments)
-        case "history": return try history(arguments)
-        case "subscriptions": return try subscriptions(arguments)
-        case "clear": return try clear(arguments)
-        default: return nil
+        case .failNext: return try failNext(arguments)
+        case .switches: return Result(json: switchesJSON())
+        case .reset: return try switches { $0 = StoreSwitches() }
+        case .storefront: return try storefront(arguments)
+        case .promote: return try promote(arguments)
+        case .clock: return try clock(arguments)
+        case .entitlements: return try entitlements(arguments)
+        case .history: return try history(arguments)
+        case .subscriptions: return try subscriptions(arguments)
+        case .clear: return try clear(arguments)
+        case .status, .apps, .products, .transactions, .buy, .backup, .migrate, .certificate, .rotateKey, .receipt:
+            return .failure(.invalidArgument, "'\(command.rawValue)' is not a store command")
         }
     }
 

@@ -38,50 +38,35 @@ struct ControlCommands {
         subscript(_ key: String) -> String? { values[key] }
     }
 
-    /// Commands that only read: they run even while writes are stopped.
-    static let readOnlyCommands: Set<String> = [
-        "status", "apps", "products", "transactions", "history", "entitlements", "subscriptions", "switches",
-        "certificate", "receipt",
-    ]
-
-    static func mutates(_ command: String, _ arguments: Arguments) -> Bool {
+    static func mutates(_ command: ControlCommand, _ arguments: Arguments) -> Bool {
         switch command {
-        case "clock": arguments["advance"] != nil || arguments["rate"] != nil
-        case "storefront": arguments["set"] != nil
-        default: !readOnlyCommands.contains(command)
+        case .clock: arguments["advance"] != nil || arguments["rate"] != nil
+        case .storefront: arguments["set"] != nil
+        default: !command.onlyReads
         }
     }
 
-    func execute(command: String, arguments raw: [String], writesStopped: String?) throws(StoreError) -> Result {
+    func execute(command name: String, arguments raw: [String], writesStopped: String?) throws(StoreError) -> Result {
+        guard let command = ControlCommand(rawValue: name) else { return .failure(.invalidArgument, "unknown command '\(name)'") }
         let arguments = Arguments(raw)
         if let writesStopped, Self.mutates(command, arguments) { return .failure(.storageFailure, writesStopped) }
         // A command that changes the store may change receipts without moving a queue's
         // sequence number (`clear` and `reset` delete history): kept receipts are made again.
         if Self.mutates(command, arguments) { server.proof.forgetReceipts() }
         switch command {
-        case "status":
-            return status()
-        case "apps":
-            return apps()
-        case "products":
-            return products(arguments)
-        case "transactions":
-            return try transactions(arguments)
-        case "buy":
-            return try buy(arguments)
-        case "backup":
-            return backup(arguments)
-        case "migrate":
-            return migrate(arguments)
-        case "certificate":
-            return certificate()
-        case "rotate-key":
-            return rotateKey(arguments)
-        case "receipt":
-            return try receipt(arguments)
-        default:
-            if let result = try storeCommand(command, arguments) { return result }
-            return .failure(.invalidArgument, "unknown command '\(command)'")
+        case .status: return status()
+        case .apps: return apps()
+        case .products: return products(arguments)
+        case .transactions: return try transactions(arguments)
+        case .buy: return try buy(arguments)
+        case .backup: return backup(arguments)
+        case .migrate: return migrate(arguments)
+        case .certificate: return certificate()
+        case .rotateKey: return rotateKey(arguments)
+        case .receipt: return try receipt(arguments)
+        case .approve, .decline, .resolve, .refund, .expire, .renew, .autoRenew, .billingIssue, .interrupted, .askToBuy,
+             .failNext, .switches, .reset, .storefront, .promote, .clock, .entitlements, .history, .subscriptions, .clear:
+            return try storeCommand(command, arguments)
         }
     }
 

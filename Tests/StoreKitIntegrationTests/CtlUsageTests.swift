@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitTestSupport
+import StoreKitWire
 import Testing
 
 /// A usage error names what is wrong and shows the usage of the command given, not the whole
@@ -56,6 +57,15 @@ struct CtlUsageTests {
         // And by its own name, the same binary is still the daemon: it refuses an unknown option as the daemon does.
         let asDaemon = try ProcessRunner.run(Paths.binary("storekitd"), ["--frobnicate"])
         #expect(asDaemon.status != 0 && !asDaemon.stderr.contains("Usage: storekitctl"), "\(asDaemon.stderr)")
+    }
+
+    @Test("storekitctl offers exactly the control plane's commands (StoreKitWire.ControlCommand)")
+    func everyControlCommand() throws {
+        let help = try ProcessRunner.run(Paths.binary("storekitctl"), ["--help"])
+        let listed = help.stdout.split(separator: "\n", omittingEmptySubsequences: false).drop { !$0.hasPrefix("Commands:") }.dropFirst()
+            .prefix { !$0.isEmpty }.compactMap { $0.split(separator: " ").first.map(String.init) }
+        #expect(Set(listed) == Set(ControlCommand.allCases.map(\.rawValue)), "\(listed)")
+        #expect(listed.count == ControlCommand.allCases.count)
     }
 
     @Test("no command or an unknown one prints the program's usage")
