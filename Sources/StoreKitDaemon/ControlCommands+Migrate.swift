@@ -1,3 +1,4 @@
+import StoreKitPosix
 import StoreKitPostgres
 import StoreKitStore
 import StoreKitWire
@@ -26,7 +27,7 @@ extension ControlCommands {
             return .failure(.invalidArgument, "bad connection string: \(ConnectionSecrets.redacting(problem, of: conninfo))")
         }
         let member = configuration.fleetMember
-        let started = ServiceNotifier.monotonicMilliseconds()
+        let started = Monotonic.milliseconds()
         let report: PostgresLedger.ImportReport
         let schema: String
         do {
@@ -35,7 +36,7 @@ extension ControlCommands {
             schema = ledger.openReport
             // The copy runs in the serving loop: the watchdog is pinged while it makes progress.
             report = try ledger.importLedger(from: store) { [server] in
-                let now = ServiceNotifier.monotonicMilliseconds()
+                let now = Monotonic.milliseconds()
                 if let interval = server.notifier.watchdogPingInterval, now - server.lastWatchdog >= interval {
                     server.notifier.watchdog()
                     server.lastWatchdog = now
@@ -50,7 +51,7 @@ extension ControlCommands {
             }
             return .failure(code, "migrate to \(target) failed: \(message)")
         }
-        let milliseconds = ServiceNotifier.monotonicMilliseconds() - started
+        let milliseconds = Monotonic.milliseconds() - started
         let rows = report.copied + report.present
         let message = report.copied == 0
             ? "nothing copied: all \(rows) rows were already in \(target)"

@@ -154,7 +154,7 @@ final class Ledger {
     @discardableResult
     func save(retrying: Bool = false) -> Bool {
         guard let store = sqlite else { return true }
-        let now = ServiceNotifier.monotonicMilliseconds()
+        let now = Monotonic.milliseconds()
         if !store.hasUnsavedChanges { saveRetryAt = 0 }
         if retrying && now < saveRetryAt { return false }
         do throws(StoreError) {
@@ -195,7 +195,7 @@ final class Ledger {
     private func noteOffLoopSave(_ store: TransactionStore) {
         switch store.takeSaveOutcome() {
         case .success?: noteSaved()
-        case .failure(let error)?: noteSaveFailure(error, now: ServiceNotifier.monotonicMilliseconds())
+        case .failure(let error)?: noteSaveFailure(error, now: Monotonic.milliseconds())
         case nil: break
         }
     }

@@ -1,3 +1,4 @@
+import StoreKitPosix
 import CSystemd
 import Dispatch
 import StoreKitEngine
@@ -85,7 +86,7 @@ final class ObserverActivator: @unchecked Sendable {
 
     private func check(_ unit: String, interval: Int64) {
         guard var attempts = units[unit] else { return }
-        let now = ServiceNotifier.monotonicMilliseconds()
+        let now = Monotonic.milliseconds()
         guard now >= attempts.nextCheck else { return }
         defer { units[unit] = attempts }
         let fields = [("STOREKIT_APP", attempts.queue.app), ("STOREKIT_UID", String(attempts.queue.uid)),

@@ -115,7 +115,7 @@ extension Server {
     /// Whether a refusal concerning `uid` is written (at most `WarningRateLimit.burst` per uid in
     /// 10 s); the first one written after a window with left-out ones says how many.
     func sayRefusal(of uid: UInt32) -> Bool {
-        switch refusalLog.admit(uid: uid, now: ServiceNotifier.monotonicMilliseconds()) {
+        switch refusalLog.admit(uid: uid, now: Monotonic.milliseconds()) {
         case .suppress:
             return false
         case .say(let suppressed):

@@ -38,7 +38,7 @@ extension Server {
         if session.decoder.bufferedByteCount == 0 || session.backlogged || session.pacedUntil != nil || session.inFlight > inFlightBefore {
             restartPartialFrameDeadline(session)
         } else if session.partialSince == nil {
-            session.partialSince = ServiceNotifier.monotonicMilliseconds()
+            session.partialSince = Monotonic.milliseconds()
         }
     }
 
@@ -46,7 +46,7 @@ extension Server {
     /// while the session is held back (backlogged or paced) with complete frames buffered.
     func restartPartialFrameDeadline(_ session: Session) {
         let waitsForClient = session.decoder.bufferedByteCount > 0 && !session.backlogged && session.pacedUntil == nil
-        session.partialSince = waitsForClient ? ServiceNotifier.monotonicMilliseconds() : nil
+        session.partialSince = waitsForClient ? Monotonic.milliseconds() : nil
     }
 
     func decodeFrames(_ session: Session) {
@@ -65,7 +65,7 @@ extension Server {
                 // beyond its bucket is decoded and refused (`rateLimited`), as documented.
                 if !ratePassed, session.kind == .client, session.app != nil, session.decoder.bufferedByteCount > 0 {
                     ratePassed = true
-                    let now = ServiceNotifier.monotonicMilliseconds()
+                    let now = Monotonic.milliseconds()
                     let rate = configuration.maxRequestsPerUIDPerSecond
                     let left = requestRates.available(uid: session.peer.uid, now: now, perSecond: rate)
                         - Double(queuedPerUID[session.peer.uid] ?? 0)
@@ -184,7 +184,7 @@ extension Server {
             return false
         }
         if session.kind == .client,
-           !requestRates.admit(uid: session.peer.uid, now: ServiceNotifier.monotonicMilliseconds(), perSecond: configuration.maxRequestsPerUIDPerSecond) {
+           !requestRates.admit(uid: session.peer.uid, now: Monotonic.milliseconds(), perSecond: configuration.maxRequestsPerUIDPerSecond) {
             return false   // over its rate: the unit of work refuses it, as any other request
         }
         session.enqueue(reply)

@@ -17,7 +17,7 @@ extension Server {
         let app = session.app ?? ""
         let queue = QueueKey(uid: uid, app: app)
         if session.kind == .client, let requestID = message.requestID,
-           !requestRates.admit(uid: uid, now: ServiceNotifier.monotonicMilliseconds(), perSecond: configuration.maxRequestsPerUIDPerSecond) {
+           !requestRates.admit(uid: uid, now: Monotonic.milliseconds(), perSecond: configuration.maxRequestsPerUIDPerSecond) {
             let limit = configuration.maxRequestsPerUIDPerSecond
             if sayRefusal(of: uid) {
                 let logger = self.logger
@@ -142,7 +142,7 @@ extension Server {
                                                      message: "usage: debug-fail-saves MILLISECONDS", json: "null"))
                 return
             }
-            ledger.savesFailUntil = ServiceNotifier.monotonicMilliseconds() + milliseconds
+            ledger.savesFailUntil = Monotonic.milliseconds() + milliseconds
             output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
         case .control(let id, "debug-fail-signing", let arguments) where testHooks:
             guard arguments.count == 1, let milliseconds = Int64(arguments[0]), milliseconds >= 0 else {
@@ -150,7 +150,7 @@ extension Server {
                                                      message: "usage: debug-fail-signing MILLISECONDS", json: "null"))
                 return
             }
-            signingFailsUntil = ServiceNotifier.monotonicMilliseconds() + milliseconds
+            signingFailsUntil = Monotonic.milliseconds() + milliseconds
             output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
         case .control(let id, "debug-slow-signing", let arguments) where testHooks:
             guard arguments.count == 1, let milliseconds = UInt32(arguments[0]), milliseconds <= 60_000 else {

@@ -105,7 +105,7 @@ extension Server {
     /// Starts the `ObserverUnit=` of apps whose queues got updates while no observer was connected.
     func activateObservers(for queues: [QueueKey]) {
         guard !queues.isEmpty else { return }
-        let now = ServiceNotifier.monotonicMilliseconds()
+        let now = Monotonic.milliseconds()
         for queue in Set(queues) where observers[queue]?.isEmpty ?? true {
             guard let unit = configuration.app(queue.app)?.observerUnit else { continue }
             // Root and system accounts get no observer unit (the polkit rule would refuse it too).

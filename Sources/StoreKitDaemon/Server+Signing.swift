@@ -1,3 +1,4 @@
+import StoreKitPosix
 import StoreKitEngine
 import StoreKitWire
 
@@ -42,7 +43,7 @@ extension Server {
         guard !pushes.isEmpty || !receipts.isEmpty else { return nil }
         nextSigningTicket += 1
         return Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes, receipts: receipts,
-                          failsOnPurpose: testHooks && ServiceNotifier.monotonicMilliseconds() < signingFailsUntil,
+                          failsOnPurpose: testHooks && Monotonic.milliseconds() < signingFailsUntil,
                           delayMilliseconds: testHooks ? signingDelay : 0)
     }
 

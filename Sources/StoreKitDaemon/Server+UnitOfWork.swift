@@ -243,7 +243,7 @@ extension Server {
         }
         var output = UnitOutput()
         var restoring = Set<QueueKey>()
-        let batchStart = ServiceNotifier.monotonicMicroseconds()
+        let batchStart = Monotonic.microseconds()
         // Control commands (backup, integrity check, …) may read the database on another
         // connection: everything acknowledged before them is committed to SQLite first.
         let control = batch.contains(where: { if case .control = $0.1 { true } else { false } })
@@ -309,14 +309,14 @@ extension Server {
                     try execute(message, for: session, into: &output, restoring: &restoring)
                 }
             }
-            let executed = ServiceNotifier.monotonicMicroseconds()
+            let executed = Monotonic.microseconds()
             // Hand the fsync to the sync thread only when there is other work to do meanwhile
             // (requests waiting, earlier units of work still syncing, or pushes to sign: the
             // signer signs while the disk syncs).
             try ledger.commit(deferSync: !output.pendingSignatures.isEmpty || !gate.isEmpty || epoll.hasReadyEvents())
             statusStale = true
             if logger.maximumPriority >= .debug {
-                let now = ServiceNotifier.monotonicMicroseconds()
+                let now = Monotonic.microseconds()
                 logger.debug("Committed \(batch.count) requests: executed in \(executed - batchStart) µs, committed in \(now - executed) µs")
             }
         } catch {

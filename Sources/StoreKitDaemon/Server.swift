@@ -141,7 +141,7 @@ public final class Server {
     let testHooks: Bool
 
     /// Unique part of FD-store names for this run.
-    let storeRun = String(UInt64(ServiceNotifier.monotonicMilliseconds()), radix: 36)
+    let storeRun = String(UInt64(Monotonic.milliseconds()), radix: 36)
 
     public init(
         engine: PaymentQueueEngine, proof: ProofOfPurchase, configuration: DaemonConfiguration, listeners: [Listener],
@@ -206,10 +206,10 @@ public final class Server {
             // idle for `idleSaveDelay` ms, or once the transaction is old (`Ledger.saveIsDue`).
             // After a failed save, the next one is tried `Ledger.saveRetryDelay` ms later.
             let waitsForSave = received.isEmpty && ledger.hasUnsavedChanges
-            let saveWait = Int32(clamping: max(Int64(Self.idleSaveDelay), ledger.saveRetryAt - ServiceNotifier.monotonicMilliseconds()))
+            let saveWait = Int32(clamping: max(Int64(Self.idleSaveDelay), ledger.saveRetryAt - Monotonic.milliseconds()))
             let canExecute = !received.isEmpty && signerHasRoom && hasRunnableRequests
             var events = 0
-            let waitStarted = ServiceNotifier.monotonicMilliseconds()
+            let waitStarted = Monotonic.milliseconds()
             try epoll.wait(timeout: canExecute ? 0 : (waitsForSave ? min(nextTimeout(), saveWait) : nextTimeout())) {
                 token, flags in
                 events += 1
@@ -218,13 +218,13 @@ public final class Server {
             guard running else { break }
             // Idle for the whole delay, not woken sooner by a timer of its own (a paced uid's
             // next read, the watchdog): a flood paced every millisecond is not idleness.
-            let idle = events == 0 && ServiceNotifier.monotonicMilliseconds() - waitStarted >= Int64(saveWait)
+            let idle = events == 0 && Monotonic.milliseconds() - waitStarted >= Int64(saveWait)
             if waitsForSave && idle && received.isEmpty { ledger.save(retrying: true) }
             if signerHasRoom { executeReceived() }
             resumeBacklog()
-            resumePaced(now: ServiceNotifier.monotonicMilliseconds())
+            resumePaced(now: Monotonic.milliseconds())
             sendQueuedOutput()
-            let now = ServiceNotifier.monotonicMilliseconds()
+            let now = Monotonic.milliseconds()
             ledger.writeHeldRows(now: now)
             if ledger.saveIsDue(now: now) { ledger.save(retrying: true) }
             housekeeping()
@@ -247,7 +247,7 @@ public final class Server {
     func nextTimeout() -> Int32 {
         var timeout: Int64 = 1000
         if let interval = notifier.watchdogPingInterval { timeout = min(timeout, interval) }
-        if let resume = nextPacedResume { timeout = min(timeout, max(resume - ServiceNotifier.monotonicMilliseconds(), 0)) }
+        if let resume = nextPacedResume { timeout = min(timeout, max(resume - Monotonic.milliseconds(), 0)) }
         // A due event waits for room at the signer like any unit of work: its wake-up ends the wait.
         if writesStoppedReason == nil, signerHasRoom, let due = try? engine.millisecondsUntilNextEvent() {
             timeout = min(timeout, max(due, 0))
@@ -294,7 +294,7 @@ public final class Server {
     }
 
     func housekeeping() {
-        let now = ServiceNotifier.monotonicMilliseconds()
+        let now = Monotonic.milliseconds()
         if let interval = notifier.watchdogPingInterval, now - lastWatchdog >= interval {
             // Pinged from the loop itself: a loop stuck in a request stops the pings.
             notifier.watchdog()
@@ -383,9 +383,9 @@ public final class Server {
             collectSignatures()
             releaseDurable()
             for session in sessions.values { queueForSending(session) }
-            let deadline = ServiceNotifier.monotonicMilliseconds() + 2000
+            let deadline = Monotonic.milliseconds() + 2000
             sendQueuedOutput()
-            while sessions.values.contains(where: { $0.pendingOutput > 0 }) && ServiceNotifier.monotonicMilliseconds() < deadline {
+            while sessions.values.contains(where: { $0.pendingOutput > 0 }) && Monotonic.milliseconds() < deadline {
                 try? epoll.wait(timeout: 50) { _, _ in }
                 for session in sessions.values where session.pendingOutput > 0 { queueForSending(session) }
                 sendQueuedOutput()

@@ -1,3 +1,4 @@
+import StoreKitPosix
 import CSystemd
 #if canImport(Glibc)
 import Glibc
@@ -31,10 +32,7 @@ public struct ServiceNotifier: Sendable {
     public func stopping() { notify("STOPPING=1\nSTATUS=Shutting down") }
 
     public func reloading() {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let usec = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-        notify("RELOADING=1\nMONOTONIC_USEC=\(usec)\nSTATUS=Reloading configuration")
+        notify("RELOADING=1\nMONOTONIC_USEC=\(Monotonic.microseconds())\nSTATUS=Reloading configuration")
     }
 
     /// Hands a connected session's fd to the service manager's FD store (`FileDescriptorStoreMax=`),
@@ -48,17 +46,5 @@ public struct ServiceNotifier: Sendable {
     /// Takes a session's fd out of the FD store (the connection ended).
     public func removeStoredFileDescriptor(name: String) {
         notify("FDSTOREREMOVE=1\nFDNAME=\(name)")
-    }
-
-    public static func monotonicMicroseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000
-    }
-
-    public static func monotonicMilliseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 }

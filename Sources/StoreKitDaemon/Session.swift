@@ -59,7 +59,7 @@ final class Session {
         self.peer = peer
         self.decoder = FrameDecoder(maximumBodySize: maximumFrameSize)
         self.account = account
-        acceptedAt = ServiceNotifier.monotonicMilliseconds()
+        acceptedAt = Monotonic.milliseconds()
         lastSendProgress = acceptedAt
     }
 
@@ -83,7 +83,7 @@ final class Session {
     }
 
     func enqueue(encodedFrame: [UInt8]) {
-        if pendingOutput == 0 { lastSendProgress = ServiceNotifier.monotonicMilliseconds() }
+        if pendingOutput == 0 { lastSendProgress = Monotonic.milliseconds() }
         output.append(contentsOf: encodedFrame)
         account.queued += encodedFrame.count
     }
@@ -100,7 +100,7 @@ final class Session {
             case .success(.transferred(let count)):
                 outputOffset += count
                 account.queued -= count
-                lastSendProgress = ServiceNotifier.monotonicMilliseconds()
+                lastSendProgress = Monotonic.milliseconds()
             case .success(.wouldBlock): return true
             case .success(.endOfFile), .failure: return false
             }

@@ -73,7 +73,7 @@ public final class Condition: @unchecked Sendable {   // the pthread objects are
     public func wait() { pthread_cond_wait(condition, mutex) }
 
     /// Waits (holding the lock) until signalled or until the monotonic clock reads `deadline`
-    /// (seconds, as `Condition.monotonicSeconds()`); false when the deadline passed.
+    /// (seconds, as `Monotonic.seconds()`); false when the deadline passed.
     @discardableResult
     public func wait(untilMonotonic deadline: Double) -> Bool {
         // Clamped to what a timespec holds (a deadline past it waits as if for ever), nanoseconds
@@ -99,10 +99,4 @@ public final class Condition: @unchecked Sendable {   // the pthread objects are
         return try body()
     }
 
-    /// The monotonic clock, in seconds.
-    public static func monotonicSeconds() -> Double {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
-    }
 }

@@ -116,7 +116,7 @@ public final class PostgresLedger: LedgerStorage {
     public func begin() throws(StoreError) {
         precondition(!isInTransaction, "nested store transaction")
         if connection.isBroken {
-            let now = DiskSpaceGuard.monotonicMilliseconds()
+            let now = Monotonic.milliseconds()
             guard now >= nextReconnect else {
                 throw StoreError(.io, path: path, message: "PostgreSQL is unreachable (trying again in \(nextReconnect - now) ms)")
             }

@@ -24,7 +24,7 @@ public final class Checkpointer: @unchecked Sendable {
     private var running = true
     /// Guarded by `condition`: when the last checkpoint started (monotonic seconds), the LSN it
     /// was for, and when the waiting thread wakes by itself (nil: only when signalled).
-    private var last = Checkpointer.monotonicSeconds()
+    private var last = Monotonic.seconds()
     private var tried: UInt64 = 0
     private var waitingUntil: Double?
     private let wakeCount = Atomic<Int>(0)
@@ -86,7 +86,7 @@ public final class Checkpointer: @unchecked Sendable {
             waitingUntil = nil
             let keepGoing = running
             let commit = durable?.lastCommitted
-            last = Self.monotonicSeconds()
+            last = Monotonic.seconds()
             tried = commit?.lsn ?? 0
             condition.unlock()
             if let result = database.checkpointPassive(), let commit {
@@ -102,7 +102,7 @@ public final class Checkpointer: @unchecked Sendable {
     /// reader holds an old snapshot) is tried again after a new commit, at most every `interval`,
     /// or after `maximumDelay`. Without a durable mark: every `interval`.
     private func isDue(since last: Double, tried: UInt64) -> Bool {
-        let elapsed = Self.monotonicSeconds() - last
+        let elapsed = Monotonic.seconds() - last
         guard let durable else { return elapsed >= interval }
         let commit = durable.lastCommitted
         guard commit.lsn > durable.lsn else { return false }
@@ -118,5 +118,4 @@ public final class Checkpointer: @unchecked Sendable {
         return last + (commit.frames >= Self.walFrames && commit.lsn != tried ? interval : Self.maximumDelay)
     }
 
-    static func monotonicSeconds() -> Double { Condition.monotonicSeconds() }
 }

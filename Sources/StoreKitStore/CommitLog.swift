@@ -175,14 +175,14 @@ public final class CommitLog {
     /// its exec closes it: a database closed and opened again at once can find it held for a moment.
     /// Nil once locked; else why not (`.wouldBlock`: still held by another at the deadline).
     private static func lock(_ file: borrowing FileDescriptor) -> Errno? {
-        let deadline = DiskSpaceGuard.monotonicMilliseconds() + lockWait
+        let deadline = Monotonic.milliseconds() + lockWait
         while true {
             do throws(Errno) {
                 if try file.tryLockExclusive() { return nil }
             } catch {
                 return error
             }
-            guard DiskSpaceGuard.monotonicMilliseconds() < deadline else { return .wouldBlock }
+            guard Monotonic.milliseconds() < deadline else { return .wouldBlock }
             usleep(2_000)
         }
     }

@@ -90,12 +90,6 @@ public final class DiskSpaceGuard {
         (try? FileSystem.status(of: path)).map { Int($0.st_size) } ?? 0
     }
 
-    public static func monotonicMilliseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-    }
-
     // MARK: The reserve file
 
     private var hasReserve: Bool { FileSystem.exists(reservePath) }
@@ -146,7 +140,7 @@ public final class DiskSpaceGuard {
     /// Before `BEGIN`: notices low space before a commit fails, and its end.
     func beforeUnitOfWork(_ database: SQLiteDatabase) {
         if !isLow {
-            let now = Self.monotonicMilliseconds()
+            let now = Monotonic.milliseconds()
             if !lastMeasureAmple || now - lastMeasured >= Self.ampleInterval, let free = freeBytes() {
                 lastMeasured = now
                 lastMeasureAmple = free >= lowWater * Self.ampleFactor
@@ -154,7 +148,7 @@ public final class DiskSpaceGuard {
             }
         }
         guard isLow else { return }
-        let now = Self.monotonicMilliseconds()
+        let now = Monotonic.milliseconds()
         if now - lastRecoveryAttempt >= 1000 {
             lastRecoveryAttempt = now
             if tryToLeaveLowSpace(database) { return }
@@ -184,7 +178,7 @@ public final class DiskSpaceGuard {
         lowSpaceReason = reason
         lastMeasureAmple = false
         lowSpaceEpisodes += 1
-        lastRecoveryAttempt = Self.monotonicMilliseconds()
+        lastRecoveryAttempt = Monotonic.milliseconds()
         checkpointWanted = true
         releaseReserve()
         onTransition?(true, "Low on disk space for \(databasePath) (\(reason)): new transactions are refused, "

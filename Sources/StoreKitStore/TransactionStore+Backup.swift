@@ -30,7 +30,7 @@ extension TransactionStore {
     /// self-contained rollback-journal file, fsynced with its directory and checked with
     /// `PRAGMA integrity_check` before this returns; on any failure it is removed again.
     public func backup(to destination: String) throws(StoreError) -> BackupReport {
-        let started = DiskSpaceGuard.monotonicMilliseconds()
+        let started = Monotonic.milliseconds()
         guard destination.hasPrefix("/") else {
             throw StoreError(.other(SQLITE_MISUSE), path: destination, message: "the backup file must be an absolute path")
         }
@@ -104,7 +104,7 @@ extension TransactionStore {
             transactions: Int(try copy.scalarInt("SELECT count(*) FROM transactions") ?? 0),
             unfinishedTransactions: Int(try copy.scalarInt("SELECT count(*) FROM transactions WHERE finished = 0") ?? 0),
             highestSequence: Int(try copy.scalarInt("SELECT coalesce(max(last), 0) FROM sequences") ?? 0),
-            milliseconds: Int(DiskSpaceGuard.monotonicMilliseconds() - started))
+            milliseconds: Int(Monotonic.milliseconds() - started))
     }
 
     /// Makes the new file and its directory entry durable.

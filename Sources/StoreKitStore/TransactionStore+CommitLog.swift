@@ -1,3 +1,4 @@
+import StoreKitPosix
 import CSQLite
 
 // How units of work reach the disk: the commit log first (durable, one small fsync per unit of
@@ -58,7 +59,7 @@ extension TransactionStore {
     public func startSave() throws(StoreError) {
         guard let committer, !space.isLow else { return try save() }
         guard let (lsn, writes) = try prepareSave() else { return }
-        lentSave = (lsn, unsavedSince ?? DiskSpaceGuard.monotonicMilliseconds())
+        lentSave = (lsn, unsavedSince ?? Monotonic.milliseconds())
         unsavedSince = nil
         let restart = Self.walRestartFrames
         let counter = database.walCounter
@@ -115,7 +116,7 @@ extension TransactionStore {
             for values in movedSequenceValues() { try database.add(Self.sequenceUpsertSQL, values, to: &writes) }
             try database.add(Self.settingUpsertSQL, [.text(Self.lsnKey), .text(String(lsn))], to: &writes)
             // Everything is gathered: from here the rows and counters count as written.
-            let now = DiskSpaceGuard.monotonicMilliseconds()
+            let now = Monotonic.milliseconds()
             for id in rows { held.noteWritten(id: id, at: now) }
             movedSequences.removeAll(keepingCapacity: true)
         } catch {
@@ -198,7 +199,7 @@ extension TransactionStore {
             throw error
         }
         sqliteOpen = true
-        if unsavedSince == nil { unsavedSince = DiskSpaceGuard.monotonicMilliseconds() }
+        if unsavedSince == nil { unsavedSince = Monotonic.milliseconds() }
         needsCatchUp = false
         forgetCachedCounters()
     }

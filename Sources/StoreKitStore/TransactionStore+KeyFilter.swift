@@ -28,7 +28,7 @@ extension TransactionStore {
     /// `noteKeyInserted` keeps for it).
     func startKeyFilterIfReady(capacity: Int = 0) {
         guard keyFilterWanted, keyFilterBuild == nil, !sqliteOpen, !needsCatchUp, held.isEmpty else { return }
-        let now = DiskSpaceGuard.monotonicMilliseconds()
+        let now = Monotonic.milliseconds()
         if keyFilter == nil, let failed = keyFilterFailedAt, now - failed < Self.keyFilterRetry * 1000 { return }
         keyFilter = nil
         keysDuringBuild.removeAll()
@@ -55,7 +55,7 @@ extension TransactionStore {
                 keyFilter = filter
                 keyFilterFailedAt = nil
             case .failed, .taken:
-                keyFilterFailedAt = DiskSpaceGuard.monotonicMilliseconds()
+                keyFilterFailedAt = Monotonic.milliseconds()
             }
             keyFilterBuild = nil
             keysDuringBuild = []

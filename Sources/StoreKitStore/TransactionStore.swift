@@ -269,7 +269,7 @@ public final class TransactionStore {
         guard !sqliteOpen else { return }
         try database.execute("BEGIN IMMEDIATE")
         sqliteOpen = true
-        if unsavedSince == nil { unsavedSince = DiskSpaceGuard.monotonicMilliseconds() }
+        if unsavedSince == nil { unsavedSince = Monotonic.milliseconds() }
     }
 
     /// Makes everything since `begin()` durable: its statements are appended to the commit log and
@@ -285,7 +285,7 @@ public final class TransactionStore {
             if unitOpenInSQLite { try database.requireTransaction() }
             if !database.recorded.isEmpty, let log {
                 try log.append(database.recorded)
-                if unsavedSince == nil { unsavedSince = DiskSpaceGuard.monotonicMilliseconds() }
+                if unsavedSince == nil { unsavedSince = Monotonic.milliseconds() }
             }
             database.stopRecording()
             if unitOpenInSQLite { try database.statement("RELEASE batch").run() }

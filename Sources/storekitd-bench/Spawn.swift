@@ -1,3 +1,4 @@
+import StoreKitPosix
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -42,11 +43,7 @@ struct BenchError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-func monotonicNanoseconds() -> UInt64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
-}
+func monotonicNanoseconds() -> UInt64 { Monotonic.nanoseconds() }
 
 /// Resident set size of `pid` in bytes, from /proc.
 func residentBytes(of pid: pid_t) -> Int {

@@ -18,9 +18,9 @@ import Testing
                 done.signal()
             }
         }
-        let deadline = Condition.monotonicSeconds() + 5
+        let deadline = Monotonic.seconds() + 5
         done.withLock {
-            while seen.withLock({ $0 }) == nil && Condition.monotonicSeconds() < deadline { done.wait(untilMonotonic: deadline) }
+            while seen.withLock({ $0 }) == nil && Monotonic.seconds() < deadline { done.wait(untilMonotonic: deadline) }
         }
         #expect(seen.withLock { $0 } == "storekit-test1")
     }
@@ -28,9 +28,9 @@ import Testing
     @Test("a timed wait ends at its monotonic deadline, not before, and says it timed out")
     func timedWaitEndsAtTheDeadline() {
         let condition = Condition()
-        let start = Condition.monotonicSeconds()
+        let start = Monotonic.seconds()
         let signalled = condition.withLock { condition.wait(untilMonotonic: start + 0.2) }
-        let elapsed = Condition.monotonicSeconds() - start
+        let elapsed = Monotonic.seconds() - start
         #expect(!signalled)
         #expect(elapsed >= 0.2, "woke after \(elapsed) s")
         #expect(elapsed < 5, "woke after \(elapsed) s")
@@ -44,19 +44,19 @@ import Testing
         let condition = Condition()
         let flag = Mutex(false)
         let woke = Mutex<Double?>(nil)
-        let start = Condition.monotonicSeconds()
+        let start = Monotonic.seconds()
         NamedThread.start("storekit-test2") {
             condition.withLock {
                 while !flag.withLock({ $0 }) { condition.wait(untilMonotonic: start + 30) }
             }
-            woke.withLock { $0 = Condition.monotonicSeconds() }
+            woke.withLock { $0 = Monotonic.seconds() }
         }
         usleep(50_000)
         condition.withLock {
             flag.withLock { $0 = true }
             condition.signal()
         }
-        while woke.withLock({ $0 }) == nil && Condition.monotonicSeconds() - start < 10 { usleep(1_000) }
+        while woke.withLock({ $0 }) == nil && Monotonic.seconds() - start < 10 { usleep(1_000) }
         let after = (woke.withLock { $0 } ?? .infinity) - start
         #expect(after < 10, "the waiter woke after \(after) s")
     }
@@ -75,9 +75,9 @@ import Testing
         defer { directory.remove() }
         let path = directory.path
         #expect(mkfifo(path + "/fifo", 0o600) == 0)
-        let start = Condition.monotonicSeconds()
+        let start = Monotonic.seconds()
         #expect(throws: Errno.invalidArgument) { try FileSystem.readContents(of: path + "/fifo", followingSymlinks: true) }
-        #expect(Condition.monotonicSeconds() - start < 2, "the FIFO held the read")
+        #expect(Monotonic.seconds() - start < 2, "the FIFO held the read")
         #expect(throws: Errno(rawValue: EISDIR)) { try FileSystem.readContents(of: path, followingSymlinks: true) }
         #expect(try FileSystem.readContents(of: "/dev/null", followingSymlinks: true).isEmpty)
         #expect(FileManager.default.createFile(atPath: path + "/file", contents: Data("text\n".utf8)))
@@ -111,9 +111,9 @@ import Testing
                 }
             }
         }
-        let deadline = Condition.monotonicSeconds() + 60
+        let deadline = Monotonic.seconds() + 60
         finished.withLock {
-            while running.withLock({ $0 }) > 0, Condition.monotonicSeconds() < deadline { _ = finished.wait(untilMonotonic: deadline) }
+            while running.withLock({ $0 }) > 0, Monotonic.seconds() < deadline { _ = finished.wait(untilMonotonic: deadline) }
         }
         #expect(running.withLock { $0 } == 0, "the writers did not finish")
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 }.prefix(5))")

@@ -17,9 +17,9 @@ struct CommitterTests {
     /// after 10 s instead of hanging.
     struct CommitNeverDone: Error {}
     static func awaitTakeBack(_ store: TransactionStore, timeout: Double = 10) throws {
-        let deadline = Condition.monotonicSeconds() + timeout
+        let deadline = Monotonic.seconds() + timeout
         while !store.database.takeBackIfDone() {
-            guard Condition.monotonicSeconds() < deadline else {
+            guard Monotonic.seconds() < deadline else {
                 Issue.record("the committer did not give the connection back within \(timeout) s")
                 throw CommitNeverDone()
             }
@@ -94,11 +94,11 @@ struct CommitterTests {
             usleep(300_000)
             gate.openUp()
         }
-        let started = Condition.monotonicSeconds()
+        let started = Monotonic.seconds()
         try StoreFixture.unit(store) { () throws in
             #expect(try store.unfinished(uid: 1000, app: Self.app).isEmpty)
         }
-        #expect(Condition.monotonicSeconds() - started >= 0.25)
+        #expect(Monotonic.seconds() - started >= 0.25)
         #expect(gate.jobsStarted == 1)
         #expect(store.unitsThatWaitedForSaves == 1)
         #expect(store.takeSaveOutcome().map { if case .success = $0 { true } else { false } } == true)
@@ -134,11 +134,11 @@ struct CommitterTests {
             usleep(300_000)
             gate.openUp()
         }
-        let started = Condition.monotonicSeconds()
+        let started = Monotonic.seconds()
         try StoreFixture.unit(store) { () throws in
             #expect(try store.markFinished(id: bought.id, sequence: try store.nextSequence(uid: 1000, app: Self.app)))
         }
-        #expect(Condition.monotonicSeconds() - started < 0.25)
+        #expect(Monotonic.seconds() - started < 0.25)
         #expect(gate.jobsStarted == 0)
         #expect(store.unitsThatWaitedForSaves == 0)
         #expect(try store.transaction(id: bought.id)?.finished == true)

@@ -1,3 +1,4 @@
+import StoreKitPosix
 import Foundation
 @testable import StoreKitStore
 import StoreKitTestSupport
@@ -142,7 +143,7 @@ struct HeldRowsTests {
     /// before everything done after it.
     static func betweenTicks() -> Int64 {
         usleep(3_000)
-        let now = DiskSpaceGuard.monotonicMilliseconds()
+        let now = Monotonic.milliseconds()
         usleep(3_000)
         return now
     }
@@ -461,7 +462,7 @@ struct HeldRowsTests {
         try StoreFixture.unit(store) { () throws in
             for index in 0..<count { try Self.purchase(store, key: "key-\(index)") }
         }
-        let now = DiskSpaceGuard.monotonicMilliseconds()
+        let now = Monotonic.milliseconds()
         try store.writeRows(heldLongerThan: 0, now: now)
         #expect(store.heldRowCount == 0)
         #expect(store.keptWrittenRowCount == count)
