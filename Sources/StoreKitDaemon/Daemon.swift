@@ -74,131 +74,39 @@ public enum Daemon {
             return 1
         }
         logger.maximumPriority = LogPriority(rawValue: (options.logLevel ?? configuration.logLevel).rawValue) ?? .info
-        if let unit = options.verifyObserverUnit {
-            guard let (app, uid) = configuration.apps.lazy
-                .compactMap({ app in ObserverActivator.instanceUID(unit, of: app.observerUnit).map { (app, $0) } }).first else {
-                writeToStandardError("storekitd: \(unit) is not an instance of a registered ObserverUnit=\n")
-                return 1
-            }
-            let people = configuration.observerUIDs()
-            guard people.contains(uid) else {
-                writeToStandardError("storekitd: \(unit) would run as uid \(uid), which is not a person's: observer units "
-                                     + "run only for uids \(people)\n")
-                return 1
-            }
-            print("\(unit) is the observer of \(app.id)")
-            return 0
-        }
+        if let unit = options.verifyObserverUnit { return verifyObserverUnit(unit, configuration: configuration) }
         if options.checkConfig {
             print("Configuration OK: \(configuration.sourceFiles.joined(separator: ", ")); \(catalogs.count) apps")
             return 0
         }
 
-        let uid = UInt32(getuid())
-        let runtimeDirectory = configuration.resolveRuntimeDirectory(explicit: options.runtimeDirectory, environment: environment, uid: uid)
-        let stateDirectory = configuration.resolveStateDirectory(explicit: options.stateDirectory, environment: environment, uid: uid)
-        let databasePath = stateDirectory + "/storekitd.sqlite"
-        // Sockets passed by systemd live in a directory the socket units own: it is not touched.
-        let activation = SocketActivation.receive(logger: logger)
-        var runtimeLock: RuntimeDirectoryLock?
-        do {
-            // Root's state directory is readable by all for root-certificate.pem (the database and
-            // keys in it are 0600 and 0700); a user's own daemon keeps its to itself.
-            try PrivateDirectory.prepare(stateDirectory, mode: uid == 0 ? 0o755 : 0o700, uid: uid)
-            if activation.listeners[.client] == nil || activation.listeners[.control] == nil {
-                // Apps of every user reach a system daemon's client socket; a user's own daemon serves that user.
-                try PrivateDirectory.prepare(runtimeDirectory, mode: uid == 0 ? 0o755 : 0o700, uid: uid)
-                runtimeLock = try RuntimeDirectoryLock.take(in: runtimeDirectory, stateDirectory: stateDirectory)
-            }
+        let setup = DaemonSetup(options: options, configuration: configuration, catalogs: catalogs, configFile: located,
+                                environment: environment, logger: logger)
+        defer { setup.tearDown() }
+        do throws(DaemonSetup.Failure) {
+            try setup.prepare()
         } catch {
-            logger.error("Refusing to start: \(error)")
+            logger.error(error.message, id: error.id)
             return 1
         }
-        defer { runtimeLock.take()?.release() }
-        // Said of the directory, not left to SQLite's "attempt to write a readonly database".
-        if access(stateDirectory, W_OK) != 0 {
-            let reason = errno == EROFS ? "it is on a read-only file system" : "uid \(uid) may not write into it (\(Errno.current))"
-            logger.error("Refusing to start: the state directory \(stateDirectory) is not writable: \(reason); "
-                         + "the database and its commit log are written there")
-            return 1
-        }
-        // The ledger: the SQLite file in the state directory, or PostgreSQL (`[Store] Database=`).
-        let opened: OpenedLedger
-        do {
-            opened = try OpenedLedger.open(configuration: configuration, databasePath: databasePath, logger: logger)
-        } catch {
-            logger.error("Failed to open database \(error.path): \(error.message)", id: .storageFailure)
-            return 1
-        }
-        defer { opened.close() }
-        let store = opened.storage
+        return setup.serve()
+    }
 
-        let engine = PaymentQueueEngine(store: store, catalogs: catalogs)
-        if let postgres = store as? PostgresLedger {
-            // The other hosts of the account see its purchases of everything but consumables.
-            postgres.sharesAcrossHosts = { [unowned engine] app, productID in
-                engine.product(app: app, id: productID).map { $0.kind != .consumable } ?? true
-            }
-        }
-        if let storefront = configuration.storefront ?? catalogs.values.first?.settings.storefront {
-            engine.storefront = storefront
-        }
-        if let offset = try? store.setting("clock.offset").flatMap({ Int64($0) }) {
-            engine.clock.offsetMilliseconds = offset
-        }
-
-        let ownsRuntimeDirectory = activation.listeners[.client] == nil || activation.listeners[.control] == nil
-        let proof: ProofOfPurchase
-        do {
-            proof = try ProofOfPurchase.open(stateDirectory: stateDirectory,
-                                             runtimeDirectory: ownsRuntimeDirectory ? runtimeDirectory : nil, logger: logger)
-        } catch {
-            logger.error("Refusing to start: \(error)", id: .signingKey)
+    /// `--verify-observer-unit UNIT` (the polkit rule's question): 0 when UNIT is an instance of
+    /// a registered template for a person's uid, else 1, saying why.
+    static func verifyObserverUnit(_ unit: String, configuration: DaemonConfiguration) -> Int32 {
+        guard let (app, uid) = configuration.apps.lazy
+            .compactMap({ app in ObserverActivator.instanceUID(unit, of: app.observerUnit).map { (app, $0) } }).first else {
+            writeToStandardError("storekitd: \(unit) is not an instance of a registered ObserverUnit=\n")
             return 1
         }
-
-        var bound: [String] = []
-        defer { for path in bound { unlink(path) } }
-        let listeners: [Server.Listener]
-        do {
-            listeners = try openListeners(activation: activation, runtimeDirectory: runtimeDirectory,
-                                          configuration: configuration, logger: logger, bound: &bound)
-        } catch {
-            logger.error("Failed to listen in \(runtimeDirectory): \(error)")
+        let people = configuration.observerUIDs()
+        guard people.contains(uid) else {
+            writeToStandardError("storekitd: \(unit) would run as uid \(uid), which is not a person's: observer units "
+                                 + "run only for uids \(people)\n")
             return 1
         }
-
-        let configFile = located
-        let reloader: Server.Reloader = {
-            do {
-                let reloaded = try DaemonConfiguration.load(configFile: configFile.path, required: configFile.required)
-                return .success((reloaded, try loadCatalogs(reloaded)))
-            } catch {
-                return .failure(Server.ReloadFailure("\(error)"))
-            }
-        }
-        do {
-            let server = try Server(engine: engine, proof: proof, configuration: configuration, listeners: listeners,
-                                    resumedSessions: activation.sessions, fleet: opened.listener, logger: logger,
-                                    notifier: ServiceNotifier(environment: environment), reloader: reloader,
-                                    testHooks: options.testHooks)
-            // The commit log's fdatasync on its own thread: the loop goes on while the disk works.
-            let syncer = opened.startSyncer(wakeup: server.wakeup)
-            defer { syncer?.stop() }
-            // Saves' COMMIT on its own thread: the loop goes on with units that need no statement.
-            let committer = opened.startCommitter(wakeup: server.wakeup)
-            defer { committer?.stop() }
-            logger.notice("Serving \(catalogs.count) app\(catalogs.count == 1 ? "" : "s") on \(runtimeDirectory), database \(store.path); "
-                          + Self.howClientsFindIt(runtimeDirectory: runtimeDirectory, uid: uid, environment: environment),
-                          id: .started)
-            server.startIntegrityCheck()
-            try server.run()
-        } catch is Server.Stopped {
-            return 1   // said by the server's shutdown
-        } catch {
-            logger.error("Serving loop failed: \(error)")
-            return 1
-        }
+        print("\(unit) is the observer of \(app.id)")
         return 0
     }
 
@@ -323,7 +231,7 @@ public enum Daemon {
 }
 
 /// Writes `text` to standard error, unbuffered (usage and command-line errors).
-private func writeToStandardError(_ text: String) {
+func writeToStandardError(_ text: String) {
     var text = text
     text.withUTF8 { bytes in _ = write(2, bytes.baseAddress, bytes.count) }
 }
