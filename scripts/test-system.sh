@@ -558,7 +558,7 @@ AS 1000 timeout 60 /home/alice/c/buy-and-finish com.example.game com.example.gam
 c_status=$?
 m_bought=$(date +%s.%N)
 TXC=$(tr -dc 0-9 <"$WORK/c-m.out")
-note "$installer of libstorekit0, libstorekit-dev, python3-storekit: $(python3 -c "print('%.1f' % ($m_installed - $m_start))") s (exit $apt_status); cc: $(python3 -c "print('%.1f' % ($m_built - $m_installed))") s; first purchase: $(python3 -c "print('%.1f' % ($m_bought - $m_built))") s; from the installation to the first purchase: $(python3 -c "print('%.1f' % ($m_bought - $m_start))") s"
+note "$installer of libstorekit0, libstorekit-dev, python3-storekit: $(python3 -c "print('%.1f' % ($m_installed - $m_start))") s (exit $apt_status); cc: $(python3 -c "print('%.3f' % ($m_built - $m_installed))") s; first purchase: $(python3 -c "print('%.3f' % ($m_bought - $m_built))") s; from the installation to the first purchase: $(python3 -c "print('%.1f' % ($m_bought - $m_start))") s"
 c_ok() {
     [ "$apt_status" = 0 ] && [ "$cc_status" = 0 ] && [ "$c_status" = 0 ] && [ -n "$TXC" ] &&
         [ "$(transaction "$TXC" | json "d and (d['uid'], d['finished'])")" = "(1000, True)" ]

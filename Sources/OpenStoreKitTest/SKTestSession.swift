@@ -157,7 +157,7 @@ open class SKTestSession: @unchecked Sendable {
 
     /// Deletes every transaction of the test environment.
     open func clearTransactions() {
-        _ = try? daemon.control(.clear, ["all=1"])
+        _ = try? daemon.control(.clear)
     }
 
     // MARK: - Transactions
@@ -169,7 +169,8 @@ open class SKTestSession: @unchecked Sendable {
         return records.compactMap { SKTestTransaction(json: $0, subscriptions: subscriptions) }
     }
 
-    /// Deletes one transaction.
+    /// Deletes one transaction from the test environment; an unfinished one leaves the app's
+    /// queue (`removedTransactions`). Its subscription, if any, stays.
     open func deleteTransaction(identifier: UInt) throws {
         _ = try daemon.control(.clear, ["id=\(identifier)"])
     }

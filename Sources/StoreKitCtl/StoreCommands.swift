@@ -414,17 +414,25 @@ struct HistoryCommand: Subcommand {
 /// `storekitctl clear (APP | --all) [--uid N]`.
 struct ClearCommand: Subcommand {
     static let name = "clear"
-    static let summary = "delete transactions and subscriptions (APP or --all) [--uid N]"
+    static let summary = "delete transactions and subscriptions (APP, --all or --transaction ID)"
     static let usage = """
         Usage: storekitctl clear APP [--uid N] [-o json]
                storekitctl clear --all [--uid N] [-o json]
+               storekitctl clear --transaction TRANSACTION [-o json]
 
         Deletes the transactions, subscriptions and open requests of APP (or of every app with
         --all), of one buyer with --uid (SKTestSession.clearTransactions). Connected observers
-        receive removedTransactions for what was still unfinished.
+        receive removedTransactions for what was still unfinished. With --transaction, deletes that
+        one transaction (SKTestSession.deleteTransaction); its subscription, if any, stays.
         """
     var arguments: [String] = []
     init(_ list: inout ArgumentList) throws(UsageError) {
+        if let transaction = try list.option("--transaction") {
+            guard UInt64(transaction) != nil else { throw UsageError("--transaction needs a transaction id, not '\(transaction)'") }
+            guard list.first == nil else { throw UsageError("--transaction goes alone") }
+            arguments = ["id=\(transaction)"]
+            return
+        }
         let all = list.flag("--all")
         if let uid = try list.number("--uid") { arguments.append("uid=\(uid)") }
         let app = list.optionalPositional()

@@ -148,6 +148,21 @@ extension PaymentQueueEngine {
     /// `SKTestSession.clearTransactions`: deletes the transactions, subscriptions and open requests
     /// of the matching queues. Observers hear `removed` for what was still unfinished. Value: the
     /// number of transactions deleted.
+    /// Deletes one transaction (`SKTestSession.deleteTransaction(identifier:)`); an unfinished
+    /// one leaves its queue as a finish does (`removedTransactions`). Its subscription, if any,
+    /// stays: the store renews, expires or refunds it as before.
+    public func deleteTransaction(id: UInt64) throws(StoreError) -> Outcome {
+        synchronize()
+        guard var record = try store.deleteTransaction(id: id) else {
+            return .refused(.transactionNotFound, "transaction \(id) does not exist")
+        }
+        scheduleChanged()
+        guard !record.finished else { return .ok(value: id) }
+        record.finished = true
+        record.sequence = try store.nextSequence(uid: record.uid, app: record.app)
+        return .ok(value: id, [.removed(QueueKey(uid: record.uid, app: record.app), [record])])
+    }
+
     public func clear(uid: UInt32?, app: String?) throws(StoreError) -> Outcome {
         synchronize()
         let (deleted, unfinished) = try store.deleteHistory(uid: uid, app: app)

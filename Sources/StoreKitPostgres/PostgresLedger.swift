@@ -344,6 +344,20 @@ public final class PostgresLedger: LedgerStorage {
         return (deleted, unfinished)
     }
 
+    public func deleteTransaction(id: UInt64) throws(StoreError) -> TransactionRecord? {
+        precondition(isInTransaction, "a transaction deleted outside a unit of work")
+        guard let record = try transaction(id: id), let stored = Self.storedID(id) else { return nil }
+        changedOther = true
+        for sql in ["DELETE FROM renewals WHERE transaction_id = $1::bigint", "DELETE FROM purchase_requests WHERE transaction_id = $1::bigint",
+                    "DELETE FROM transactions WHERE id = $1::bigint"] {
+            try connection.execute(sql, [stored])
+        }
+        // Receipts every host made from this queue are stale now (as for a history deleted).
+        try connection.execute("UPDATE sequences SET last = last + 1 WHERE account = $1 AND app = $2",
+                               [accounts.account(of: record.uid), record.app])
+        return record
+    }
+
     // MARK: Settings
 
     public func setting(_ key: String) throws(StoreError) -> String? {

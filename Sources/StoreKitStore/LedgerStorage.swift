@@ -42,6 +42,10 @@ public protocol LedgerStorage: AnyObject {
     func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(StoreError) -> Bool
     func touch(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool
     func deleteHistory(uid: UInt32?, app: String?) throws(StoreError) -> (deleted: Int, unfinished: [TransactionRecord])
+    /// Deletes one transaction (`SKTestSession.deleteTransaction(identifier:)`), with its open
+    /// request and renewal mark; returns it as it was, nil when there is none. Its subscription,
+    /// if any, stays as it is.
+    func deleteTransaction(id: UInt64) throws(StoreError) -> TransactionRecord?
 
     func transaction(id: UInt64) throws(StoreError) -> TransactionRecord?
     func transaction(uid: UInt32, app: String, paymentKey: String) throws(StoreError) -> TransactionRecord?

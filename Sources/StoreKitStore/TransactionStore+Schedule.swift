@@ -377,6 +377,22 @@ extension TransactionStore {
         return (deleted, unfinished)
     }
 
+    public func deleteTransaction(id: UInt64) throws(StoreError) -> TransactionRecord? {
+        precondition(inTransaction, "a transaction deleted outside a unit of work")
+        guard let record = try transaction(id: id), let stored = Self.storedID(id) else { return nil }
+        // As for a history: the queue's counter must not come back lower after a replay.
+        try storeMovedSequences()
+        try prepareToChangeInSQLite(nil)
+        for sql in ["DELETE FROM renewals WHERE transaction_id = ?1", "DELETE FROM purchase_requests WHERE transaction_id = ?1",
+                    "DELETE FROM transactions WHERE id = ?1"] {
+            let delete = try database.statement(sql)
+            delete.bind(1, stored)
+            try delete.run()
+        }
+        unfinishedCounts.removeAll()
+        return record
+    }
+
     /// Every setting whose key starts with `prefix`, sorted by key.
     public func settings(prefix: String) throws(StoreError) -> [(key: String, value: String)] {
         let select = try database.statement("SELECT key, value FROM settings WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key")

@@ -112,6 +112,21 @@ struct SessionLifetimeTests {
         #expect(throws: SKTestSessionError.self) { _ = try SKTestSession(contentsOf: notStoreKit) }
     }
 
+    @Test("deleteTransaction deletes that one transaction: an unfinished one leaves the queue, the rest stay; an unknown one is refused")
+    func deleteOne() async throws {
+        let session = try SKTestSession(configurationFileNamed: "Store")
+        let coins = try session.daemon.buy("com.example.game.coins100")
+        let pack = try session.daemon.buy("com.example.game.level_pack")
+        let coinsID = try #require(coins["transactionIdentifier"]?.string.flatMap { UInt($0) })
+        let packID = try #require(pack["transactionIdentifier"]?.string.flatMap { UInt($0) })
+        try session.deleteTransaction(identifier: coinsID)
+        #expect(session.allTransactions().map(\.identifier) == [packID])
+        let unfinished = try session.daemon.control(.transactions, ["unfinished=1"])
+        #expect(!"\(unfinished)".contains(String(coinsID)))
+        #expect(throws: SKTestSessionError.self) { try session.deleteTransaction(identifier: coinsID) }
+        #expect(session.allTransactions().count == 1)
+    }
+
     @Test("a refused command throws with the daemon's reason")
     func refusals() async throws {
         let session = try SKTestSession(configurationFileNamed: "Store")

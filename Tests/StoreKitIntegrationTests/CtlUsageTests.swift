@@ -68,6 +68,23 @@ struct CtlUsageTests {
         #expect(listed.count == ControlCommand.allCases.count)
     }
 
+    @Test("clear --transaction deletes that one transaction; an unknown one fails; --transaction goes alone")
+    func clearOneTransaction() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let gone = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.coins, "--uid", "5"])[string: "transactionIdentifier"])
+        let stays = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.levelPack, "--uid", "5"])[string: "transactionIdentifier"])
+        let cleared = try daemon.ctl(["clear", "--transaction", gone, "-o", "json"])
+        #expect(cleared.status == 0 && cleared.stdout.contains(#""deletedTransactions":1"#) && cleared.stdout.contains(gone), "\(cleared.stdout)\(cleared.stderr)")
+        let left = try daemon.ctl(["transactions", "--uid", "5", "-o", "json"])
+        #expect(left.stdout.contains(stays) && !left.stdout.contains(gone), "\(left.stdout)")
+        let again = try daemon.ctl(["clear", "--transaction", gone])
+        #expect(again.status == 1 && again.stderr.contains("does not exist"), "\(again.stderr)")
+        let mixed = try daemon.ctl(["clear", "--transaction", stays, "--all"])
+        #expect(mixed.status == 64, "\(mixed.stderr)")
+    }
+
     @Test("no command or an unknown one prints the program's usage")
     func programUsage() throws {
         for arguments in [[], ["frobnicate"]] {

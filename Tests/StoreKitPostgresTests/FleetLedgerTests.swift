@@ -67,6 +67,29 @@ struct FleetLedgerTests {
         ledger.rollback()
     }
 
+    @Test("deleteTransaction deletes one transaction for every host, moves its queue's sequence (kept receipts are stale) and leaves the rest")
+    func deleteOneTransaction() throws {
+        let conninfo = try PostgresServer.shared().freshConnectionString(label: "delete")
+        let a = try PostgresLedger(conninfo: conninfo, member: FleetMember(host: "a"))
+        let b = try PostgresLedger(conninfo: conninfo, member: FleetMember(host: "b"))
+        defer { a.close(); b.close() }
+        try a.begin()
+        let gone = try purchase(a, uid: 0)
+        let stays = try purchase(a, uid: 0, product: "com.example.game.season_pass")
+        try a.insert(gone)
+        try a.insert(stays)
+        try a.commit()
+        let before = try a.lastSequence(uid: 0, app: app)
+        try a.begin()
+        #expect(try a.deleteTransaction(id: gone.id)?.id == gone.id)
+        #expect(try a.deleteTransaction(id: gone.id) == nil)
+        #expect(try a.deleteTransaction(id: 4_242_424_242) == nil)
+        try a.commit()
+        #expect(try a.transaction(id: gone.id) == nil && b.transaction(id: gone.id) == nil)
+        #expect(try b.transaction(id: stays.id)?.id == stays.id)
+        #expect(try a.lastSequence(uid: 0, app: app) > before)
+    }
+
     @Test("two hosts take transaction ids from one fleet-wide sequence: never the same id, even in units rolled back")
     func idsAreFleetWide() throws {
         let conninfo = try PostgresServer.shared().freshConnectionString(label: "ids")

@@ -455,6 +455,35 @@ struct HeldRowsTests {
         #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "c") == nil)
     }
 
+    @Test("deleteTransaction deletes one row, held or saved, and nothing else; after a crash the commit log deletes it again")
+    func deleteOneTransaction() throws {
+        let fixture = StoreFixture()
+        let (held, saved, kept): (TransactionRecord, TransactionRecord, TransactionRecord)
+        do {
+            let store = try fixture.open()
+            saved = try StoreFixture.unit(store) { try Self.purchase(store, key: "s") }
+            kept = try StoreFixture.unit(store) { try Self.purchase(store, key: "k") }
+            try store.save()
+            held = try StoreFixture.unit(store) { try Self.purchase(store, key: "h") }
+            #expect(store.heldRowCount == 1)
+            try StoreFixture.unit(store) { () throws in
+                #expect(try store.deleteTransaction(id: held.id)?.id == held.id)
+                #expect(try store.deleteTransaction(id: saved.id)?.id == saved.id)
+                #expect(try store.deleteTransaction(id: saved.id) == nil)   // gone already
+                #expect(try store.deleteTransaction(id: 42) == nil)
+            }
+            #expect(try store.transaction(id: held.id) == nil && store.transaction(id: saved.id) == nil)
+            #expect(try store.transaction(uid: 1000, app: Self.app, paymentKey: "h") == nil)
+            #expect(try store.unfinishedCount() == 1)
+            // Dropped without a save, as after kill -9: only the commit log has the deletes.
+        }
+        let store = try fixture.open()
+        #expect(try store.transaction(id: held.id) == nil)
+        #expect(try store.transaction(id: saved.id) == nil)
+        #expect(try store.transaction(id: kept.id)?.id == kept.id)
+        #expect(try store.unfinishedCount() == 1)
+    }
+
     @Test("written rows are forgotten after a second, and beyond the most kept, between units of work")
     func writtenRowsAreForgotten() throws {
         let store = try StoreFixture().open()
