@@ -195,10 +195,18 @@ struct FleetLedgerTests {
         // B's own change is not told back to B, nor heard as another's.
         #expect(try b.markFinished(id: asked.id, sequence: b.nextSequence(uid: 0, app: app)))
         try b.commit()
-        Thread.sleep(forTimeInterval: 0.2)
-        #expect(!listener.receive())
+        // B's own notification names B: the listener does not count it as another's.
+        #expect(!b.noteNotification("b\n" + PostgresLedger.queueName(b.account(of: 0), app)))
+        // A marker from A, committed after B's finish, is heard after B's own notification
+        // (NOTIFY is delivered in commit order): once it is, B's own has been read too, and
+        // what B reads as changed elsewhere is the marker alone, not its own finish.
+        try a.begin()
+        let marker = try purchase(a, uid: 0, product: "com.example.game.season_pass")
+        try a.insert(marker)
+        try a.commit()
+        #expect(eventually(timeout: 30) { listener.receive() }, "A's marker was heard")
         try b.begin()
-        #expect(try b.changesElsewhere(of: [queue]).transactions.isEmpty)
+        #expect(try b.changesElsewhere(of: [queue]).transactions.map(\.id) == [marker.id])
         b.rollback()
     }
 
