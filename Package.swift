@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
 // The architecture, bottom up: C libraries → Posix/Wire (import nothing of ours) → Store (and
-// Postgres beside it) → Engine (no sockets; a ledger through Store's `LedgerStorage`) → Daemon →
+// Postgres beside it) → Engine (no sockets; a ledger through Store's `Ledger`) → Daemon →
 // storekitd. The client library sees only Wire, Posix and Signing.
 import PackageDescription
 
@@ -33,15 +33,18 @@ let package = Package(
         // with OpenSSL's libcrypto. Used by the daemon to sign and by the library to verify.
         .target(name: "StoreKitSigning", dependencies: ["CCrypto", "StoreKitPosix"]),
 
-        // Durable state and the logic over it.
-        .target(name: "StoreKitStore", dependencies: ["CSQLite", "CPosix", "StoreKitPosix", "StoreKitWire"]),
-        // The same ledger in PostgreSQL (`[Store] Database=`), behind StoreKitStore's `LedgerStorage`.
-        .target(name: "StoreKitPostgres", dependencies: ["CPostgres", "StoreKitStore", "StoreKitWire", "StoreKitPosix"]),
-        .target(name: "StoreKitEngine", dependencies: ["StoreKitStore", "StoreKitWire", "StoreKitPosix"]),
+        // Durable state and the logic over it. The ledger's protocol and values (`Ledger`), and
+        // its two backends side by side: neither imports the other, and the engine sees only
+        // the protocol.
+        .target(name: "StoreKitLedger", dependencies: ["StoreKitWire"]),
+        .target(name: "StoreKitSQLite", dependencies: ["CSQLite", "CPosix", "StoreKitLedger", "StoreKitPosix", "StoreKitWire"]),
+        // The same ledger in PostgreSQL (`[Store] Database=`).
+        .target(name: "StoreKitPostgres", dependencies: ["CPostgres", "StoreKitLedger", "StoreKitWire", "StoreKitPosix"]),
+        .target(name: "StoreKitEngine", dependencies: ["StoreKitLedger", "StoreKitWire", "StoreKitPosix"]),
 
         // The daemon as a library, and its tiny main.
         .target(name: "StoreKitDaemon", dependencies: [
-            "StoreKitEngine", "StoreKitStore", "StoreKitPostgres", "StoreKitWire", "StoreKitPosix", "StoreKitSigning", "StoreKitConnection", "CSystemd",
+            "StoreKitEngine", "StoreKitLedger", "StoreKitSQLite", "StoreKitPostgres", "StoreKitWire", "StoreKitPosix", "StoreKitSigning", "StoreKitConnection", "CSystemd",
         ]),
         // One binary for the package: run as `storekitctl` (a link to it), storekitd is the
         // administration tool (StoreKitCtl), so the two share one copy of the Swift runtime.
@@ -55,11 +58,11 @@ let package = Package(
         .executableTarget(name: "storekitctl", dependencies: ["StoreKitCtl"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekit2-example-app", dependencies: ["OpenStoreKit"]),
-        .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitStore", "StoreKitSigning",
+        .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitSQLite", "StoreKitSigning",
                                                                "StoreKitTestSupport"]),
         // Requests through the engine and the store, checked after each: libFuzzer's target with
         // `make fuzz`, a seeded random driver in `make test` (Entry.swift).
-        .executableTarget(name: "storekitd-fuzz", dependencies: ["StoreKitEngine", "StoreKitStore", "StoreKitWire", "StoreKitTestSupport"]),
+        .executableTarget(name: "storekitd-fuzz", dependencies: ["StoreKitEngine", "StoreKitLedger", "StoreKitSQLite", "StoreKitWire", "StoreKitTestSupport"]),
 
         // Tests.
         .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),
@@ -68,12 +71,12 @@ let package = Package(
         .testTarget(name: "OpenStoreKitTestTests", dependencies: ["OpenStoreKit", "OpenStoreKitTest", "StoreKitTestSupport"],
                     exclude: ["Store.storekit"]),
         .testTarget(name: "StoreKitSigningTests", dependencies: ["StoreKitSigning", "StoreKitTestSupport"]),
-        .testTarget(name: "StoreKitStoreTests", dependencies: ["StoreKitStore", "StoreKitTestSupport"]),
+        .testTarget(name: "StoreKitSQLiteTests", dependencies: ["StoreKitLedger", "StoreKitSQLite", "StoreKitTestSupport"]),
         // Fixtures/ holds the project's own .storekit files, read by path from the tests.
-        .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitPostgres", "StoreKitTestSupport"],
+        .testTarget(name: "StoreKitEngineTests", dependencies: ["StoreKitEngine", "StoreKitLedger", "StoreKitSQLite", "StoreKitPostgres", "StoreKitTestSupport"],
                     exclude: ["Fixtures"]),
-        .testTarget(name: "StoreKitPostgresTests", dependencies: ["StoreKitPostgres", "StoreKitStore", "StoreKitTestSupport"]),
-        .testTarget(name: "StoreKitDaemonTests", dependencies: ["StoreKitDaemon", "StoreKitTestSupport"]),
+        .testTarget(name: "StoreKitPostgresTests", dependencies: ["StoreKitPostgres", "StoreKitLedger", "StoreKitSQLite", "StoreKitTestSupport"]),
+        .testTarget(name: "StoreKitDaemonTests", dependencies: ["StoreKitDaemon", "StoreKitLedger", "StoreKitTestSupport"]),
         .testTarget(name: "OpenStoreKitTests", dependencies: ["OpenStoreKit", "StoreKitSigning", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitIntegrationTests", dependencies: ["StoreKitTestSupport", "StoreKitWire", "StoreKitConnection", "StoreKitPosix"]),
     ],

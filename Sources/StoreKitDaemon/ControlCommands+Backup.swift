@@ -1,8 +1,8 @@
 import StoreKitEngine
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
 
-// `storekitctl backup FILE`: an online copy of the live database (see TransactionStore+Backup.swift).
+// `storekitctl backup FILE`: an online copy of the live database (see SQLiteLedger+Backup.swift).
 
 extension ControlCommands {
     /// Writes a consistent copy of the database, as committed before this unit of work, to the
@@ -13,13 +13,11 @@ extension ControlCommands {
         guard path.hasPrefix("/") else {
             return .failure(.invalidArgument, "the backup file must be an absolute path (the daemon writes it): \(path)")
         }
-        guard let store = engine.store as? TransactionStore else {
-            return .failure(.invalidArgument, "backup copies the SQLite ledger; \(engine.store.path) is backed up by "
-                            + "PostgreSQL's own tools (pg_dump, base backups)")
-        }
-        let report: TransactionStore.BackupReport
+        let report: BackupReport
         do {
-            report = try store.backup(to: path)
+            report = try engine.store.backup(to: path)
+        } catch where error.code == .unsupported {
+            return .failure(.invalidArgument, error.message)
         } catch {
             let code: ResultCode
             switch error.code {

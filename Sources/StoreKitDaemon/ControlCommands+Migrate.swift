@@ -1,6 +1,5 @@
 import StoreKitPosix
 import StoreKitPostgres
-import StoreKitStore
 import StoreKitWire
 
 // `storekitctl migrate CONNINFO` (docs/fleet.md, "Moving over"): this daemon, which owns the
@@ -16,7 +15,8 @@ extension ControlCommands {
         guard let conninfo = arguments["conninfo"], !conninfo.isEmpty else {
             return .failure(.invalidArgument, "migrate needs a CONNINFO (a libpq connection string)")
         }
-        guard let store = engine.store as? TransactionStore else {
+        let store = engine.store
+        guard !store.isDatabaseServer else {
             return .failure(.invalidArgument, "the daemon is already on \(engine.store.path); migrate copies an SQLite ledger")
         }
         if let missing = PostgresLedger.libraryProblem {

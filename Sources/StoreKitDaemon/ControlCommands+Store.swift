@@ -1,5 +1,5 @@
 import StoreKitEngine
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
 
 // The simulated store's control commands (SKTestSession parity): Ask to Buy answers, refunds,
@@ -8,21 +8,21 @@ import StoreKitWire
 
 extension ControlCommands {
     /// Runs a store command (the simulated store's; the daemon's own are answered by `execute`).
-    func storeCommand(_ command: ControlCommand, _ arguments: Arguments) throws(StoreError) -> Result {
+    func storeCommand(_ command: ControlCommand, _ arguments: Arguments) throws(LedgerError) -> Result {
         switch command {
-        case .approve: return try onTransaction(arguments) { id throws(StoreError) in try engine.approve(transactionID: id) }
-        case .decline: return try onTransaction(arguments) { id throws(StoreError) in try engine.decline(transactionID: id) }
-        case .resolve: return try onTransaction(arguments) { id throws(StoreError) in try engine.resolve(transactionID: id) }
+        case .approve: return try onTransaction(arguments) { id throws(LedgerError) in try engine.approve(transactionID: id) }
+        case .decline: return try onTransaction(arguments) { id throws(LedgerError) in try engine.decline(transactionID: id) }
+        case .resolve: return try onTransaction(arguments) { id throws(LedgerError) in try engine.resolve(transactionID: id) }
         case .refund: return try refund(arguments)
-        case .expire: return try onSubscription(arguments, returning: .subscription) { selector throws(StoreError) in
+        case .expire: return try onSubscription(arguments, returning: .subscription) { selector throws(LedgerError) in
             try engine.expire(selector)
         }
-        case .renew: return try onSubscription(arguments, returning: .transaction) { selector throws(StoreError) in
+        case .renew: return try onSubscription(arguments, returning: .transaction) { selector throws(LedgerError) in
             try engine.forceRenewal(selector)
         }
         case .autoRenew:
             guard let on = flag(arguments, "enabled") else { return .failure(.invalidArgument, "auto-renew needs enabled=on|off") }
-            return try onSubscription(arguments, returning: .subscription) { selector throws(StoreError) in
+            return try onSubscription(arguments, returning: .subscription) { selector throws(LedgerError) in
                 try engine.setAutoRenew(on, selector)
             }
         case .billingIssue:
@@ -111,7 +111,7 @@ extension ControlCommands {
         return result
     }
 
-    private func transactionResult(_ outcome: Outcome) throws(StoreError) -> Result {
+    private func transactionResult(_ outcome: Outcome) throws(LedgerError) -> Result {
         guard outcome.code == .ok else { return failure(outcome) }
         let record = try engine.store.transaction(id: outcome.value)
         return Result(json: record?.json ?? .null, effects: outcome.effects)
@@ -119,14 +119,14 @@ extension ControlCommands {
 
     // MARK: Transactions
 
-    private func onTransaction(_ arguments: Arguments, _ body: (UInt64) throws(StoreError) -> Outcome) throws(StoreError) -> Result {
+    private func onTransaction(_ arguments: Arguments, _ body: (UInt64) throws(LedgerError) -> Outcome) throws(LedgerError) -> Result {
         switch transactionID(arguments, command: "this command") {
         case .failure(let result): return result
         case .value(let id): return try transactionResult(try body(id))
         }
     }
 
-    private func refund(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func refund(_ arguments: Arguments) throws(LedgerError) -> Result {
         var reason: Int32 = 0
         if let text = arguments["reason"] {
             guard let value = Int32(text), value >= 0 else {
@@ -134,7 +134,7 @@ extension ControlCommands {
             }
             reason = value
         }
-        return try onTransaction(arguments) { id throws(StoreError) in try engine.refund(transactionID: id, reason: reason) }
+        return try onTransaction(arguments) { id throws(LedgerError) in try engine.refund(transactionID: id, reason: reason) }
     }
 
     // MARK: Subscriptions
@@ -147,8 +147,8 @@ extension ControlCommands {
     /// Runs `body` on the subscription named by `id=` (one of its transactions) or by
     /// `app=` + `product=` (+ `uid=`, default 0).
     private func onSubscription(
-        _ arguments: Arguments, returning answer: Answer, _ body: (SubscriptionSelector) throws(StoreError) -> Outcome
-    ) throws(StoreError) -> Result {
+        _ arguments: Arguments, returning answer: Answer, _ body: (SubscriptionSelector) throws(LedgerError) -> Outcome
+    ) throws(LedgerError) -> Result {
         let selector: SubscriptionSelector
         if arguments["id"] != nil {
             switch transactionID(arguments, command: "this command") {
@@ -173,7 +173,7 @@ extension ControlCommands {
         }
     }
 
-    private func subscriptions(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func subscriptions(_ arguments: Arguments) throws(LedgerError) -> Result {
         guard case .value(let app) = app(arguments, required: false) else {
             return failureOf(app(arguments, required: false))
         }
@@ -187,7 +187,7 @@ extension ControlCommands {
     }
 
     /// A subscription as `-o json` shows it, with StoreKit 2's renewal-info names.
-    func subscriptionJSON(_ subscription: TransactionStore.Subscription) -> JSONValue {
+    func subscriptionJSON(_ subscription: Subscription) -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("originalTransactionIdentifier", .string(String(subscription.originalID))),
             ("productIdentifier", .string(subscription.productID)),
@@ -219,12 +219,12 @@ extension ControlCommands {
 
     // MARK: Switches
 
-    private func switches(_ change: (inout StoreSwitches) -> Void) throws(StoreError) -> Result {
+    private func switches(_ change: (inout StoreSwitches) -> Void) throws(LedgerError) -> Result {
         let effects = try engine.updateSwitches(change)
         return Result(json: switchesJSON(), effects: effects)
     }
 
-    private func failNext(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func failNext(_ arguments: Arguments) throws(LedgerError) -> Result {
         guard let text = arguments["code"] else { return .failure(.invalidArgument, "fail-next needs an SKError CODE") }
         guard let code = StoreKitErrorCode(text: text)?.rawValue else {
             return .failure(.invalidArgument, "'\(text)' is not an SKError.Code (0…20 or a name such as paymentCancelled)")
@@ -269,7 +269,7 @@ extension ControlCommands {
 
     // MARK: Storefront, promoted purchases
 
-    private func storefront(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func storefront(_ arguments: Arguments) throws(LedgerError) -> Result {
         var effects: [Effect] = []
         if let code = arguments["set"]?.uppercased() {
             guard Storefronts.isKnown(code) else {
@@ -285,7 +285,7 @@ extension ControlCommands {
         ]), effects: effects)
     }
 
-    private func promote(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func promote(_ arguments: Arguments) throws(LedgerError) -> Result {
         guard case .value(let app?) = app(arguments, required: true) else { return failureOf(app(arguments, required: true)) }
         guard let product = arguments["product"] else { return .failure(.invalidArgument, "promote needs a PRODUCT") }
         guard case .value(let uid) = uid(arguments) else { return .failure(.invalidArgument, "uid is not a number") }
@@ -297,7 +297,7 @@ extension ControlCommands {
 
     // MARK: Clock
 
-    private func clock(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func clock(_ arguments: Arguments) throws(LedgerError) -> Result {
         var effects: [Effect] = []
         var fired: Int64?
         if let text = arguments["advance"] {
@@ -331,13 +331,13 @@ extension ControlCommands {
 
     // MARK: Read-outs and clear
 
-    private func entitlements(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func entitlements(_ arguments: Arguments) throws(LedgerError) -> Result {
         guard case .value(let app?) = app(arguments, required: true) else { return failureOf(app(arguments, required: true)) }
         guard case .value(let uid) = uid(arguments) else { return .failure(.invalidArgument, "uid is not a number") }
         return Result(json: .array(try signed(try engine.entitlements(uid: uid ?? 0, app: app)).map(\.json)))
     }
 
-    private func history(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func history(_ arguments: Arguments) throws(LedgerError) -> Result {
         guard case .value(let app) = app(arguments, required: false) else { return failureOf(app(arguments, required: false)) }
         guard case .value(let uid) = uid(arguments, default: nil) else { return .failure(.invalidArgument, "uid is not a number") }
         if let product = arguments["product"], let app, engine.product(app: app, id: product) == nil {
@@ -346,7 +346,7 @@ extension ControlCommands {
         return Result(json: .array(try signed(try engine.history(uid: uid, app: app, productID: arguments["product"])).map(\.json)))
     }
 
-    private func clear(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func clear(_ arguments: Arguments) throws(LedgerError) -> Result {
         if arguments["id"] != nil {
             // One transaction (SKTestSession.deleteTransaction): answered with it as it was.
             let parsed = transactionID(arguments, command: "clear")

@@ -3,8 +3,7 @@ import FoundationEssentials
 import Glibc
 #endif
 import StoreKitEngine
-import StoreKitPostgres
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
 
 /// The control plane behind `storekitctl`: each command reads or changes the store and answers
@@ -46,7 +45,7 @@ struct ControlCommands {
         }
     }
 
-    func execute(command name: String, arguments raw: [String], writesStopped: String?) throws(StoreError) -> Result {
+    func execute(command name: String, arguments raw: [String], writesStopped: String?) throws(LedgerError) -> Result {
         guard let command = ControlCommand(rawValue: name) else { return .failure(.invalidArgument, "unknown command '\(name)'") }
         let arguments = Arguments(raw)
         if let writesStopped, Self.mutates(command, arguments) { return .failure(.storageFailure, writesStopped) }
@@ -82,10 +81,10 @@ struct ControlCommands {
             ("clock", .string(RFC3339.string(milliseconds: engine.clock.now()))),
             ("protocolVersion", .int(Int64(ProtocolVersion.current))),
             ("protocolVersionsServed", .array(ProtocolVersion.served.map { .int(Int64($0)) })),
-            ("lowDiskSpace", .optional((engine.store as? TransactionStore)?.space.lowSpaceReason)),
+            ("lowDiskSpace", .optional(engine.store.lowSpaceReason)),
             // In a fleet sharing a PostgreSQL ledger: this host's name and how uids become accounts.
-            ("host", .optional((engine.store as? PostgresLedger)?.member.host)),
-            ("accountFrom", .optional((engine.store as? PostgresLedger)?.member.accountFrom.rawValue)),
+            ("host", .optional(engine.store.fleetIdentity?.host)),
+            ("accountFrom", .optional(engine.store.fleetIdentity?.accountFrom)),
         ]))
     }
 
@@ -109,7 +108,7 @@ struct ControlCommands {
         return Result(json: .array(records.map(\.json)))
     }
 
-    private func transactions(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func transactions(_ arguments: Arguments) throws(LedgerError) -> Result {
         var uid: UInt32?
         if let text = arguments["uid"] {
             guard let value = UInt32(text) else { return .failure(.invalidArgument, "uid '\(text)' is not a number") }
@@ -123,10 +122,10 @@ struct ControlCommands {
     }
 
     /// `records` with their JWS (`jwsRepresentation` in `-o json`).
-    func signed(_ records: [TransactionRecord]) throws(StoreError) -> [TransactionRecord] {
+    func signed(_ records: [TransactionRecord]) throws(LedgerError) -> [TransactionRecord] {
         do {
             return try server.proof.signed(records, engine: engine, configuration: configuration)
-        } catch let error as StoreError {
+        } catch let error as LedgerError {
             throw error
         } catch {
             server.logger.error("Failed to sign for storekitctl: \(error)", id: .signingKey)
@@ -171,21 +170,21 @@ struct ControlCommands {
     }
 
     /// A queue's app receipt, base64, as a server receives it.
-    private func receipt(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func receipt(_ arguments: Arguments) throws(LedgerError) -> Result {
         guard let app = arguments["app"] else { return .failure(.invalidArgument, "receipt needs an APP") }
         guard engine.isRegistered(app: app) else { return .failure(.unknownApp, "app \(app) is not registered") }
         guard let uid = UInt32(arguments["uid"] ?? "0") else { return .failure(.invalidArgument, "uid is not a number") }
         do {
             let receipt = try server.proof.signedReceipt(uid: uid, app: app, engine: engine, configuration: configuration)
             return Result(json: .object([("receipt", .string(Data(receipt).base64EncodedString()))]))
-        } catch let error as StoreError {
+        } catch let error as LedgerError {
             throw error
         } catch {
             return .failure(.internalError, "cannot make the receipt: \(error)")
         }
     }
 
-    private func buy(_ arguments: Arguments) throws(StoreError) -> Result {
+    private func buy(_ arguments: Arguments) throws(LedgerError) -> Result {
         guard let app = arguments["app"], let product = arguments["product"] else {
             return .failure(.invalidArgument, "buy needs APP and PRODUCT")
         }
@@ -206,7 +205,7 @@ struct ControlCommands {
                           json: .object([("error", .string(outcome.message)), ("code", .int(Int64(outcome.detail)))]))
         }
         let record = try engine.store.transaction(id: outcome.value)
-        return Result(json: try record.map { (record) throws(StoreError) in try signed([record])[0].json } ?? .null,
+        return Result(json: try record.map { (record) throws(LedgerError) in try signed([record])[0].json } ?? .null,
                       effects: outcome.effects)
     }
 }

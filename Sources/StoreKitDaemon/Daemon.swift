@@ -5,8 +5,6 @@ import Glibc
 import StoreKitConnection
 import StoreKitEngine
 import StoreKitPosix
-import StoreKitPostgres
-import StoreKitStore
 import StoreKitWire
 
 /// storekitd from arguments to exit status: parse → set up → run → one exit path.

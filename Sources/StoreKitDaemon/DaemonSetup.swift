@@ -4,9 +4,8 @@ import Glibc
 #endif
 import StoreKitConnection
 import StoreKitEngine
+import StoreKitLedger
 import StoreKitPosix
-import StoreKitPostgres
-import StoreKitStore
 import StoreKitWire
 
 /// What `Daemon.main` sets up between a loaded configuration and the serving loop, in order —
@@ -108,7 +107,7 @@ final class DaemonSetup {
         }
         do {
             server = try Server(engine: engine, proof: proof, configuration: configuration, listeners: listeners,
-                                resumedSessions: activation.sessions, fleet: opened.listener, logger: logger,
+                                resumedSessions: activation.sessions, fleet: opened.changeFeed, logger: logger,
                                 notifier: ServiceNotifier(environment: environment), reloader: reloader,
                                 testHooks: options.testHooks)
         } catch {
@@ -117,13 +116,11 @@ final class DaemonSetup {
     }
 
     /// The engine over `store`, with the configured storefront and the store clock's offset.
-    private func makeEngine(store: any LedgerStorage) -> PaymentQueueEngine {
+    private func makeEngine(store: any Ledger) -> PaymentQueueEngine {
         let engine = PaymentQueueEngine(store: store, catalogs: catalogs)
-        if let postgres = store as? PostgresLedger {
-            // The other hosts of the account see its purchases of everything but consumables.
-            postgres.sharesAcrossHosts = { [unowned engine] app, productID in
-                engine.product(app: app, id: productID).map { $0.kind != .consumable } ?? true
-            }
+        // In a fleet, the other hosts of the account see its purchases of everything but consumables.
+        store.shareAcrossHosts { [unowned engine] app, productID in
+            engine.product(app: app, id: productID).map { $0.kind != .consumable } ?? true
         }
         if let storefront = configuration.storefront ?? catalogs.values.first?.settings.storefront {
             engine.storefront = storefront
@@ -134,16 +131,15 @@ final class DaemonSetup {
         return engine
     }
 
-    /// Runs the serving loop, with the commit log's sync thread and the committer beside it, until
+    /// Runs the serving loop, with the commit log's sync thread and the saver beside it, until
     /// it stops: 0 for a clean stop, 1 otherwise.
     func serve() -> Int32 {
         guard let server, let opened else { return 1 }
-        // The commit log's fdatasync on its own thread: the loop goes on while the disk works.
-        let syncer = opened.startSyncer(wakeup: server.wakeup)
-        defer { syncer?.stop() }
-        // Saves' COMMIT on its own thread: the loop goes on with units that need no statement.
-        let committer = opened.startCommitter(wakeup: server.wakeup)
-        defer { committer?.stop() }
+        // The ledger's own threads (SQLite: the commit log's fdatasync, saves' COMMIT,
+        // checkpoints): the loop goes on while the disk works.
+        let wakeup = server.wakeup
+        opened.storage.startBackgroundWork { wakeup.signal() }
+        defer { opened.storage.stopBackgroundWork() }
         logger.notice("Serving \(catalogs.count) app\(catalogs.count == 1 ? "" : "s") on \(runtimeDirectory), database \(opened.storage.path); "
                       + Daemon.howClientsFindIt(runtimeDirectory: runtimeDirectory, uid: uid, environment: environment),
                       id: .started)

@@ -1,3 +1,4 @@
+import StoreKitLedger
 import StoreKitPosix
 import CSystemd
 import Dispatch

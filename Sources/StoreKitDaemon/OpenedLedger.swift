@@ -1,69 +1,47 @@
-import StoreKitPosix
+import StoreKitLedger
 import StoreKitPostgres
-import StoreKitStore
+import StoreKitSQLite
 
-/// The ledger the daemon opened at start, with what runs beside it until shutdown: for the
-/// SQLite file its checkpointer thread, payment-key filter, commit-log sync thread and committer
-/// thread; for PostgreSQL (`[Store] Database=`) nothing (its commit is durable when it returns).
+/// The ledger the daemon opened at start: the one place that names the backends. `Database=` a
+/// libpq connection string opens PostgreSQL (a fleet's shared ledger, with its notification
+/// connection); otherwise the SQLite file in the state directory. Everything after sees only
+/// `Ledger` (and the fleet's `LedgerChangeFeed`).
 struct OpenedLedger {
-    let storage: any LedgerStorage
-    private let sqlite: TransactionStore?
-    private let checkpointer: Checkpointer?
-    /// PostgreSQL's: the fleet's wake-up connection (`LISTEN`).
-    let listener: FleetListener?
+    let storage: any Ledger
+    /// A fleet's wake-ups (PostgreSQL's `LISTEN`): other hosts changed something.
+    let changeFeed: (any LedgerChangeFeed)?
 
-    static func open(configuration: DaemonConfiguration, databasePath: String, logger: Logger) throws(StoreError) -> OpenedLedger {
+    static func open(configuration: DaemonConfiguration, databasePath: String, logger: Logger) throws(LedgerError) -> OpenedLedger {
+        let storage: any Ledger
+        var changeFeed: (any LedgerChangeFeed)?
         if let conninfo = configuration.database {
             let member = configuration.fleetMember
             let ledger = try PostgresLedger(conninfo: conninfo, member: member)
-            let listener = try FleetListener(conninfo: conninfo, ledger: ledger)
+            changeFeed = try FleetListener(conninfo: conninfo, ledger: ledger)
             logger.info("Opened database \(ledger.path) as host \(member.host) (accounts from \(member.accountFrom.rawValue)): "
                         + ledger.openReport, id: .recovery)
-            return OpenedLedger(storage: ledger, sqlite: nil, checkpointer: nil, listener: listener)
+            storage = ledger
+        } else {
+            do {
+                storage = try SQLiteLedger(path: databasePath)
+            } catch {
+                throw LedgerError(error.code, path: databasePath, message: error.message)
+            }
+            logger.info("Opened database \(databasePath): \(storage.openReport)", id: .recovery)
         }
-        let store: TransactionStore
-        do {
-            store = try TransactionStore(path: databasePath)
-        } catch {
-            throw StoreError(error.code, path: databasePath, message: error.message)
+        if !storage.openProblems.isEmpty {
+            logger.error("Database \(storage.path): \(storage.openProblems.joined(separator: "; "))", id: .storageFailure)
         }
-        logger.info("Opened database \(databasePath): \(store.openReport)", id: .recovery)
-        if !store.openProblems.isEmpty {
-            logger.error("Database \(databasePath): \(store.openProblems.joined(separator: "; "))", id: .storageFailure)
-        }
-        if let notice = store.openNotice { logger.notice("Database \(databasePath): \(notice)", id: .recovery) }
+        if let notice = storage.openNotice { logger.notice("Database \(storage.path): \(notice)", id: .recovery) }
         let spaceLogger = logger
-        store.space.onTransition = { low, message in
+        storage.onLowSpaceChange { low, message in
             if low { spaceLogger.warning(message, id: .storageFailure) } else { spaceLogger.notice(message, id: .recovery) }
         }
-        let checkpointer = Checkpointer(path: databasePath, durable: store.commitLog.durable)
-        if (try? store.disableAutomaticCheckpoints()) != nil { checkpointer.start() }
-        store.startPaymentKeyFilter()
-        return OpenedLedger(storage: store, sqlite: store, checkpointer: checkpointer, listener: nil)
-    }
-
-    /// The commit log's fdatasync on its own thread (SQLite only): the loop goes on while the disk works.
-    func startSyncer(wakeup: WakeupEvent) -> CommitLogSyncer? {
-        guard let sqlite else { return nil }
-        let syncer = CommitLogSyncer(onSynced: { wakeup.signal() })
-        syncer.start(syncedThrough: sqlite.commitLog.nextLSN - 1)
-        sqlite.commitLog.syncer = syncer
-        return syncer
-    }
-
-    /// Saves' `COMMIT` on its own thread (SQLite only): the loop goes on with the units of work
-    /// that need no statement meanwhile.
-    func startCommitter(wakeup: WakeupEvent) -> Committer? {
-        guard let sqlite else { return nil }
-        let committer = Committer(onDone: { wakeup.signal() })
-        committer.start()
-        sqlite.committer = committer
-        return committer
+        return OpenedLedger(storage: storage, changeFeed: changeFeed)
     }
 
     func close() {
-        checkpointer?.stop()
-        listener?.close()
-        (storage as? PostgresLedger)?.close()
+        changeFeed?.close()
+        storage.close()
     }
 }

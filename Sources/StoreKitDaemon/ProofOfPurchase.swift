@@ -3,8 +3,8 @@ import FoundationEssentials
 import Glibc
 #endif
 import StoreKitEngine
+import StoreKitLedger
 import StoreKitSigning
-import StoreKitStore
 import StoreKitWire
 
 /// What the daemon signs for apps and their servers: every `purchased` or `restored`
@@ -202,7 +202,7 @@ public final class ProofOfPurchase {
     }
 
     /// The signed renewal info of one subscription (for `storekitctl subscriptions -o json`).
-    func signedRenewalInfo(_ subscription: TransactionStore.Subscription, engine: PaymentQueueEngine,
+    func signedRenewalInfo(_ subscription: Subscription, engine: PaymentQueueEngine,
                            configuration: DaemonConfiguration) throws(SigningError) -> String {
         let environment = (configuration.app(subscription.app)?.environment ?? .xcode).rawValue
         let payload = engine.renewalInfoPayload(subscription, environment: environment, signedDate: Self.now)
@@ -210,7 +210,7 @@ public final class ProofOfPurchase {
     }
 
     /// When (uid, app) first asked for proof: the app's "original purchase" on Linux, kept in the store.
-    func firstSeen(uid: UInt32, app: String, engine: PaymentQueueEngine) throws(StoreError) -> Int64 {
+    func firstSeen(uid: UInt32, app: String, engine: PaymentQueueEngine) throws(LedgerError) -> Int64 {
         let key = "firstSeen.\(uid).\(app)"
         if let text = try engine.store.setting(key), let value = Int64(text) { return value }
         let earliest = try engine.store.all(uid: uid, app: app).map(\.date).min()

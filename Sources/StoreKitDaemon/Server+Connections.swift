@@ -1,7 +1,7 @@
 import CPosix
 import StoreKitEngine
+import StoreKitLedger
 import StoreKitPosix
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,5 @@
 import StoreKitEngine
-import StoreKitPostgres
-import StoreKitStore
+import StoreKitLedger
 
 // A fleet of daemons sharing one PostgreSQL ledger (docs/fleet.md): hearing the others'
 // notifications, and telling this host's observers what they changed.
@@ -38,7 +37,7 @@ extension Server {
     func readChangesElsewhere(into output: inout UnitOutput) {
         guard fleetChangesDue || engine.store.hasChangesElsewhere else { return }
         let observed = Set(observers.compactMap { $0.value.isEmpty ? nil : $0.key })
-        if isolated(&output, onFailure: { _, _ in }, { (output: inout UnitOutput) throws(StoreError) in
+        if isolated(&output, onFailure: { _, _ in }, { (output: inout UnitOutput) throws(LedgerError) in
             let changes = try engine.changesElsewhere(observed: observed)
             for effect in changes.effects { route(effect, into: &output) }
             output.unobserved += changes.waiting

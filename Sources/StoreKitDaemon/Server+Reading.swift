@@ -1,7 +1,6 @@
 import CPosix
 import StoreKitEngine
 import StoreKitPosix
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,7 @@
 import CPosix
 import StoreKitEngine
+import StoreKitLedger
 import StoreKitPosix
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +12,7 @@ import Glibc
 extension Server {
     func execute(
         _ message: ClientMessage, for session: Session, into output: inout UnitOutput, restoring: inout Set<QueueKey>
-    ) throws(StoreError) {
+    ) throws(LedgerError) {
         let uid = session.peer.uid
         let app = session.app ?? ""
         let queue = QueueKey(uid: uid, app: app)
@@ -119,7 +119,7 @@ extension Server {
             let answer: ProofOfPurchase.ReceiptAnswer
             do {
                 answer = try proof.receipt(uid: uid, app: app, engine: engine, configuration: configuration)
-            } catch let error as StoreError {
+            } catch let error as LedgerError {
                 throw error
             } catch {
                 logger.error("Failed to make the receipt: \(error)", id: .signingKey)
@@ -172,7 +172,7 @@ extension Server {
     /// A page of the history after `afterID`, read from the ledger a chunk at a time until the
     /// page is full: a page costs what it holds, wherever it is in a long history. Its records
     /// are signed after the unit of work (`appendToSign`), so each is sized with its JWS.
-    func historyPage(uid: UInt32, app: String, after afterID: UInt64) throws(StoreError) -> [TransactionRecord] {
+    func historyPage(uid: UInt32, app: String, after afterID: UInt64) throws(LedgerError) -> [TransactionRecord] {
         let chunk = 128
         var page: [TransactionRecord] = []
         var bytes = 0
@@ -227,10 +227,10 @@ extension Server {
 
     /// The reply `make` builds; a store failure is the unit of work's, any other (signing) is
     /// answered `internalError` with the reason, and logged.
-    func signedReply(_ id: UInt32, _ make: () throws -> ServerMessage) throws(StoreError) -> ServerMessage {
+    func signedReply(_ id: UInt32, _ make: () throws -> ServerMessage) throws(LedgerError) -> ServerMessage {
         do {
             return try make()
-        } catch let error as StoreError {
+        } catch let error as LedgerError {
             throw error
         } catch {
             logger.error("Failed to sign: \(error)", id: .signingKey)

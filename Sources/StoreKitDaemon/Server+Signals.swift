@@ -1,7 +1,6 @@
 import CPosix
 import Synchronization
 import StoreKitPosix
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
@@ -67,14 +66,13 @@ extension Server {
 
     /// Runs `PRAGMA integrity_check` on a background thread; a failure stops new writes, loudly.
     public func startIntegrityCheck() {
-        guard ledger.sqlite != nil else { return }   // PostgreSQL checks its own pages (data checksums, amcheck)
-        let path = ledger.path
+        guard let check = engine.store.integrityCheck else { return }   // PostgreSQL checks its own pages (data checksums, amcheck)
         let results = backgroundResults
         let wakeup = self.wakeup
         NamedThread.start("storekitd-check") {
             let failure: String?
             do {
-                failure = try IntegrityCheck.run(path: path)
+                failure = try check()
             } catch {
                 failure = "\(error)"
             }

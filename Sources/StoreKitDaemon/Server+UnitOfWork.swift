@@ -1,8 +1,8 @@
 import CPosix
 import StoreKitEngine
+import StoreKitLedger
 import StoreKitPosix
 import StoreKitSigning
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
@@ -264,7 +264,7 @@ extension Server {
         // A scheduled event that cannot be stored now is retried at the next turn.
         func fireDueEvents(into output: inout UnitOutput) {
             guard fireScheduled else { return }
-            _ = isolated(&output, onFailure: { _, _ in }) { (output: inout UnitOutput) throws(StoreError) in
+            _ = isolated(&output, onFailure: { _, _ in }) { (output: inout UnitOutput) throws(LedgerError) in
                 for effect in try engine.fireDueEvents() { route(effect, into: &output) }
             }
         }
@@ -278,7 +278,7 @@ extension Server {
             // act outside the store, so a batch with one never runs twice.
             var optimistic = !control
             if optimistic {
-                do throws(StoreError) {
+                do throws(LedgerError) {
                     for (session, message) in batch where sessions[session.token] != nil {
                         if holds(session, message, output) { continue }
                         try execute(message, for: session, into: &output, restoring: &restoring)
@@ -305,7 +305,7 @@ extension Server {
                 _ = isolated(&output, onFailure: { error, output in
                     output.reply(session, .result(message.requestID ?? 0, ledger.resultCode(for: error),
                                                   "the store could not record this: \(error.message)"))
-                }) { (output: inout UnitOutput) throws(StoreError) in
+                }) { (output: inout UnitOutput) throws(LedgerError) in
                     try execute(message, for: session, into: &output, restoring: &restoring)
                 }
             }
@@ -391,8 +391,8 @@ extension Server {
     /// Runs `body` in a savepoint. On a store error its changes, frames, journal entries and
     /// observer registrations are undone and `onFailure` answers for it; true when it succeeded.
     func isolated(
-        _ output: inout UnitOutput, onFailure: (StoreError, inout UnitOutput) -> Void,
-        _ body: (inout UnitOutput) throws(StoreError) -> Void
+        _ output: inout UnitOutput, onFailure: (LedgerError, inout UnitOutput) -> Void,
+        _ body: (inout UnitOutput) throws(LedgerError) -> Void
     ) -> Bool {
         let marks = (output.frames.count, output.subscriptions.count, output.journal.count, output.unobserved.count)
         do {

@@ -1,9 +1,8 @@
 import CPosix
+import StoreKitLedger
 import Synchronization
 import StoreKitEngine
 import StoreKitPosix
-import StoreKitPostgres
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
@@ -26,7 +25,7 @@ import Glibc
 /// - `Server+UnitOfWork.swift`: one unit of work per turn, savepoints when a request fails;
 /// - `Server+Requests.swift`: what each request does;
 /// - `Server+Routing.swift`: effects to frames, journal entries and observer-unit starts;
-/// - `Ledger.swift` (the store as the loop sees it) and `DurabilityGate.swift`.
+/// - `LedgerDriver.swift` (the ledger as the loop sees it) and `DurabilityGate.swift`.
 public final class Server {
     public struct Listener {
         public let fd: Int32
@@ -61,7 +60,7 @@ public final class Server {
     }
 
     let engine: PaymentQueueEngine
-    let ledger: Ledger
+    let ledger: LedgerDriver
     /// Signs what leaves the daemon (JWS, receipts).
     let proof: ProofOfPurchase
     /// Signs pushes off the serving thread; `nextSigningTicket` numbers its jobs.
@@ -91,7 +90,7 @@ public final class Server {
     public let wakeup: WakeupEvent
     var listeners: [UInt64: Listener] = [:]
     /// The fleet's wake-ups (PostgreSQL's `LISTEN`), when the ledger is shared.
-    let fleet: FleetListener?
+    let fleet: (any LedgerChangeFeed)?
     /// Another daemon of the fleet changed something: read it in the next unit of work.
     var fleetChangesDue = false
     var sessions: [UInt64: Session] = [:]
@@ -145,14 +144,14 @@ public final class Server {
 
     public init(
         engine: PaymentQueueEngine, proof: ProofOfPurchase, configuration: DaemonConfiguration, listeners: [Listener],
-        resumedSessions: [(fd: Int32, name: String)] = [], fleet: FleetListener? = nil,
+        resumedSessions: [(fd: Int32, name: String)] = [], fleet: (any LedgerChangeFeed)? = nil,
         logger: Logger, notifier: ServiceNotifier, reloader: Reloader? = nil, testHooks: Bool = false
     ) throws(Errno) {
         self.testHooks = testHooks
         self.activator = ObserverActivator(logger: logger)
         self.engine = engine
         self.proof = proof
-        self.ledger = Ledger(store: engine.store, logger: logger)
+        self.ledger = LedgerDriver(store: engine.store, logger: logger)
         engine.limits = Self.engineLimits(configuration)
         self.configuration = configuration
         self.observerUIDs = configuration.observerUIDs()
@@ -203,8 +202,8 @@ public final class Server {
         defer { signer.stop() }   // also when the loop throws and shutdown() is skipped
         while running {
             // Units of work waiting in the SQLite transaction are saved once the loop has been
-            // idle for `idleSaveDelay` ms, or once the transaction is old (`Ledger.saveIsDue`).
-            // After a failed save, the next one is tried `Ledger.saveRetryDelay` ms later.
+            // idle for `idleSaveDelay` ms, or once the transaction is old (`LedgerDriver.saveIsDue`).
+            // After a failed save, the next one is tried `LedgerDriver.saveRetryDelay` ms later.
             let waitsForSave = received.isEmpty && ledger.hasUnsavedChanges
             let saveWait = Int32(clamping: max(Int64(Self.idleSaveDelay), ledger.saveRetryAt - Monotonic.milliseconds()))
             let canExecute = !received.isEmpty && signerHasRoom && hasRunnableRequests
@@ -339,7 +338,7 @@ public final class Server {
         if let low = ledger.lowSpaceReason { line += "; LOW DISK SPACE: \(low)" }
         if let unreachable = ledger.unreachable { line += "; DATABASE UNREACHABLE: \(unreachable)" }
         if let fleet, !fleet.isConnected { line += "; NOT HEARING THE FLEET (reconnecting)" }
-        return Ledger.oneLine(line)
+        return LedgerDriver.oneLine(line)
     }
 
     // MARK: Introspection for the control plane

@@ -1,7 +1,7 @@
 import StoreKitEngine
+import StoreKitLedger
 import StoreKitPosix
 import StoreKitSigning
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc

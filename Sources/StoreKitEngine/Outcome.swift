@@ -1,7 +1,5 @@
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
-
-public typealias QueueKey = TransactionStore.QueueKey
 
 /// Something the daemon must do after the unit of work that produced it has been committed.
 public enum Effect: Equatable, Sendable {

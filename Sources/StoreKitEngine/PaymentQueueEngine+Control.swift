@@ -1,4 +1,4 @@
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
 
 // What `storekitctl` can do besides buying (SKTestSession parity): refunds, the test switches,
@@ -10,7 +10,7 @@ extension PaymentQueueEngine {
     /// Refunds a purchase: sets its revocation date (now) and reason, revokes the subscription it
     /// is the current transaction of, and tells the queue's observers
     /// `didRevokeEntitlementsForProductIdentifiers`. Value: the transaction id.
-    public func refund(transactionID: UInt64, reason: Int32 = 0) throws(StoreError) -> Outcome {
+    public func refund(transactionID: UInt64, reason: Int32 = 0) throws(LedgerError) -> Outcome {
         synchronize()
         guard let record = try store.transaction(id: transactionID) else {
             return .refused(.transactionNotFound, "transaction \(transactionID) does not exist")
@@ -49,7 +49,7 @@ extension PaymentQueueEngine {
     /// every copy of that purchase loses it. Refunding a purchase revokes its restored copies (on
     /// every host of a fleet); refunding a restored copy revokes the purchase it restored and its
     /// other copies. Renewals of a subscription are purchases of their own and are not included.
-    private func alsoRevoked(byRefundOf record: TransactionRecord) throws(StoreError) -> [TransactionRecord] {
+    private func alsoRevoked(byRefundOf record: TransactionRecord) throws(LedgerError) -> [TransactionRecord] {
         var purchase = record
         if record.state == .restored, let originalID = record.originalID, originalID != record.id {
             guard let original = try store.transaction(id: originalID) else { return [] }
@@ -63,7 +63,7 @@ extension PaymentQueueEngine {
     // MARK: Switches, storefront, clock
 
     /// Changes the test switches durably; a storefront change is announced to every client.
-    public func updateSwitches(_ change: (inout StoreSwitches) -> Void) throws(StoreError) -> [Effect] {
+    public func updateSwitches(_ change: (inout StoreSwitches) -> Void) throws(LedgerError) -> [Effect] {
         synchronize()
         let oldStorefront = storefront
         change(&switches)
@@ -74,7 +74,7 @@ extension PaymentQueueEngine {
     }
 
     /// Moves the store clock forward and fires whatever fell due. Value: the number of effects.
-    public func advanceClock(by duration: ClockDuration) throws(StoreError) -> Outcome {
+    public func advanceClock(by duration: ClockDuration) throws(LedgerError) -> Outcome {
         synchronize()
         let now = clock.now()
         let end = duration.end(from: now)
@@ -89,7 +89,7 @@ extension PaymentQueueEngine {
     }
 
     /// When the next scheduled event falls due on the store clock, nil when nothing is scheduled.
-    public func nextEventDate() throws(StoreError) -> Int64? {
+    public func nextEventDate() throws(LedgerError) -> Int64? {
         try millisecondsUntilNextEvent().map { clock.now() + $0 }
     }
 
@@ -110,7 +110,7 @@ extension PaymentQueueEngine {
     /// StoreKit 2's `currentEntitlements` for one buyer and app: the latest unrevoked transaction
     /// of each non-consumable and non-renewing subscription, and the current transaction of each
     /// subscription group the buyer is subscribed to (or in its grace period). Ordered by id.
-    public func entitlements(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
+    public func entitlements(uid: UInt32, app: String) throws(LedgerError) -> [TransactionRecord] {
         guard let catalog = catalogs[app] else { return [] }
         let history = try store.all(uid: uid, app: app)
         var latest: [String: TransactionRecord] = [:]
@@ -131,7 +131,7 @@ extension PaymentQueueEngine {
     }
 
     /// Every transaction of the matching queues, finished or not, oldest first.
-    public func history(uid: UInt32?, app: String?, productID: String? = nil) throws(StoreError) -> [TransactionRecord] {
+    public func history(uid: UInt32?, app: String?, productID: String? = nil) throws(LedgerError) -> [TransactionRecord] {
         let records = try store.list(uid: uid, app: app, unfinishedOnly: false)
         guard let productID else { return records }
         return records.filter { $0.productID == productID }
@@ -139,7 +139,7 @@ extension PaymentQueueEngine {
 
     /// A page of the history: the transactions after `afterID`, oldest first, at most `limit`;
     /// read from there, not from the start (a page of a long history costs one page).
-    public func history(uid: UInt32, app: String, afterID: UInt64, limit: Int) throws(StoreError) -> [TransactionRecord] {
+    public func history(uid: UInt32, app: String, afterID: UInt64, limit: Int) throws(LedgerError) -> [TransactionRecord] {
         try store.list(uid: uid, app: app, unfinishedOnly: false, afterID: afterID, limit: limit)
     }
 
@@ -151,7 +151,7 @@ extension PaymentQueueEngine {
     /// Deletes one transaction (`SKTestSession.deleteTransaction(identifier:)`); an unfinished
     /// one leaves its queue as a finish does (`removedTransactions`). Its subscription, if any,
     /// stays: the store renews, expires or refunds it as before.
-    public func deleteTransaction(id: UInt64) throws(StoreError) -> Outcome {
+    public func deleteTransaction(id: UInt64) throws(LedgerError) -> Outcome {
         synchronize()
         guard var record = try store.deleteTransaction(id: id) else {
             return .refused(.transactionNotFound, "transaction \(id) does not exist")
@@ -163,7 +163,7 @@ extension PaymentQueueEngine {
         return .ok(value: id, [.removed(QueueKey(uid: record.uid, app: record.app), [record])])
     }
 
-    public func clear(uid: UInt32?, app: String?) throws(StoreError) -> Outcome {
+    public func clear(uid: UInt32?, app: String?) throws(LedgerError) -> Outcome {
         synchronize()
         let (deleted, unfinished) = try store.deleteHistory(uid: uid, app: app)
         scheduleChanged()

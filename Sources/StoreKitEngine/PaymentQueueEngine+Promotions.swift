@@ -1,4 +1,4 @@
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
 
 /// Promoted purchases offered while none of the app's observers was connected wait in the store
@@ -7,7 +7,7 @@ extension PaymentQueueEngine {
     static func promotionsKey(_ queue: QueueKey) -> String { "promotions.\(queue.uid).\(queue.app)" }
 
     /// Keeps a promotion of `productID` for `queue` until an observer registers.
-    public func queuePromotion(_ queue: QueueKey, productID: String) throws(StoreError) {
+    public func queuePromotion(_ queue: QueueKey, productID: String) throws(LedgerError) {
         let key = Self.promotionsKey(queue)
         var productIDs = try store.setting(key).map { $0.split(separator: "\n").map(String.init) } ?? []
         guard !productIDs.contains(productID) else { return }
@@ -16,7 +16,7 @@ extension PaymentQueueEngine {
     }
 
     /// The promotions waiting for `queue`, removed from the store (in the caller's unit of work).
-    public func takePromotions(_ queue: QueueKey) throws(StoreError) -> [ProductRecord] {
+    public func takePromotions(_ queue: QueueKey) throws(LedgerError) -> [ProductRecord] {
         let key = Self.promotionsKey(queue)
         guard let text = try store.setting(key) else { return [] }
         try store.setSetting(key, nil)

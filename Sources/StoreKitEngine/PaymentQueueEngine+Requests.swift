@@ -1,4 +1,4 @@
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
 
 // Purchases that wait for someone else: Ask to Buy requests (a `deferred` transaction until a
@@ -8,7 +8,7 @@ import StoreKitWire
 
 extension PaymentQueueEngine {
     /// Approves an Ask to Buy request: the deferred transaction becomes `purchased`.
-    public func approve(transactionID: UInt64) throws(StoreError) -> Outcome {
+    public func approve(transactionID: UInt64) throws(LedgerError) -> Outcome {
         synchronize()
         switch try openAskToBuy(transactionID) {
         case .refused(let outcome): return outcome
@@ -32,7 +32,7 @@ extension PaymentQueueEngine {
     }
 
     /// Declines an Ask to Buy request: the deferred transaction fails (`paymentCancelled`).
-    public func decline(transactionID: UInt64) throws(StoreError) -> Outcome {
+    public func decline(transactionID: UInt64) throws(LedgerError) -> Outcome {
         synchronize()
         switch try openAskToBuy(transactionID) {
         case .refused(let outcome): return outcome
@@ -49,7 +49,7 @@ extension PaymentQueueEngine {
         case refused(Outcome)
     }
 
-    private func openAskToBuy(_ transactionID: UInt64) throws(StoreError) -> OpenRequest {
+    private func openAskToBuy(_ transactionID: UInt64) throws(LedgerError) -> OpenRequest {
         guard let record = try store.transaction(id: transactionID) else {
             return .refused(.refused(.transactionNotFound, "transaction \(transactionID) does not exist"))
         }
@@ -62,7 +62,7 @@ extension PaymentQueueEngine {
     }
 
     /// An Ask to Buy request nobody answered in time: its transaction fails.
-    func lapse(_ request: TransactionStore.PurchaseRequest, at time: Int64) throws(StoreError) -> [Effect] {
+    func lapse(_ request: PurchaseRequest, at time: Int64) throws(LedgerError) -> [Effect] {
         _ = try store.removePurchaseRequest(transactionID: request.transactionID)
         scheduleChanged()
         guard let record = try store.transaction(id: request.transactionID), record.state == .deferred, !record.finished else {
@@ -71,7 +71,7 @@ extension PaymentQueueEngine {
         return try fail(record, code: .paymentCancelled, message: "The Ask to Buy request expired unanswered", at: time)
     }
 
-    private func fail(_ record: TransactionRecord, code: StoreKitErrorCode, message: String, at time: Int64) throws(StoreError) -> [Effect] {
+    private func fail(_ record: TransactionRecord, code: StoreKitErrorCode, message: String, at time: Int64) throws(LedgerError) -> [Effect] {
         var failed = record
         failed.state = .failed
         failed.date = time
@@ -87,7 +87,7 @@ extension PaymentQueueEngine {
     /// Resolves the issue of a transaction (`SKTestSession.resolveIssueForTransaction`): an
     /// interrupted purchase completes as a new `purchased` transaction whose original is the failed
     /// one; a subscription in billing retry or grace period renews. Value: the new transaction's id.
-    public func resolve(transactionID: UInt64) throws(StoreError) -> Outcome {
+    public func resolve(transactionID: UInt64) throws(LedgerError) -> Outcome {
         synchronize()
         guard let record = try store.transaction(id: transactionID) else {
             return .refused(.transactionNotFound, "transaction \(transactionID) does not exist")
@@ -118,7 +118,7 @@ extension PaymentQueueEngine {
     /// The app chose not to continue a deferred purchase after the storefront changed
     /// (`paymentQueue(_:shouldContinue:in:)` answered false, or not in time): it fails with
     /// `storeProductNotAvailable`, as StoreKit fails it. Only the buyer's own queue may do this.
-    public func cancelDeferred(uid: UInt32, app: String, transactionID: UInt64) throws(StoreError) -> Outcome {
+    public func cancelDeferred(uid: UInt32, app: String, transactionID: UInt64) throws(LedgerError) -> Outcome {
         synchronize()
         guard let record = try store.transaction(id: transactionID), record.uid == uid, record.app == app else {
             return .refused(.transactionNotFound, "transaction \(transactionID) is not in this queue")
@@ -134,7 +134,7 @@ extension PaymentQueueEngine {
     }
 
     /// Open Ask to Buy requests and unresolved interrupted purchases, filtered by uid and app.
-    public func purchaseRequests(uid: UInt32?, app: String?) throws(StoreError) -> [TransactionStore.PurchaseRequest] {
+    public func purchaseRequests(uid: UInt32?, app: String?) throws(LedgerError) -> [PurchaseRequest] {
         try store.purchaseRequests(uid: uid, app: app)
     }
 }

@@ -1,4 +1,4 @@
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
 
 // What proof of purchase says, as Apple's documented payloads: `JWSTransaction`,
@@ -24,20 +24,20 @@ extension PaymentQueueEngine {
     }
 
     /// The purchase date of the transaction's original (its own date when it is the original).
-    public func originalPurchaseDate(of record: TransactionRecord) throws(StoreError) -> Int64 {
+    public func originalPurchaseDate(of record: TransactionRecord) throws(LedgerError) -> Int64 {
         guard let originalID = record.originalID, originalID != record.id,
               let original = try store.transaction(id: originalID) else { return record.date }
         return original.date
     }
 
     /// A renewal is a transaction the store made by renewing a subscription (recorded when made).
-    public func isRenewal(_ record: TransactionRecord, kind: ProductRecord.Kind?) throws(StoreError) -> Bool {
+    public func isRenewal(_ record: TransactionRecord, kind: ProductRecord.Kind?) throws(LedgerError) -> Bool {
         guard kind == .autoRenewable, record.state == .purchased else { return false }
         return try store.isRenewal(transactionID: record.id)
     }
 
     /// Apple's `JWSTransaction` for a `purchased` or `restored` transaction; nil for other states.
-    public func transactionPayload(_ record: TransactionRecord, environment: String, signedDate: Int64) throws(StoreError) -> JSONValue? {
+    public func transactionPayload(_ record: TransactionRecord, environment: String, signedDate: Int64) throws(LedgerError) -> JSONValue? {
         guard Self.isSignable(record) else { return nil }
         let product = catalogs[record.app]?.product(record.productID)
         var members: [(String, JSONValue)] = [
@@ -89,13 +89,13 @@ extension PaymentQueueEngine {
 
     /// One subscription's status as StoreKit 2 reports it.
     public struct SubscriptionStatus: Sendable {
-        public var subscription: TransactionStore.Subscription
+        public var subscription: Subscription
         public var state: SubscriptionStatusRecord.State
         public var latest: TransactionRecord
     }
 
     /// The buyer's subscriptions (in `groupID` only, when given), each with its latest transaction.
-    public func subscriptionStatuses(uid: UInt32, app: String, groupID: String?) throws(StoreError) -> [SubscriptionStatus] {
+    public func subscriptionStatuses(uid: UInt32, app: String, groupID: String?) throws(LedgerError) -> [SubscriptionStatus] {
         var result: [SubscriptionStatus] = []
         for subscription in try store.subscriptions(uid: uid, app: app) where groupID == nil || subscription.groupID == groupID {
             guard let latest = try store.transaction(id: subscription.lastTransactionID) else { continue }
@@ -112,7 +112,7 @@ extension PaymentQueueEngine {
     }
 
     /// Apple's `JWSRenewalInfo` for a subscription.
-    public func renewalInfoPayload(_ subscription: TransactionStore.Subscription, environment: String, signedDate: Int64) -> JSONValue {
+    public func renewalInfoPayload(_ subscription: Subscription, environment: String, signedDate: Int64) -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("originalTransactionId", .string(String(subscription.originalID))),
             ("productId", .string(subscription.productID)),
@@ -136,7 +136,7 @@ extension PaymentQueueEngine {
 
     /// What an app receipt lists: every `purchased` or `restored` transaction of the queue except
     /// finished consumables (Apple drops those once finished), oldest first.
-    public func receiptPurchases(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
+    public func receiptPurchases(uid: UInt32, app: String) throws(LedgerError) -> [TransactionRecord] {
         let catalog = catalogs[app]
         return try store.all(uid: uid, app: app).filter { record in
             guard Self.isSignable(record) else { return false }

@@ -1,4 +1,4 @@
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
 
 // Auto-renewable subscriptions on the store clock.
@@ -10,7 +10,7 @@ import StoreKitWire
 // time even when fired late), expires (auto-renew off), or enters billing retry / grace period
 // (billing issue switch). Every length comes from the clock's `TimeRate`.
 
-typealias StoreSubscription = TransactionStore.Subscription
+typealias StoreSubscription = Subscription
 
 /// How control commands name a subscription: by one of its transactions, or by product and buyer.
 public enum SubscriptionSelector: Sendable, Equatable {
@@ -27,7 +27,7 @@ extension PaymentQueueEngine {
     /// in its group; sets the record's `expiresDate` (and `originalID` for a chain that exists).
     func applySubscriptionPurchase(
         _ record: inout TransactionRecord, product: CatalogProduct, catalog: Catalog, at now: Int64
-    ) throws(StoreError) {
+    ) throws(LedgerError) {
         let groupID = product.subscriptionGroupID ?? product.id
         let period = product.subscriptionPeriod ?? Self.defaultPeriod
         let existing = try store.subscription(uid: record.uid, app: record.app, groupID: groupID)
@@ -95,19 +95,19 @@ extension PaymentQueueEngine {
     }
 
     /// Whether `uid` may still use the group's introductory offer: never subscribed in the group.
-    public func isEligibleForIntroductoryOffer(uid: UInt32, app: String, groupID: String) throws(StoreError) -> Bool {
+    public func isEligibleForIntroductoryOffer(uid: UInt32, app: String, groupID: String) throws(LedgerError) -> Bool {
         try store.subscription(uid: uid, app: app, groupID: groupID) == nil
     }
 
-    func saveSubscription(_ subscription: StoreSubscription) throws(StoreError) {
-        try store.save(subscription)
+    func saveSubscription(_ subscription: StoreSubscription) throws(LedgerError) {
+        try store.upsert(subscription)
         scheduleChanged()
     }
 
     // MARK: Scheduled events
 
     /// One due event of a subscription: renewal, expiry, end of grace period, end of billing retry.
-    func fire(_ subscription: StoreSubscription, now: Int64) throws(StoreError) -> [Effect] {
+    func fire(_ subscription: StoreSubscription, now: Int64) throws(LedgerError) -> [Effect] {
         var subscription = subscription
         switch subscription.status {
         case .active:
@@ -162,7 +162,7 @@ extension PaymentQueueEngine {
 
     /// Starts the next period at `start`: a new `purchased` transaction linked to the original
     /// (for the pending downgrade's product, if any). A product gone from the catalogue expires.
-    func renew(_ subscription: inout StoreSubscription, at start: Int64) throws(StoreError) -> [Effect] {
+    func renew(_ subscription: inout StoreSubscription, at start: Int64) throws(LedgerError) -> [Effect] {
         let productID = subscription.nextProductID ?? subscription.productID
         guard let product = catalogs[subscription.app]?.product(productID), product.kind == .autoRenewable else {
             subscription.status = .expired
@@ -208,7 +208,7 @@ extension PaymentQueueEngine {
     }
 
     /// The subscription a control command names, or the refusal that says why there is none.
-    func locate(_ selector: SubscriptionSelector) throws(StoreError) -> Located {
+    func locate(_ selector: SubscriptionSelector) throws(LedgerError) -> Located {
         switch selector {
         case .transaction(let id):
             guard let record = try store.transaction(id: id) else {
@@ -248,7 +248,7 @@ extension PaymentQueueEngine {
     /// ends without renewing). Its `expiresDate` stays that of its latest transaction, which is
     /// not changed: Apple's status gives no expiry date but the transaction's, and two dates for
     /// one period would disagree.
-    public func expire(_ selector: SubscriptionSelector) throws(StoreError) -> Outcome {
+    public func expire(_ selector: SubscriptionSelector) throws(LedgerError) -> Outcome {
         synchronize()
         guard case .found(var subscription) = try locate(selector) else { return try refusal(selector) }
         guard subscription.status.isLive else {
@@ -265,7 +265,7 @@ extension PaymentQueueEngine {
 
     /// `SKTestSession.forceRenewalOfSubscription`: the current period ends and the next starts now.
     /// Value: the new transaction's id.
-    public func forceRenewal(_ selector: SubscriptionSelector) throws(StoreError) -> Outcome {
+    public func forceRenewal(_ selector: SubscriptionSelector) throws(LedgerError) -> Outcome {
         synchronize()
         guard case .found(var subscription) = try locate(selector) else { return try refusal(selector) }
         guard subscription.status != .revoked else {
@@ -281,7 +281,7 @@ extension PaymentQueueEngine {
     }
 
     /// Turns auto-renew on or off (`SKTestSession.disableAutoRenewForTransaction`). Value: the original id.
-    public func setAutoRenew(_ on: Bool, _ selector: SubscriptionSelector) throws(StoreError) -> Outcome {
+    public func setAutoRenew(_ on: Bool, _ selector: SubscriptionSelector) throws(LedgerError) -> Outcome {
         synchronize()
         guard case .found(var subscription) = try locate(selector) else { return try refusal(selector) }
         guard subscription.status.isLive else {
@@ -294,20 +294,20 @@ extension PaymentQueueEngine {
 
     /// Recovers from a billing issue (`SKTestSession.resolveIssueForTransaction`): renews now, or at
     /// the original renewal date when still in the grace period.
-    func recover(_ subscription: StoreSubscription) throws(StoreError) -> Outcome {
+    func recover(_ subscription: StoreSubscription) throws(LedgerError) -> Outcome {
         var subscription = subscription
         let start = subscription.status == .gracePeriod ? subscription.expiresDate : clock.now()
         let effects = try renew(&subscription, at: start)
         return .ok(value: subscription.lastTransactionID, effects)
     }
 
-    private func refusal(_ selector: SubscriptionSelector) throws(StoreError) -> Outcome {
+    private func refusal(_ selector: SubscriptionSelector) throws(LedgerError) -> Outcome {
         if case .refused(let outcome) = try locate(selector) { return outcome }
         return .refused(.invalidArgument, "no such subscription")
     }
 
     /// The buyers' subscriptions, filtered by uid and app.
-    public func subscriptions(uid: UInt32?, app: String?) throws(StoreError) -> [TransactionStore.Subscription] {
+    public func subscriptions(uid: UInt32?, app: String?) throws(LedgerError) -> [Subscription] {
         try store.subscriptions(uid: uid, app: app)
     }
 }

@@ -1,4 +1,4 @@
-import StoreKitStore
+import StoreKitLedger
 import StoreKitWire
 
 /// StoreKit 1 queue semantics and the simulated store (payment processor, subscriptions on the
@@ -23,7 +23,7 @@ public final class PaymentQueueEngine {
 
     /// Set by the daemon from its configuration (and again on reload).
     public var limits = Limits()
-    public let store: any LedgerStorage
+    public let store: any Ledger
     public private(set) var catalogs: [String: Catalog]
     public var clock: StoreClock
     /// The storefront of the configuration (or catalogue); `storekitctl storefront set` overrides it.
@@ -47,7 +47,7 @@ public final class PaymentQueueEngine {
     /// How long an Ask to Buy request waits for a parent before it lapses (store time).
     public static let askToBuyLifetime: Int64 = 24 * 3_600_000
 
-    public init(store: any LedgerStorage, catalogs: [String: Catalog], storefront: String = "USA", locale: String = "en_US") {
+    public init(store: any Ledger, catalogs: [String: Catalog], storefront: String = "USA", locale: String = "en_US") {
         self.store = store
         self.catalogs = catalogs
         self.configuredStorefront = storefront
@@ -117,7 +117,7 @@ public final class PaymentQueueEngine {
     /// Records a payment and lets the simulated processor decide it in the same unit of work.
     /// Refused at once (no transaction) for an unknown product, a bad quantity or request data.
     /// The same non-empty `key` never makes a second transaction: the first one's id is returned.
-    public func addPayment(uid: UInt32, app: String, payment: ClientMessage.AddPayment) throws(StoreError) -> Outcome {
+    public func addPayment(uid: UInt32, app: String, payment: ClientMessage.AddPayment) throws(LedgerError) -> Outcome {
         guard let catalog = catalogs[app] else {
             return .refused(.unknownApp, "app \(app) is not registered")
         }
@@ -161,7 +161,7 @@ public final class PaymentQueueEngine {
     func process(
         uid: UInt32, app: String, productID: String, quantity: Int32, applicationUsername: String?,
         paymentKey: String?, simulatesAskToBuy: Bool
-    ) throws(StoreError) -> Outcome {
+    ) throws(LedgerError) -> Outcome {
         synchronize()
         guard let catalog = catalogs[app], let product = catalog.product(productID) else {
             return .storeKit(.storeProductNotAvailable, "product \(productID) is not available in the store")
@@ -191,7 +191,7 @@ public final class PaymentQueueEngine {
             record.errorMessage = Self.failureMessage(failure)
         } else if askToBuy {
             record.state = .deferred
-            try store.insert(TransactionStore.PurchaseRequest(
+            try store.insert(PurchaseRequest(
                 transactionID: record.id, kind: .askToBuy, uid: uid, app: app, productID: productID,
                 created: now, expires: now + Self.askToBuyLifetime))
             scheduleChanged()
@@ -199,7 +199,7 @@ public final class PaymentQueueEngine {
             record.state = .failed
             record.errorCode = StoreKitErrorCode.unknown.rawValue
             record.errorMessage = Self.interruptedMessage
-            try store.insert(TransactionStore.PurchaseRequest(
+            try store.insert(PurchaseRequest(
                 transactionID: record.id, kind: .interrupted, uid: uid, app: app, productID: productID,
                 created: now, expires: nil))
         } else {
@@ -230,7 +230,7 @@ public final class PaymentQueueEngine {
     }
 
     /// The error the next purchase must fail with, counting it down; nil: it goes through.
-    private func takeFailure(catalog: Catalog) throws(StoreError) -> Int32? {
+    private func takeFailure(catalog: Catalog) throws(LedgerError) -> Int32? {
         if let failure = switches.failure {
             guard failure.remaining != 0 else { return nil }
             if failure.remaining > 0 {
@@ -246,7 +246,7 @@ public final class PaymentQueueEngine {
     // MARK: Finishing
 
     /// Finishes a transaction of this queue: durable, idempotent, refused while purchasing or deferred.
-    public func finish(uid: UInt32, app: String, transactionID: UInt64) throws(StoreError) -> Outcome {
+    public func finish(uid: UInt32, app: String, transactionID: UInt64) throws(LedgerError) -> Outcome {
         guard let record = try store.transaction(id: transactionID), record.uid == uid, record.app == app else {
             return .refused(.transactionNotFound, "transaction \(transactionID) is not in this queue")
         }
@@ -272,7 +272,7 @@ public final class PaymentQueueEngine {
 
     /// Creates a new `restored` transaction for every finished, unrevoked purchase of a
     /// non-consumable or auto-renewable product that has no unfinished restore pending.
-    public func restore(uid: UInt32, app: String, applicationUsername: String?) throws(StoreError) -> Outcome {
+    public func restore(uid: UInt32, app: String, applicationUsername: String?) throws(LedgerError) -> Outcome {
         guard let catalog = catalogs[app] else {
             return .refused(.unknownApp, "app \(app) is not registered")
         }
@@ -316,7 +316,7 @@ public final class PaymentQueueEngine {
     /// Real milliseconds until the next scheduled event (renewal, expiry, grace end, Ask-to-Buy
     /// expiry) falls due on the store clock, nil when nothing is scheduled. Cheap: the due time is
     /// cached and read again only after the schedule changed or a rollback.
-    public func millisecondsUntilNextEvent() throws(StoreError) -> Int64? {
+    public func millisecondsUntilNextEvent() throws(LedgerError) -> Int64? {
         synchronize()
         let next: Int64?
         if let cached = cachedNextDue {
@@ -337,7 +337,7 @@ public final class PaymentQueueEngine {
     /// Fires every scheduled event that is due on the store clock (also those that fell due while
     /// the daemon was down), oldest first, at most `eventBatchLimit` of them; the loop calls again
     /// for the rest. Runs inside a unit of work; the effects are delivered after commit.
-    public func fireDueEvents() throws(StoreError) -> [Effect] {
+    public func fireDueEvents() throws(LedgerError) -> [Effect] {
         synchronize()
         lastFire = (store.generation, StoreClock.realTimeMilliseconds())
         let now = clock.now()
@@ -367,7 +367,7 @@ public final class PaymentQueueEngine {
     /// is announced as updated and finished, a refunded purchase of the account (wherever it was
     /// made) revokes its product. Also the unobserved queues with work waiting here after such a change (their
     /// observers may be started). Runs inside a unit of work; nothing for a ledger no one else writes.
-    public func changesElsewhere(observed: Set<QueueKey>) throws(StoreError) -> (effects: [Effect], waiting: [QueueKey]) {
+    public func changesElsewhere(observed: Set<QueueKey>) throws(LedgerError) -> (effects: [Effect], waiting: [QueueKey]) {
         guard store.hasChangesElsewhere else { return ([], []) }
         synchronize()
         var effects: [Effect] = []
@@ -389,7 +389,7 @@ public final class PaymentQueueEngine {
 
     // MARK: Reads
 
-    public func unfinished(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
+    public func unfinished(uid: UInt32, app: String) throws(LedgerError) -> [TransactionRecord] {
         try store.unfinished(uid: uid, app: app)
     }
 

@@ -1,5 +1,5 @@
+import StoreKitLedger
 import StoreKitWire
-import StoreKitStore
 
 /// The test switches `storekitctl` sets, over the defaults of each app's catalogue (`settings` in
 /// its `.storekit` file). A nil switch means "as the catalogue says"; `storekitctl reset` clears
@@ -37,7 +37,7 @@ public struct StoreSwitches: Sendable, Equatable {
 
     static let prefix = "switch."
 
-    static func load(from store: any LedgerStorage) throws(StoreError) -> StoreSwitches {
+    static func load(from store: any Ledger) throws(LedgerError) -> StoreSwitches {
         var switches = StoreSwitches()
         var failCode: Int32?
         var failRemaining: Int?
@@ -63,7 +63,7 @@ public struct StoreSwitches: Sendable, Equatable {
     }
 
     /// Writes every switch (removing the unset ones) in the caller's unit of work.
-    func save(to store: any LedgerStorage) throws(StoreError) {
+    func save(to store: any Ledger) throws(LedgerError) {
         for (key, _) in try store.settings(prefix: Self.prefix) { try store.setSetting(key, nil) }
         func flag(_ value: Bool?) -> String? { value.map { $0 ? "1" : "0" } }
         try store.setSetting(Self.prefix + "askToBuy", flag(askToBuy))

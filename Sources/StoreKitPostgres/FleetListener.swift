@@ -1,25 +1,25 @@
-import StoreKitStore
+import StoreKitLedger
 
 /// The fleet's wake-up: a connection of its own that `LISTEN`s on the ledger's `channel`, whose
 /// socket the serving loop watches. A notification says which queues another daemon changed;
 /// the rows stay the truth (`PostgresLedger.changesElsewhere` reads them by sequence), so a
 /// notification missed while this connection was down loses nothing: after every reconnection
 /// the ledger reads every watched queue again.
-public final class FleetListener {
+public final class FleetListener: LedgerChangeFeed {
     private let connection: PostgresConnection
     private let ledger: PostgresLedger
     /// When the next reconnection may be tried (monotonic ms), and the wait after a failed one.
     private var nextReconnect: Int64 = 0
     private var reconnectWait = PostgresLedger.reconnectInterval
 
-    public init(conninfo: String, ledger: PostgresLedger) throws(StoreError) {
+    public init(conninfo: String, ledger: PostgresLedger) throws(LedgerError) {
         self.ledger = ledger
         connection = try PostgresConnection(conninfo: conninfo)
         try listen()
     }
 
     /// The channel is the schema's (its name is letters, digits and underscores: an identifier).
-    private func listen() throws(StoreError) {
+    private func listen() throws(LedgerError) {
         try connection.execute("LISTEN \(try PostgresLedger.channel(on: connection))")
     }
 

@@ -1,4 +1,3 @@
-import StoreKitStore
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,5 @@
 import CPostgres
-import StoreKitStore
+import StoreKitLedger
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,10 +21,10 @@ struct LibPQ: @unchecked Sendable {   // immutable: C function pointers into a l
     static let soname = "libpq.so.5"
 
     /// Loaded on first use, once per process; the reason when it could not be.
-    static let shared: Result<LibPQ, StoreError> = load(soname)
+    static let shared: Result<LibPQ, LedgerError> = load(soname)
 
     /// libpq, or why it cannot be used.
-    static func loaded() throws(StoreError) -> LibPQ { try shared.get() }
+    static func loaded() throws(LedgerError) -> LibPQ { try shared.get() }
 
     let connectdb: @convention(c) (UnsafePointer<CChar>?) -> OpaquePointer?
     let finish: @convention(c) (OpaquePointer?) -> Void
@@ -65,9 +65,9 @@ struct LibPQ: @unchecked Sendable {   // immutable: C function pointers into a l
 
     /// Opens `library` and finds every function above in it; the failure names the library, what
     /// `dlopen` said or the functions it lacks, and the package to install.
-    static func load(_ library: String) -> Result<LibPQ, StoreError> {
+    static func load(_ library: String) -> Result<LibPQ, LedgerError> {
         guard let handle = dlopen(library, RTLD_NOW | RTLD_LOCAL) else {
-            return .failure(StoreError(.io, path: library, message: "cannot load libpq for PostgreSQL (install Debian's package "
+            return .failure(LedgerError(.io, path: library, message: "cannot load libpq for PostgreSQL (install Debian's package "
                                        + "libpq5): \(dlerror().map { String(cString: $0) } ?? "dlopen failed")"))
         }
         var missing: [String] = []
@@ -93,7 +93,7 @@ struct LibPQ: @unchecked Sendable {   // immutable: C function pointers into a l
             sendQueryPrepared: function("PQsendQueryPrepared"), getResult: function("PQgetResult"))
         guard missing.isEmpty else {
             dlclose(handle)
-            return .failure(StoreError(.io, path: library, message: "this libpq lacks \(missing.joined(separator: ", "))"))
+            return .failure(LedgerError(.io, path: library, message: "this libpq lacks \(missing.joined(separator: ", "))"))
         }
         return .success(functions)
     }

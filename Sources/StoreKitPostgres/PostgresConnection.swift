@@ -1,5 +1,5 @@
 import CPostgres
-import StoreKitStore
+import StoreKitLedger
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,7 +21,7 @@ final class PostgresConnection {
     /// The database, for messages: never the password.
     let description: String
 
-    init(conninfo: String) throws(StoreError) {
+    init(conninfo: String) throws(LedgerError) {
         self.conninfo = conninfo
         redact = ConnectionSecrets.Redactor(conninfo)
         description = PostgresConnection.describe(conninfo)
@@ -34,18 +34,18 @@ final class PostgresConnection {
     var isBroken: Bool { connection.map { pq.status($0) != CONNECTION_OK } ?? true }
 
     /// Drops the connection (if any) and opens a new one.
-    func reconnect() throws(StoreError) {
+    func reconnect() throws(LedgerError) {
         if let connection { pq.finish(connection) }
         connection = nil
         prepared.removeAll()
         deferred.removeAll()
         guard let opened = pq.connectdb(conninfo) else {
-            throw StoreError(.io, path: description, message: "cannot connect: out of memory")
+            throw LedgerError(.io, path: description, message: "cannot connect: out of memory")
         }
         guard pq.status(opened) == CONNECTION_OK else {
             let message = redact(Self.text(pq.errorMessage(opened)))
             pq.finish(opened)
-            throw StoreError(.io, path: description, message: "cannot connect to PostgreSQL: \(message)")
+            throw LedgerError(.io, path: description, message: "cannot connect to PostgreSQL: \(message)")
         }
         // Notices (e.g. "there is no transaction in progress") are not written to stderr.
         _ = pq.setNoticeProcessor(opened, { _, _ in }, nil)
@@ -87,10 +87,10 @@ final class PostgresConnection {
     /// Runs `sql` with `parameters` bound to `$1`, `$2`, … (nil: NULL). Statements queued with
     /// `executeLater` go first, in the same round trip.
     @discardableResult
-    func execute(_ sql: String, _ parameters: [String?] = []) throws(StoreError) -> Result {
+    func execute(_ sql: String, _ parameters: [String?] = []) throws(LedgerError) -> Result {
         guard let connection, pq.status(connection) == CONNECTION_OK else {
             deferred.removeAll()
-            throw StoreError(.io, path: description, message: "no connection to PostgreSQL (it is reconnected at the next unit of work)")
+            throw LedgerError(.io, path: description, message: "no connection to PostgreSQL (it is reconnected at the next unit of work)")
         }
         if !deferred.isEmpty {
             let statements = deferred + [(sql, parameters)]
@@ -124,7 +124,7 @@ final class PostgresConnection {
     /// Sends `statements` in one pipeline and reads their results: the last one's, or the error
     /// of the first that failed. A connection left in a state it cannot be used in is closed
     /// (`isBroken`; the next unit of work reconnects).
-    private func pipeline(_ statements: [(sql: String, parameters: [String?])], on connection: OpaquePointer) throws(StoreError) -> Result {
+    private func pipeline(_ statements: [(sql: String, parameters: [String?])], on connection: OpaquePointer) throws(LedgerError) -> Result {
         // Statements with parameters are prepared first, outside the pipeline (once per connection).
         var names: [String?] = []
         for statement in statements {
@@ -147,7 +147,7 @@ final class PostgresConnection {
             close()
             throw failure
         }
-        var failure: StoreError?
+        var failure: LedgerError?
         var last = Result(rows: [], changed: 0)
         for index in 0..<sent {
             guard let result = pq.getResult(connection) else {
@@ -170,7 +170,7 @@ final class PostgresConnection {
             pq.clear(sync)
         }
         if pq.exitPipelineMode(connection) != 1 {
-            let lost = failure ?? StoreError(.io, path: description, message: "PostgreSQL connection lost: \(redact(Self.text(pq.errorMessage(connection)).trimmingSuffix()))")
+            let lost = failure ?? LedgerError(.io, path: description, message: "PostgreSQL connection lost: \(redact(Self.text(pq.errorMessage(connection)).trimmingSuffix()))")
             close()
             throw lost
         }
@@ -203,7 +203,7 @@ final class PostgresConnection {
     }
 
     /// The name `sql` is prepared under on this connection, preparing it the first time.
-    private func prepare(_ sql: String, parameterCount: Int, on connection: OpaquePointer) throws(StoreError) -> String {
+    private func prepare(_ sql: String, parameterCount: Int, on connection: OpaquePointer) throws(LedgerError) -> String {
         if let name = prepared[sql] { return name }
         let name = "s\(prepared.count + 1)"
         let result = pq.prepare(connection, name, sql, Int32(parameterCount), nil)
@@ -214,7 +214,7 @@ final class PostgresConnection {
     }
 
     /// The SQLSTATE of a failed statement, as a typed store error.
-    private func error(_ result: OpaquePointer?) -> StoreError {
+    private func error(_ result: OpaquePointer?) -> LedgerError {
         let lost = connection.map { pq.status($0) != CONNECTION_OK } ?? true
         let message = result.map { Self.text(pq.resultErrorMessage($0)) }.flatMap { $0.isEmpty ? nil : $0 }
             ?? connection.map { Self.text(pq.errorMessage($0)) } ?? "no connection"
@@ -225,13 +225,13 @@ final class PostgresConnection {
         // closed the connection unexpectedly" while PostgreSQL crashes).
         let failedWithoutState = state.isEmpty && (result.map { pq.resultStatus($0) == PGRES_FATAL_ERROR } ?? true)
         if lost || failedWithoutState || state.hasPrefix("08") || state == "57P01" || state == "57P02" || state == "57P03" {
-            return StoreError(.io, path: description, message: "PostgreSQL connection lost: \(trimmed)")
+            return LedgerError(.io, path: description, message: "PostgreSQL connection lost: \(trimmed)")
         }
         switch state {
-        case "53100": return StoreError(.full, path: description, message: trimmed)
-        case "40001", "40P01", "55P03": return StoreError(.busy, path: description, message: trimmed)
-        case "23505": return StoreError(.other(Self.uniqueViolation), path: description, message: trimmed)
-        default: return StoreError(.other(0), path: description, message: state.isEmpty ? trimmed : "\(trimmed) (SQLSTATE \(state))")
+        case "53100": return LedgerError(.full, path: description, message: trimmed)
+        case "40001", "40P01", "55P03": return LedgerError(.busy, path: description, message: trimmed)
+        case "23505": return LedgerError(.other(Self.uniqueViolation), path: description, message: trimmed)
+        default: return LedgerError(.other(0), path: description, message: state.isEmpty ? trimmed : "\(trimmed) (SQLSTATE \(state))")
         }
     }
 
@@ -250,7 +250,7 @@ final class PostgresConnection {
     /// cannot be loaded; nil when it can.
     static func problem(with conninfo: String) -> String? {
         let pq: LibPQ
-        do throws(StoreError) { pq = try LibPQ.loaded() } catch { return "\(error.path): \(error.message)" }
+        do throws(LedgerError) { pq = try LibPQ.loaded() } catch { return "\(error.path): \(error.message)" }
         var message: UnsafeMutablePointer<CChar>?
         guard let options = pq.conninfoParse(conninfo, &message) else {
             defer { if let message { pq.freemem(message) } }

@@ -1,5 +1,4 @@
 import StoreKitPosix
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,5 @@
+import StoreKitLedger
 import StoreKitPosix
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
@@ -36,7 +36,7 @@ extension PostgresLedger {
     /// The transactions of `queues` that other daemons changed since this ledger last looked (or
     /// since the queue was first read), as this host sees them, in commit order; each at most
     /// once per change. Queues no longer asked for are forgotten (read afresh when watched again).
-    public func changesElsewhere(of queues: Set<TransactionStore.QueueKey>) throws(StoreError) -> ChangesElsewhere {
+    public func changesElsewhere(of queues: Set<QueueKey>) throws(LedgerError) -> ChangesElsewhere {
         precondition(isInTransaction, "changes read outside a unit of work")
         var watched: [String: (account: String, app: String)] = [:]
         for queue in queues {
@@ -62,7 +62,7 @@ extension PostgresLedger {
             }.map(\.record)
         }
         // Queues with no observer here that were named, with work waiting in this host's queue.
-        var waiting: [TransactionStore.QueueKey] = []
+        var waiting: [QueueKey] = []
         if catchUpAll || notifiedQueues.contains(where: { watched[$0] == nil }) {
             let rows = try connection.execute("""
                 SELECT account, app FROM transactions WHERE host = $1 AND finished = 0
@@ -73,7 +73,7 @@ extension PostgresLedger {
                 let (account, app) = (row[0] ?? "", row[1] ?? "")
                 let name = Self.queueName(account, app)
                 guard watched[name] == nil, catchUpAll || notifiedQueues.contains(name) else { continue }
-                waiting.append(TransactionStore.QueueKey(uid: accounts.uid(of: account), app: app))
+                waiting.append(QueueKey(uid: accounts.uid(of: account), app: app))
             }
         }
         watermarks = seen

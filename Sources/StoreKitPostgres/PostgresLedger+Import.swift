@@ -1,5 +1,5 @@
 import CPostgres
-import StoreKitStore
+import StoreKitLedger
 
 // `storekitctl migrate CONNINFO` (docs/fleet.md, "Moving over"): a host's SQLite ledger copied
 // into this database in ONE PostgreSQL transaction, so that a failure anywhere leaves nothing.
@@ -58,7 +58,7 @@ extension PostgresLedger {
     }
 
     private static let targets: [Target] = {
-        let exported = Dictionary(uniqueKeysWithValues: TransactionStore.exportedTables.map { ($0.name, $0.columns) })
+        let exported = Dictionary(uniqueKeysWithValues: LedgerRows.tables.map { ($0.name, $0.columns) })
         func target(_ name: String, adding extra: [String] = [], text: Set<String> = [], key: String,
                     compared: Bool, noun: String) -> Target {
             let columns = exported[name]! + extra
@@ -90,7 +90,7 @@ extension PostgresLedger {
     /// Copies `store`'s committed rows into this database in one transaction, verifies them and
     /// commits; on any conflict, mismatch or error nothing is left. `progress` is called after
     /// every page (the caller's watchdog). Not inside a unit of work of this ledger.
-    public func importLedger(from store: TransactionStore, progress: () -> Void = {}) throws(StoreError) -> ImportReport {
+    public func importLedger(from store: any Ledger, progress: () -> Void = {}) throws(LedgerError) -> ImportReport {
         precondition(!isInTransaction, "import inside a unit of work")
         try connection.execute("BEGIN")
         do {
@@ -110,7 +110,7 @@ extension PostgresLedger {
         }
     }
 
-    private func copy(from store: TransactionStore, progress: () -> Void) throws(StoreError) -> ImportReport {
+    private func copy(from store: any Ledger, progress: () -> Void) throws(LedgerError) -> ImportReport {
         for target in Self.targets {
             // Names are the constants above, never values.
             try connection.execute("""
@@ -120,14 +120,14 @@ extension PostgresLedger {
         }
         var read: [String: Int] = [:]
         var lastID: Int64 = 0
-        try store.export { (table, rows) throws(StoreError) in
+        try store.export { (table, rows) throws(LedgerError) in
             guard let target = Self.targets.first(where: { $0.name == table.name }) else { return }
             var staged: [[String?]] = []
             for row in rows {
                 let values = row.map(\.text)
                 if table.name == "settings", let key = values[0] {
-                    if key == TransactionStore.lastIDSetting { lastID = max(lastID, Int64(values[1] ?? "") ?? 0) }
-                    if TransactionStore.isFileSetting(key) { continue }
+                    if key == LedgerRows.lastIDSetting { lastID = max(lastID, Int64(values[1] ?? "") ?? 0) }
+                    if LedgerRows.isFileSetting(key) { continue }
                 }
                 if table.name == "transactions" { lastID = max(lastID, Int64(values[0] ?? "") ?? 0) }
                 staged.append(self.staged(values, of: table, into: target))
@@ -191,7 +191,7 @@ extension PostgresLedger {
         // higher sequence only skips ids.
         try connection.execute("""
             SELECT setval('transaction_ids', greatest((SELECT last_value FROM transaction_ids), $1::bigint, $2::bigint))
-            """, [String(lastID), String(TransactionStore.clockTransactionID())])
+            """, [String(lastID), String(TransactionIDs.fromClock())])
         let sums = tables.compactMap { table in table.checksum.map { "\(table.name) \($0)\n" } }.joined()
         let checksum = try connection.execute("SELECT encode(sha256(convert_to($1::text, 'UTF8')), 'hex')", [sums]).rows.first?.first ?? nil
         return ImportReport(tables: tables, checksum: checksum ?? "", settingsKept: settingsKept)
@@ -199,7 +199,7 @@ extension PostgresLedger {
 
     /// The staged values of one SQLite row (`values` in `table`'s columns), canonical text last
     /// for the tables copied as they are.
-    private func staged(_ values: [String?], of table: TransactionStore.ExportedTable, into target: Target) -> [String?] {
+    private func staged(_ values: [String?], of table: LedgerRows.Table, into target: Target) -> [String?] {
         var row = values
         let uid = table.columns.firstIndex(of: "uid").flatMap { values[$0] }.flatMap { UInt32($0) }
         switch table.name {
@@ -232,7 +232,7 @@ extension PostgresLedger {
         "encode(sha256(convert_to(coalesce(string_agg(\(text), '' ORDER BY \(key)), ''), 'UTF8')), 'hex')"
     }
 
-    private func stage(_ rows: [[String?]], into target: Target) throws(StoreError) {
+    private func stage(_ rows: [[String?]], into target: Target) throws(LedgerError) {
         let width = target.columns.count + (target.copiedAsIs ? 1 : 0)
         let columns = target.columns.joined(separator: ", ") + (target.copiedAsIs ? ", canon" : "")
         var start = 0
@@ -248,7 +248,7 @@ extension PostgresLedger {
 
     /// Throws, naming the first one, when a staged row's key is taken by another row: the same
     /// id with other content, or another id with the same payment key or subscription group.
-    private func refuseConflicts() throws(StoreError) {
+    private func refuseConflicts() throws(LedgerError) {
         for target in Self.targets {
             guard let compared = target.compared else { continue }
             let pairs = compared.map { "s.\($0), t.\($0)" }.joined(separator: ", ")
@@ -282,12 +282,12 @@ extension PostgresLedger {
         }
     }
 
-    private func conflict(_ message: String) -> StoreError {
-        StoreError(.other(PostgresConnection.uniqueViolation), path: path, message: message + "; nothing was copied")
+    private func conflict(_ message: String) -> LedgerError {
+        LedgerError(.other(PostgresConnection.uniqueViolation), path: path, message: message + "; nothing was copied")
     }
 
     /// Compares the rows now in `target` with those staged (sent): count and checksum. Returns the checksum.
-    private func verify(_ target: Target, rows: Int) throws(StoreError) -> String {
+    private func verify(_ target: Target, rows: Int) throws(LedgerError) -> String {
         let sent = try connection.execute("SELECT count(*), \(Self.digest(of: "canon", key: target.key)) FROM \(target.stage)")
         let stored = try connection.execute("""
             SELECT count(*), \(Self.digest(of: Self.canonicalText(target, alias: "t"), key: "t." + target.key))
@@ -296,7 +296,7 @@ extension PostgresLedger {
         let (sentCount, sentSum) = (sent.firstInt ?? -1, sent.rows.first.flatMap { $0[1] })
         let (storedCount, storedSum) = (stored.firstInt ?? -1, stored.rows.first.flatMap { $0[1] })
         guard sentCount == rows, storedCount == rows, sentSum == storedSum, let sum = storedSum else {
-            throw StoreError(.corrupt, path: path, message: """
+            throw LedgerError(.corrupt, path: path, message: """
                 verification of \(target.name) failed: \(rows) rows read from SQLite, \(sentCount) sent, \(storedCount) in \
                 PostgreSQL; checksum sent \(sentSum ?? "none"), stored \(storedSum ?? "none"); nothing was copied
                 """)
@@ -305,7 +305,7 @@ extension PostgresLedger {
     }
 
     /// Sequences at least as high as the file's, every setting and queue there.
-    private func verifyMerged() throws(StoreError) {
+    private func verifyMerged() throws(LedgerError) {
         for (what, sql) in [
             ("sequences lower than the SQLite file's", """
                 SELECT count(*) FROM migrate_sequences s LEFT JOIN sequences t USING (account, app)
@@ -320,7 +320,7 @@ extension PostgresLedger {
         ] {
             let missing = try connection.execute(sql, sql.contains("$1") ? [member.host] : []).firstInt ?? -1
             guard missing == 0 else {
-                throw StoreError(.corrupt, path: path, message: "verification failed: \(missing) \(what); nothing was copied")
+                throw LedgerError(.corrupt, path: path, message: "verification failed: \(missing) \(what); nothing was copied")
             }
         }
     }

@@ -1,5 +1,5 @@
+import StoreKitLedger
 import StoreKitPosix
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
@@ -37,7 +37,7 @@ extension PostgresLedger {
         var finishedThere: Bool
     }
 
-    func rows(_ sql: String, _ parameters: [String?]) throws(StoreError) -> [Row] {
+    func rows(_ sql: String, _ parameters: [String?]) throws(LedgerError) -> [Row] {
         try connection.execute(sql, parameters).rows.map { row in
             let int = { (index: Int) -> Int64? in row[index].flatMap { Int64($0) } }
             let record = TransactionRecord(
@@ -54,7 +54,7 @@ extension PostgresLedger {
         }
     }
 
-    func records(_ sql: String, _ parameters: [String?]) throws(StoreError) -> [TransactionRecord] {
+    func records(_ sql: String, _ parameters: [String?]) throws(LedgerError) -> [TransactionRecord] {
         try rows(sql, parameters).map(\.record)
     }
 
@@ -73,13 +73,13 @@ extension PostgresLedger {
     /// Ids are bigint: an id above `Int64.max` (from a client or the command line) names no row.
     static func storedID(_ id: UInt64) -> String? { Int64(exactly: id).map { String($0) } }
 
-    public func transaction(id: UInt64) throws(StoreError) -> TransactionRecord? {
+    public func transaction(id: UInt64) throws(LedgerError) -> TransactionRecord? {
         guard let stored = Self.storedID(id) else { return nil }
         return try records("SELECT \(Self.columns(finished: Self.finishedByID)) FROM \(Self.view) WHERE t.id = $2",
                            [member.host, stored]).first
     }
 
-    public func transaction(uid: UInt32, app: String, paymentKey: String) throws(StoreError) -> TransactionRecord? {
+    public func transaction(uid: UInt32, app: String, paymentKey: String) throws(LedgerError) -> TransactionRecord? {
         try records("""
             SELECT \(Self.columns(finished: Self.finishedByID)) FROM \(Self.view)
             WHERE t.account = $2 AND t.app = $3 AND t.payment_key = $4
@@ -89,7 +89,7 @@ extension PostgresLedger {
     /// This host's queue of (account, app): its own unfinished transactions and the renewals
     /// delivered here and not finished here. Reading it starts watching the queue: the changes
     /// other daemons make to it from now on are read by `changesElsewhere`.
-    public func unfinished(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
+    public func unfinished(uid: UInt32, app: String) throws(LedgerError) -> [TransactionRecord] {
         let account = accounts.account(of: uid)
         try register(account: account, app: app)
         let name = Self.queueName(account, app)
@@ -111,7 +111,7 @@ extension PostgresLedger {
             """, scope(uid: uid, app: app))
     }
 
-    public func all(uid: UInt32, app: String) throws(StoreError) -> [TransactionRecord] {
+    public func all(uid: UInt32, app: String) throws(LedgerError) -> [TransactionRecord] {
         try rows("""
             SELECT \(Self.columns(finished: Self.finishedInList)) FROM \(Self.view)
             WHERE t.account = $2 AND t.app = $3 ORDER BY t.id
@@ -119,7 +119,7 @@ extension PostgresLedger {
     }
 
     /// Every host's restored copies: a refund on one host takes them back on all.
-    public func restoredCopies(of originalID: UInt64) throws(StoreError) -> [TransactionRecord] {
+    public func restoredCopies(of originalID: UInt64) throws(LedgerError) -> [TransactionRecord] {
         guard let stored = Self.storedID(originalID) else { return [] }
         return try records("""
             SELECT \(Self.columns(finished: Self.finishedByID)) FROM \(Self.view)
@@ -128,7 +128,7 @@ extension PostgresLedger {
     }
 
     /// An account's history as this host sees it; with no uid, every account's.
-    public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, afterID: UInt64, limit: Int) throws(StoreError) -> [TransactionRecord] {
+    public func list(uid: UInt32?, app: String?, unfinishedOnly: Bool, afterID: UInt64, limit: Int) throws(LedgerError) -> [TransactionRecord] {
         guard let first = Int64(exactly: afterID) else { return [] }
         var found: [TransactionRecord] = []
         var after: Int64 = afterID == 0 ? -1 : first
@@ -147,7 +147,7 @@ extension PostgresLedger {
         return Array(found.prefix(limit))
     }
 
-    public func unfinishedCount(of queue: TransactionStore.QueueKey) throws(StoreError) -> Int {
+    public func unfinishedCount(of queue: QueueKey) throws(LedgerError) -> Int {
         // Counted in two index scans, as `unfinished` reads them.
         Int(try connection.execute("""
             SELECT (SELECT count(*) FROM transactions WHERE host = $1 AND account = $2 AND app = $3 AND finished = 0)
@@ -157,7 +157,7 @@ extension PostgresLedger {
     }
 
     /// Unfinished transactions in this host's queues.
-    public func unfinishedCount() throws(StoreError) -> Int {
+    public func unfinishedCount() throws(LedgerError) -> Int {
         Int(try connection.execute("""
             SELECT (SELECT count(*) FROM transactions WHERE host = $1 AND finished = 0)
                  + (SELECT count(*) FROM deliveries WHERE host = $1 AND finished = 0)

@@ -1,11 +1,9 @@
-import StoreKitStore
+import StoreKitLedger
 
 // The simulated store's schedule in PostgreSQL: subscriptions, renewals, purchase requests, due
-// events (as TransactionStore+Schedule.swift does in SQLite).
+// events (as SQLiteLedger+Schedule.swift does in SQLite).
 
 extension PostgresLedger {
-    public typealias Subscription = TransactionStore.Subscription
-    public typealias PurchaseRequest = TransactionStore.PurchaseRequest
 
     static let subscriptionColumns = """
         original_id, account, app, group_id, product, quantity, app_username, status, period_start, expires_date,
@@ -23,11 +21,11 @@ extension PostgresLedger {
             lastTransactionID: UInt64(int(16) ?? 0), renewals: Int(int(17) ?? 0))
     }
 
-    func subscriptions(_ sql: String, _ parameters: [String?]) throws(StoreError) -> [Subscription] {
+    func subscriptions(_ sql: String, _ parameters: [String?]) throws(LedgerError) -> [Subscription] {
         try connection.execute(sql, parameters).rows.map(subscription)
     }
 
-    public func save(_ subscription: Subscription) throws(StoreError) {
+    public func upsert(_ subscription: Subscription) throws(LedgerError) {
         precondition(isInTransaction, "subscription saved outside a unit of work")
         changedOther = true
         try connection.execute("""
@@ -49,7 +47,7 @@ extension PostgresLedger {
 
     /// A renewal belongs to the account, not to a host: it leaves this host's queue (host '') and
     /// is delivered to every host where the account uses the app, each of which finishes its own.
-    public func markRenewal(transactionID id: UInt64) throws(StoreError) {
+    public func markRenewal(transactionID id: UInt64) throws(LedgerError) {
         precondition(isInTransaction, "renewal recorded outside a unit of work")
         try connection.execute("INSERT INTO renewals(transaction_id) VALUES($1) ON CONFLICT DO NOTHING", [String(id)])
         try connection.execute("UPDATE transactions SET host = '' WHERE id = $1", [String(id)])
@@ -60,22 +58,22 @@ extension PostgresLedger {
             """, [String(id)])
     }
 
-    public func isRenewal(transactionID id: UInt64) throws(StoreError) -> Bool {
+    public func isRenewal(transactionID id: UInt64) throws(LedgerError) -> Bool {
         guard let stored = Self.storedID(id) else { return false }
         return try !connection.execute("SELECT 1 FROM renewals WHERE transaction_id = $1", [stored]).rows.isEmpty
     }
 
-    public func subscription(originalID: UInt64) throws(StoreError) -> Subscription? {
+    public func subscription(originalID: UInt64) throws(LedgerError) -> Subscription? {
         guard let stored = Self.storedID(originalID) else { return nil }
         return try subscriptions("SELECT \(Self.subscriptionColumns) FROM subscriptions WHERE original_id = $1", [stored]).first
     }
 
-    public func subscription(uid: UInt32, app: String, groupID: String) throws(StoreError) -> Subscription? {
+    public func subscription(uid: UInt32, app: String, groupID: String) throws(LedgerError) -> Subscription? {
         try subscriptions("SELECT \(Self.subscriptionColumns) FROM subscriptions WHERE account = $1 AND app = $2 AND group_id = $3",
                           [accounts.account(of: uid), app, groupID]).first
     }
 
-    public func subscriptions(uid: UInt32?, app: String?) throws(StoreError) -> [Subscription] {
+    public func subscriptions(uid: UInt32?, app: String?) throws(LedgerError) -> [Subscription] {
         try subscriptions("""
             SELECT \(Self.subscriptionColumns) FROM subscriptions
             WHERE \(Self.accountScope) ORDER BY original_id
@@ -85,7 +83,7 @@ extension PostgresLedger {
     /// Due subscriptions, locked until the unit of work ends; those another daemon of the fleet
     /// has locked (it is firing them) are skipped: each event is fired by exactly one daemon, and
     /// by another if that one dies before it commits.
-    public func dueSubscriptions(at time: Int64, limit: Int) throws(StoreError) -> [Subscription] {
+    public func dueSubscriptions(at time: Int64, limit: Int) throws(LedgerError) -> [Subscription] {
         try subscriptions("""
             SELECT \(Self.subscriptionColumns) FROM subscriptions WHERE due IS NOT NULL AND due <= $1
             ORDER BY due, original_id LIMIT $2 FOR UPDATE SKIP LOCKED
@@ -99,7 +97,7 @@ extension PostgresLedger {
     /// Rows of one account and app, either of them nil for all: `$1` the account, `$2` the app.
     static let accountScope = "($1::text IS NULL OR account = $1) AND ($2::text IS NULL OR app = $2)"
 
-    func purchaseRequests(_ sql: String, _ parameters: [String?]) throws(StoreError) -> [PurchaseRequest] {
+    func purchaseRequests(_ sql: String, _ parameters: [String?]) throws(LedgerError) -> [PurchaseRequest] {
         try connection.execute(sql, parameters).rows.map { row in
             let int = { (index: Int) -> Int64? in row[index].flatMap { Int64($0) } }
             return PurchaseRequest(
@@ -109,7 +107,7 @@ extension PostgresLedger {
         }
     }
 
-    public func insert(_ request: PurchaseRequest) throws(StoreError) {
+    public func insert(_ request: PurchaseRequest) throws(LedgerError) {
         precondition(isInTransaction, "purchase request recorded outside a unit of work")
         changedOther = true
         try connection.execute(
@@ -118,41 +116,41 @@ extension PostgresLedger {
              request.productID, String(request.created), request.expires.map { String($0) }, String(request.uid)])
     }
 
-    public func removePurchaseRequest(transactionID: UInt64) throws(StoreError) -> Bool {
+    public func removePurchaseRequest(transactionID: UInt64) throws(LedgerError) -> Bool {
         guard let stored = Self.storedID(transactionID) else { return false }
         changedOther = true
         return try connection.execute("DELETE FROM purchase_requests WHERE transaction_id = $1", [stored]).changed == 1
     }
 
-    public func purchaseRequest(transactionID: UInt64) throws(StoreError) -> PurchaseRequest? {
+    public func purchaseRequest(transactionID: UInt64) throws(LedgerError) -> PurchaseRequest? {
         guard let stored = Self.storedID(transactionID) else { return nil }
         return try purchaseRequests("SELECT \(Self.requestColumns) FROM purchase_requests WHERE transaction_id = $1",
                                     [stored]).first
     }
 
     public func openPurchaseRequest(uid: UInt32, app: String, productID: String,
-                                    kind: PurchaseRequest.Kind) throws(StoreError) -> PurchaseRequest? {
+                                    kind: PurchaseRequest.Kind) throws(LedgerError) -> PurchaseRequest? {
         try purchaseRequests("""
             SELECT \(Self.requestColumns) FROM purchase_requests
             WHERE account = $1 AND app = $2 AND product = $3 AND kind = $4 ORDER BY transaction_id LIMIT 1
             """, [accounts.account(of: uid), app, productID, String(kind.rawValue)]).first
     }
 
-    public func purchaseRequests(uid: UInt32?, app: String?) throws(StoreError) -> [PurchaseRequest] {
+    public func purchaseRequests(uid: UInt32?, app: String?) throws(LedgerError) -> [PurchaseRequest] {
         try purchaseRequests("""
             SELECT \(Self.requestColumns) FROM purchase_requests
             WHERE \(Self.accountScope) ORDER BY transaction_id
             """, [uid.map { accounts.account(of: $0) }, app])
     }
 
-    public func duePurchaseRequests(at time: Int64, limit: Int) throws(StoreError) -> [PurchaseRequest] {
+    public func duePurchaseRequests(at time: Int64, limit: Int) throws(LedgerError) -> [PurchaseRequest] {
         try purchaseRequests("""
             SELECT \(Self.requestColumns) FROM purchase_requests WHERE expires IS NOT NULL AND expires <= $1
             ORDER BY expires, transaction_id LIMIT $2 FOR UPDATE SKIP LOCKED
             """, [String(time), String(limit)])
     }
 
-    public func nextDueTime() throws(StoreError) -> Int64? {
+    public func nextDueTime() throws(LedgerError) -> Int64? {
         try connection.execute("""
             SELECT least((SELECT min(due) FROM subscriptions WHERE due IS NOT NULL),
                          (SELECT min(expires) FROM purchase_requests WHERE expires IS NOT NULL))

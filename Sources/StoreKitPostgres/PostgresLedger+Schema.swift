@@ -1,6 +1,6 @@
-import StoreKitStore
+import StoreKitLedger
 
-// The PostgreSQL schema: the SQLite ledger's tables (TransactionStore+Schema.swift) with the same
+// The PostgreSQL schema: the SQLite ledger's tables (SQLiteLedger+Schema.swift) with the same
 // columns and meanings, in versions kept in `storekit_schema`. Each migration runs in one
 // transaction under an advisory lock, so that daemons starting together migrate once; a newer
 // schema is refused.
@@ -13,9 +13,9 @@ import StoreKitStore
 
 extension PostgresLedger {
     /// Creates or upgrades the schema; says what it found.
-    func migrate(to version: Int = schemaVersion) throws(StoreError) -> String {
+    func migrate(to version: Int = schemaVersion) throws(LedgerError) -> String {
         try connection.execute("BEGIN")
-        do throws(StoreError) {
+        do throws(LedgerError) {
             // 0x534B5144: "SKQD", the SQLite ledger's application id.
             try connection.execute("SELECT pg_advisory_xact_lock(1397440836)")
             // Created only when missing: `CREATE … IF NOT EXISTS` needs CREATE on the schema even
@@ -25,7 +25,7 @@ extension PostgresLedger {
             }
             let found = Int(try connection.execute("SELECT max(version) FROM storekit_schema").firstInt ?? 0)
             guard found <= version else {
-                throw StoreError(.unsupportedSchema(found: found, supported: Self.schemaVersion), path: path,
+                throw LedgerError(.unsupportedSchema(found: found, supported: Self.schemaVersion), path: path,
                                  message: "schema version \(found) is newer than this storekitd's \(Self.schemaVersion); refusing to use it")
             }
             if found < 1 {
@@ -116,7 +116,7 @@ extension PostgresLedger {
 
     /// Version 1 → 2: accounts, hosts, deliveries, fleet-wide ids. Rows written before belong to
     /// the account of their uid (as this host maps it) and to this host's queues.
-    private func migrateToFleet() throws(StoreError) {
+    private func migrateToFleet() throws(LedgerError) {
         for statement in [
             "ALTER TABLE transactions ADD COLUMN account text, ADD COLUMN host text, ADD COLUMN changed_by text",
             "ALTER TABLE subscriptions ADD COLUMN account text",
@@ -184,6 +184,6 @@ extension PostgresLedger {
         try connection.execute("""
             SELECT setval('transaction_ids', greatest(coalesce((SELECT max(id) FROM transactions), 0),
                 coalesce((SELECT value::bigint FROM settings WHERE key = 'transactions.lastID'), 0), $1::bigint))
-            """, [String(TransactionStore.clockTransactionID())])
+            """, [String(TransactionIDs.fromClock())])
     }
 }

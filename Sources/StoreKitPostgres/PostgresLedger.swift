@@ -1,12 +1,12 @@
+import StoreKitLedger
 import StoreKitPosix
-import StoreKitStore
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// The ledger in a PostgreSQL database (`[Store] Database=` a libpq connection string): the same
-/// tables and semantics as the SQLite file's (TransactionStore+Schema.swift), over libpq, shared
+/// tables and semantics as the SQLite file's (SQLiteLedger+Schema.swift), over libpq, shared
 /// by every daemon of a fleet (docs/fleet.md).
 ///
 /// A unit of work is one PostgreSQL transaction (`BEGIN` … `COMMIT`), a request savepoint a
@@ -29,7 +29,7 @@ import Glibc
 /// `longestReconnectInterval` ms while it keeps failing.
 /// A `COMMIT` whose answer was lost may or may not have committed: the client is told it failed,
 /// and a retry with the same payment key finds the committed row instead of making a second one.
-public final class PostgresLedger: LedgerStorage {
+public final class PostgresLedger: Ledger {
     public static let schemaVersion = 2
     /// Transaction ids taken from `transaction_ids` at a time.
     static let idBlock = 64
@@ -48,6 +48,9 @@ public final class PostgresLedger: LedgerStorage {
     /// and the schedule.
     public internal(set) var externalGeneration: UInt64 = 0
     public private(set) var isInTransaction = false
+    /// Units of work committed: with `synchronous_commit` on, each is durable when its `COMMIT`
+    /// returns, so this is both the committed and the durable position.
+    public private(set) var committedUnits: UInt64 = 0
     /// Whether a product's transactions are seen on the account's other hosts (set by the daemon
     /// from the catalogues: everything but consumables).
     public var sharesAcrossHosts: (_ app: String, _ productID: String) -> Bool = { _, _ in true }
@@ -77,15 +80,15 @@ public final class PostgresLedger: LedgerStorage {
     var registeredQueues = Set<String>()
 
     /// Connects, creates or migrates the schema (refusing a newer one).
-    public convenience init(conninfo: String, member: FleetMember? = nil) throws(StoreError) {
+    public convenience init(conninfo: String, member: FleetMember? = nil) throws(LedgerError) {
         try self.init(conninfo: conninfo, member: member, schemaVersion: Self.schemaVersion)
     }
 
     /// Opening at an older `schemaVersion` is for the migration tests.
-    init(conninfo: String, member: FleetMember?, schemaVersion: Int) throws(StoreError) {
+    init(conninfo: String, member: FleetMember?, schemaVersion: Int) throws(LedgerError) {
         _ = try LibPQ.loaded()
         if let problem = PostgresConnection.problem(with: conninfo) {
-            throw StoreError(.io, path: PostgresConnection.describe(conninfo), message: "bad connection string: \(problem)")
+            throw LedgerError(.io, path: PostgresConnection.describe(conninfo), message: "bad connection string: \(problem)")
         }
         self.member = member ?? FleetMember(host: FleetMember.defaultHost)
         accounts = AccountDirectory(source: self.member.accountFrom)
@@ -99,11 +102,28 @@ public final class PostgresLedger: LedgerStorage {
     }
 
     /// The fleet's channel for the schema `connection` uses.
-    static func channel(on connection: PostgresConnection) throws(StoreError) -> String {
+    static func channel(on connection: PostgresConnection) throws(LedgerError) -> String {
         try connection.execute(channelQuery).rows.first?.first.flatMap { $0 } ?? "storekit_fleet"
     }
 
     public func close() { connection.close() }
+
+    // MARK: The ledger of a database server
+
+    public var committedPosition: UInt64 { committedUnits }
+    public var durablePosition: UInt64 { committedUnits }
+    public var isDatabaseServer: Bool { true }
+    public var fleetIdentity: (host: String, accountFrom: String)? { (member.host, member.accountFrom.rawValue) }
+
+    public func shareAcrossHosts(_ shares: @escaping (_ app: String, _ productID: String) -> Bool) {
+        sharesAcrossHosts = shares
+    }
+
+    /// PostgreSQL's own tools back it up (pg_dump, base backups), not the daemon.
+    public func backup(to path: String) throws(LedgerError) -> BackupReport {
+        throw LedgerError(.unsupported, path: self.path, message: "backup copies the SQLite ledger; \(self.path) is backed up by "
+                          + "PostgreSQL's own tools (pg_dump, base backups)")
+    }
 
     /// The account `uid` stands for in the fleet.
     public func account(of uid: UInt32) -> String { accounts.account(of: uid) }
@@ -113,12 +133,12 @@ public final class PostgresLedger: LedgerStorage {
 
     // MARK: Units of work
 
-    public func begin() throws(StoreError) {
+    public func begin() throws(LedgerError) {
         precondition(!isInTransaction, "nested store transaction")
         if connection.isBroken {
             let now = Monotonic.milliseconds()
             guard now >= nextReconnect else {
-                throw StoreError(.io, path: path, message: "PostgreSQL is unreachable (trying again in \(nextReconnect - now) ms)")
+                throw LedgerError(.io, path: path, message: "PostgreSQL is unreachable (trying again in \(nextReconnect - now) ms)")
             }
             do {
                 try connection.reconnect()
@@ -148,9 +168,9 @@ public final class PostgresLedger: LedgerStorage {
         atBegin = (watermarks, notifiedQueues, catchUpAll)
     }
 
-    public func commit() throws(StoreError) {
+    public func commit() throws(LedgerError) {
         precondition(isInTransaction, "commit without begin")
-        do throws(StoreError) {
+        do throws(LedgerError) {
             if !changedQueues.isEmpty || changedOther {
                 // Delivered with the commit, never without it: the other daemons read the rows.
                 // Sent in one round trip with the COMMIT, which does not run if it fails.
@@ -160,9 +180,10 @@ public final class PostgresLedger: LedgerStorage {
             // ROLLBACK, not an error: that is a failed unit of work, never a committed one.
             let tag = try connection.execute("COMMIT").tag
             guard tag == "COMMIT" else {
-                throw StoreError(.other(0), path: path, message: "PostgreSQL rolled the transaction back at COMMIT (\(tag))")
+                throw LedgerError(.other(0), path: path, message: "PostgreSQL rolled the transaction back at COMMIT (\(tag))")
             }
             isInTransaction = false
+            committedUnits += 1
         } catch {
             rollback()
             throw error
@@ -189,14 +210,14 @@ public final class PostgresLedger: LedgerStorage {
         registeredQueues.removeAll()
     }
 
-    public func savepoint() throws(StoreError) {
+    public func savepoint() throws(LedgerError) {
         precondition(isInTransaction, "savepoint outside a unit of work")
         // With the request's first statement, or the COMMIT (as is the release).
         connection.executeLater("SAVEPOINT request")
         savepoints += 1
     }
 
-    public func releaseSavepoint() throws(StoreError) {
+    public func releaseSavepoint() throws(LedgerError) {
         connection.executeLater("RELEASE SAVEPOINT request")
         savepoints -= 1
     }
@@ -213,7 +234,7 @@ public final class PostgresLedger: LedgerStorage {
 
     /// From the fleet's `transaction_ids`, a block of `idBlock` at a time: unique across every
     /// daemon sharing the database (a block taken by a unit of work that rolled back is skipped).
-    public func allocateTransactionID() throws(StoreError) -> UInt64 {
+    public func allocateTransactionID() throws(LedgerError) -> UInt64 {
         precondition(isInTransaction, "id allocated outside a unit of work")
         if ids.isEmpty {
             let start = UInt64(try connection.execute("SELECT nextval('transaction_ids')").firstInt ?? 0)
@@ -226,13 +247,13 @@ public final class PostgresLedger: LedgerStorage {
     /// commit, so the daemons of a fleet hand out increasing numbers in commit order, and
     /// "changed since sequence N" misses nothing committed (`changesElsewhere`).
     /// The account's (every host changes it: a change made elsewhere moves it too).
-    public func lastSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
+    public func lastSequence(uid: UInt32, app: String) throws(LedgerError) -> UInt64 {
         let last = try connection.execute("SELECT last FROM sequences WHERE account = $1 AND app = $2",
                                           [accounts.account(of: uid), app]).firstInt
         return UInt64(last ?? 0)
     }
 
-    public func nextSequence(uid: UInt32, app: String) throws(StoreError) -> UInt64 {
+    public func nextSequence(uid: UInt32, app: String) throws(LedgerError) -> UInt64 {
         precondition(isInTransaction, "sequence allocated outside a unit of work")
         let account = accounts.account(of: uid)
         changedQueues.insert(Self.queueName(account, app))
@@ -244,7 +265,7 @@ public final class PostgresLedger: LedgerStorage {
     }
 
     /// Records that this host uses `app` for `account` (renewals are delivered here from now on).
-    func register(account: String, app: String) throws(StoreError) {
+    func register(account: String, app: String) throws(LedgerError) {
         let name = Self.queueName(account, app)
         guard isInTransaction, !registeredQueues.contains(name) else { return }
         // Its result is not read: it goes with the next statement.
@@ -255,7 +276,7 @@ public final class PostgresLedger: LedgerStorage {
         registeredQueues.insert(name)
     }
 
-    public func insert(_ record: TransactionRecord, paymentKey: String?) throws(StoreError) {
+    public func insert(_ record: TransactionRecord, paymentKey: String?) throws(LedgerError) {
         let account = accounts.account(of: record.uid)
         // A purchase linked to an original (a renewal, possibly fired by a host that does not use
         // the app, or an interrupted purchase completed, whose original registered) registers nothing.
@@ -273,7 +294,7 @@ public final class PostgresLedger: LedgerStorage {
     }
 
     public func transition(id: UInt64, from: TransactionState, to: TransactionState, sequence: UInt64, date: Int64,
-                           errorCode: Int32?, errorMessage: String?, expiresDate: Int64?, originalID: UInt64?) throws(StoreError) -> Bool {
+                           errorCode: Int32?, errorMessage: String?, expiresDate: Int64?, originalID: UInt64?) throws(LedgerError) -> Bool {
         precondition(from.canMove(to: to), "illegal transition \(from) → \(to)")
         guard let stored = Self.storedID(id) else { return false }
         return try connection.execute("""
@@ -288,7 +309,7 @@ public final class PostgresLedger: LedgerStorage {
 
     /// Finishes the transaction in this host's queue: the row itself when this host made it, its
     /// delivery here when it is a renewal (the other hosts finish theirs).
-    public func markFinished(id: UInt64, sequence: UInt64, of queue: TransactionStore.QueueKey?) throws(StoreError) -> Bool {
+    public func markFinished(id: UInt64, sequence: UInt64, of queue: QueueKey?) throws(LedgerError) -> Bool {
         guard let stored = Self.storedID(id) else { return false }
         let delivered = try connection.execute("""
             UPDATE deliveries SET finished = 1 WHERE transaction_id = $1 AND host = $2 AND finished = 0
@@ -301,7 +322,7 @@ public final class PostgresLedger: LedgerStorage {
             """, [String(sequence), stored, member.host]).changed == 1
     }
 
-    public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(StoreError) -> Bool {
+    public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(LedgerError) -> Bool {
         guard let stored = Self.storedID(id) else { return false }
         return try connection.execute("""
             UPDATE transactions SET revocation_date = $1, revocation_reason = $2, sequence = $3, changed_by = $5
@@ -309,14 +330,14 @@ public final class PostgresLedger: LedgerStorage {
             """, [String(date), String(reason), String(sequence), stored, member.host]).changed == 1
     }
 
-    public func touch(id: UInt64, sequence: UInt64) throws(StoreError) -> Bool {
+    public func touch(id: UInt64, sequence: UInt64) throws(LedgerError) -> Bool {
         guard let stored = Self.storedID(id) else { return false }
         return try connection.execute("UPDATE transactions SET sequence = $1, changed_by = $3 WHERE id = $2",
                                       [String(sequence), stored, member.host]).changed == 1
     }
 
     /// Deletes the history of an account (every host's: the store forgets it) or of everyone.
-    public func deleteHistory(uid: UInt32?, app: String?) throws(StoreError) -> (deleted: Int, unfinished: [TransactionRecord]) {
+    public func deleteHistory(uid: UInt32?, app: String?) throws(LedgerError) -> (deleted: Int, unfinished: [TransactionRecord]) {
         precondition(isInTransaction, "history deleted outside a unit of work")
         changedOther = true
         let scope = scope(uid: uid, app: app)
@@ -344,7 +365,7 @@ public final class PostgresLedger: LedgerStorage {
         return (deleted, unfinished)
     }
 
-    public func deleteTransaction(id: UInt64) throws(StoreError) -> TransactionRecord? {
+    public func deleteTransaction(id: UInt64) throws(LedgerError) -> TransactionRecord? {
         precondition(isInTransaction, "a transaction deleted outside a unit of work")
         guard let record = try transaction(id: id), let stored = Self.storedID(id) else { return nil }
         changedOther = true
@@ -360,11 +381,11 @@ public final class PostgresLedger: LedgerStorage {
 
     // MARK: Settings
 
-    public func setting(_ key: String) throws(StoreError) -> String? {
+    public func setting(_ key: String) throws(LedgerError) -> String? {
         try connection.execute("SELECT value FROM settings WHERE key = $1", [key]).rows.first?.first ?? nil
     }
 
-    public func setSetting(_ key: String, _ value: String?) throws(StoreError) {
+    public func setSetting(_ key: String, _ value: String?) throws(LedgerError) {
         changedOther = true
         if let value {
             try connection.execute(
@@ -375,7 +396,7 @@ public final class PostgresLedger: LedgerStorage {
         }
     }
 
-    public func settings(prefix: String) throws(StoreError) -> [(key: String, value: String)] {
+    public func settings(prefix: String) throws(LedgerError) -> [(key: String, value: String)] {
         try connection.execute("SELECT key, value FROM settings WHERE left(key, length($1)) = $1 ORDER BY key COLLATE \"C\"",
                                [prefix]).rows.map { ($0[0] ?? "", $0[1] ?? "") }
     }

@@ -12,7 +12,7 @@ typealias RenewalInfo = OpenStoreKit.Product.SubscriptionInfo.RenewalInfo
 typealias RenewalState = OpenStoreKit.Product.SubscriptionInfo.RenewalState
 
 /// Why the store refused to use a transaction.
-public enum StoreError: Error {
+public enum LedgerError: Error {
     case failedVerification
 }
 
@@ -149,7 +149,7 @@ final class Store {
         switch result {
         case .unverified:
             // StoreKit parses the JWS, but it fails verification.
-            throw StoreError.failedVerification
+            throw LedgerError.failedVerification
         case .verified(let safe):
             // The result is verified. Return the unwrapped value.
             return safe

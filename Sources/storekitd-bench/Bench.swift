@@ -1,7 +1,7 @@
 import Foundation
 import StoreKitConnection
 import StoreKitPosix
-import StoreKitStore
+import StoreKitSQLite
 import StoreKitWire
 
 /// The measurements, in the order of the benchmark issue, each with its peer where one exists.
@@ -545,7 +545,7 @@ final class Bench {
     /// Writes `rows` transactions of 100 apps and 50 users (one in ten unfinished) with the
     /// daemon stopped, in units of work of 10,000, and checkpoints them into the database file.
     func populate(rows: Int) throws {
-        let store = try TransactionStore(path: daemon.databasePath)
+        let store = try SQLiteLedger(path: daemon.databasePath)
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         var index = 0
         while index < rows {

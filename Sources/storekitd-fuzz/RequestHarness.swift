@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitEngine
-import StoreKitStore
+import StoreKitLedger
+import StoreKitSQLite
 import StoreKitWire
 
 /// The structure-aware fuzz target `requests`: a byte string read as a program of client and
@@ -10,7 +11,7 @@ import StoreKitWire
 ///
 /// Checked after every request:
 /// - nothing traps (a trap is the finding, with the input that caused it);
-/// - every request is answered: an `Outcome`, or a `StoreError` only for a full disk;
+/// - every request is answered: an `Outcome`, or a `LedgerError` only for a full disk;
 /// - nothing of another queue is returned: every effect's records belong to the effect's queue,
 ///   `unfinished` answers only the asker's (uid, app) and only unfinished rows, `products` only
 ///   the asker's catalogue;
@@ -27,7 +28,7 @@ final class RequestHarness {
     static let uids: [UInt32] = [1000, 1001, 0, UInt32.max]
 
     let directory: String
-    let store: TransactionStore
+    let store: SQLiteLedger
     let engine: PaymentQueueEngine
     let productIDs: [String]
     /// Transaction ids seen in answers: requests name them most of the time, raw numbers sometimes.
@@ -38,7 +39,7 @@ final class RequestHarness {
     init(catalogPath: String) throws {
         directory = NSTemporaryDirectory() + "storekitd-fuzz-\(getpid())-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        store = try TransactionStore(path: directory + "/storekitd.sqlite", spaceReserve: 0)
+        store = try SQLiteLedger(path: directory + "/storekitd.sqlite", spaceReserve: 0)
         let catalog = try Catalog.load(path: catalogPath)
         engine = PaymentQueueEngine(store: store, catalogs: [Self.app: catalog, Self.otherApp: catalog])
         engine.limits.unfinishedPerQueue = 50
@@ -197,7 +198,7 @@ final class RequestHarness {
         do {
             return try body()
         } catch {
-            check((error as? StoreError)?.code == .full, "a read failed: \(error)")
+            check((error as? LedgerError)?.code == .full, "a read failed: \(error)")
             return nil
         }
     }
@@ -209,7 +210,7 @@ final class RequestHarness {
             try store.commit()
         } catch {
             store.rollback()
-            check((error as? StoreError)?.code == .full, "a request was not answered: the store failed with \(error)")
+            check((error as? LedgerError)?.code == .full, "a request was not answered: the store failed with \(error)")
         }
     }
 

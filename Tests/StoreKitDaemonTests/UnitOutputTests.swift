@@ -1,7 +1,8 @@
 import FoundationEssentials
 @testable import StoreKitDaemon
+import StoreKitLedger
 import StoreKitSigning
-import StoreKitStore
+import StoreKitSQLite
 import StoreKitWire
 import Testing
 
@@ -49,7 +50,7 @@ struct UnitOutputTests {
         output.append(2, Frame.encode(body: ServerMessage.result(3, .ok).encode()))
         output.appendToSign(Self.purchase(8, uid: 200), to: [2])
         output.append(9, Frame.encode(body: ServerMessage.result(4, .ok).encode()))
-        output.unobserved.append(TransactionStore.QueueKey(uid: 300, app: "org.example.other"))
+        output.unobserved.append(QueueKey(uid: 300, app: "org.example.other"))
         let parts = output.parts(laneOf: Self.uid)
         #expect(parts.map(\.lane) == [200, 100, nil])
         var byLane: [UInt32?: Server.UnitOutput] = [:]

@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitEngine
+import StoreKitLedger
 import StoreKitTestSupport
 import StoreKitWire
 import Testing

@@ -1,5 +1,6 @@
+import StoreKitLedger
 import StoreKitPostgres
-import StoreKitStore
+import StoreKitSQLite
 import StoreKitTestSupport
 import Testing
 
@@ -16,9 +17,9 @@ enum LedgerBackend: String, CaseIterable, Sendable, CustomTestStringConvertible 
         let backend: LedgerBackend
         let location: String
 
-        func open() throws -> any LedgerStorage {
+        func open() throws -> any Ledger {
             switch backend {
-            case .sqlite: try TransactionStore(path: location)
+            case .sqlite: try SQLiteLedger(path: location)
             case .postgresql: try PostgresLedger(conninfo: location)
             }
         }
@@ -37,8 +38,8 @@ enum LedgerBackend: String, CaseIterable, Sendable, CustomTestStringConvertible 
     }
 
     /// Closes a ledger as a daemon does at shutdown.
-    static func close(_ store: any LedgerStorage) throws {
-        if let sqlite = store as? TransactionStore { try sqlite.shutDown() }
+    static func close(_ store: any Ledger) throws {
+        if let sqlite = store as? SQLiteLedger { try sqlite.shutDown() }
         (store as? PostgresLedger)?.close()
     }
 }

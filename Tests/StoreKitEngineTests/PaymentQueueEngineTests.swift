@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitEngine
-import StoreKitStore
+import StoreKitLedger
+import StoreKitSQLite
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -17,7 +18,7 @@ private final class EngineFixture {
     static let catalogPath = SampleCatalog.path
 
     let directory = TemporaryDirectory("skengine")
-    let store: any LedgerStorage
+    let store: any Ledger
     let engine: PaymentQueueEngine
     let catalog: Catalog
 
@@ -106,7 +107,7 @@ struct PaymentQueueEngineTests {
         #expect(stored.originalID == nil)
         #expect(stored.errorCode == nil)
         #expect((before...after).contains(stored.date))
-        #expect(stored.id >= TransactionStore.firstTransactionID)
+        #expect(stored.id >= TransactionIDs.first)
 
         var purchasing = stored
         purchasing.state = .purchasing

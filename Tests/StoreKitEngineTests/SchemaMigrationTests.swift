@@ -1,5 +1,6 @@
 import Foundation
-import StoreKitStore
+import StoreKitLedger
+import StoreKitSQLite
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -24,7 +25,7 @@ import Testing
             VALUES (2000000000000001, 1000, 'com.example.game', 'com.example.game.premium.yearly', 1, 1, 2, 1700000000000);
         INSERT INTO sequences VALUES (1000, 'com.example.game', 2);
         INSERT INTO settings VALUES ('clock.offset', '5000');
-        PRAGMA application_id = \(TransactionStore.applicationID);
+        PRAGMA application_id = \(SQLiteLedger.applicationID);
         PRAGMA user_version = 1;
         """
 
@@ -39,7 +40,7 @@ import Testing
 
         let kept: TransactionRecord
         do {
-            let store = try TransactionStore(path: path)
+            let store = try SQLiteLedger(path: path)
             #expect(store.openReport == "migrated schema 1 → 3")
             #expect(try store.database.scalarInt("PRAGMA user_version") == 3)
             kept = try #require(try store.transaction(id: 2_000_000_000_000_001))
@@ -50,7 +51,7 @@ import Testing
             try store.begin()
             #expect(store.allocateTransactionID() > 2_000_000_000_000_001)
             #expect(try store.nextSequence(uid: 1000, app: "com.example.game") == 3)
-            try store.save(TransactionStore.Subscription(
+            try store.upsert(Subscription(
                 originalID: kept.id, uid: 1000, app: "com.example.game", groupID: "G", productID: kept.productID,
                 quantity: 1, periodStart: kept.date, expiresDate: kept.date + 1000, due: kept.date + 1000,
                 lastTransactionID: kept.id))
@@ -59,7 +60,7 @@ import Testing
             #expect(try store.nextDueTime() == kept.date + 1000)
         }
         // The store was dropped before a flush: its unit of work comes back from the commit log.
-        let reopened = try TransactionStore(path: path)
+        let reopened = try SQLiteLedger(path: path)
         #expect(reopened.openReport == "schema 3; applied 1 unit of work from the commit log")
         #expect(try reopened.subscription(originalID: kept.id)?.groupID == "G")
         #expect(try reopened.isRenewal(transactionID: kept.id))

@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitEngine
-import StoreKitStore
+import StoreKitLedger
+import StoreKitSQLite
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -16,7 +17,7 @@ private final class StoreFixture {
 
     let directory = TemporaryDirectory("sksim")
     let place: LedgerBackend.Place
-    var store: any LedgerStorage
+    var store: any Ledger
     var engine: PaymentQueueEngine
     let catalog: Catalog
 
@@ -64,7 +65,7 @@ private final class StoreFixture {
         try unit { try $0.advanceClock(by: ClockDuration(text)!) }
     }
 
-    func subscription(uid: UInt32 = buyer) throws -> TransactionStore.Subscription? {
+    func subscription(uid: UInt32 = buyer) throws -> Subscription? {
         try store.subscriptions(uid: uid, app: game).first
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitConnection
+import StoreKitLedger
 import StoreKitTestSupport
 import StoreKitWire
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitLedger
 import StoreKitTestSupport
 import Testing
 

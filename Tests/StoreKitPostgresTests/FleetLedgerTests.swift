@@ -1,6 +1,7 @@
 @testable import StoreKitPostgres
 import Foundation
-import StoreKitStore
+import StoreKitLedger
+import StoreKitSQLite
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -174,7 +175,7 @@ struct FleetLedgerTests {
         defer { a.close(); b.close() }
         let listener = try FleetListener(conninfo: conninfo, ledger: b)
         defer { listener.close() }
-        let queue = TransactionStore.QueueKey(uid: 0, app: app)
+        let queue = QueueKey(uid: 0, app: app)
         try b.begin()
         #expect(try b.changesElsewhere(of: [queue]).transactions.isEmpty)
         let asked = try purchase(b, uid: 0, state: .deferred)
@@ -216,7 +217,7 @@ struct FleetLedgerTests {
         let a = try PostgresLedger(conninfo: conninfo, member: FleetMember(host: "a"))
         let b = try PostgresLedger(conninfo: conninfo, member: FleetMember(host: "b"))
         defer { a.close(); b.close() }
-        let queue = TransactionStore.QueueKey(uid: 0, app: app)
+        let queue = QueueKey(uid: 0, app: app)
         try b.begin()
         _ = try b.unfinished(uid: 0, app: app)
         try b.commit()
@@ -256,7 +257,7 @@ struct FleetLedgerTests {
         try b.begin()
         let changes = try b.changesElsewhere(of: [])
         #expect(changes.transactions.isEmpty, "nobody observes it here")
-        #expect(changes.waiting == [TransactionStore.QueueKey(uid: 0, app: app)], "the renewal waits in B's queue")
+        #expect(changes.waiting == [QueueKey(uid: 0, app: app)], "the renewal waits in B's queue")
         #expect(try b.changesElsewhere(of: []).waiting.isEmpty, "said once per change")
         try b.commit()
     }

@@ -1,6 +1,7 @@
 import Foundation
 @testable import StoreKitPostgres
-import StoreKitStore
+import StoreKitLedger
+import StoreKitSQLite
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -38,7 +39,7 @@ struct PostgresLedgerTests {
         #expect {
             _ = try PostgresLedger(conninfo: conninfo)
         } throws: { error in
-            (error as? StoreError)?.code == .unsupportedSchema(found: 99, supported: PostgresLedger.schemaVersion)
+            (error as? LedgerError)?.code == .unsupportedSchema(found: 99, supported: PostgresLedger.schemaVersion)
         }
         #expect(try server.sql("SELECT version FROM \(schema).storekit_schema") == "99")
     }
@@ -67,7 +68,7 @@ struct PostgresLedgerTests {
         #expect {
             try connection.execute("SELECT nextval('pipelined_after')")
         } throws: { error in
-            (error as? StoreError)?.code == .other(PostgresConnection.uniqueViolation)
+            (error as? LedgerError)?.code == .other(PostgresConnection.uniqueViolation)
         }
         try connection.execute("ROLLBACK")
         #expect(!connection.isBroken)
@@ -108,11 +109,11 @@ struct PostgresLedgerTests {
         #expect {
             try connection.execute("SELECT count(*) FROM lost")
         } throws: { error in
-            (error as? StoreError)?.code == .io && (error as? StoreError)?.message.contains("PostgreSQL connection lost") == true
+            (error as? LedgerError)?.code == .io && (error as? LedgerError)?.message.contains("PostgreSQL connection lost") == true
         }
         #expect(Date().timeIntervalSince(started) < 5, "the failure did not wait")
         #expect(connection.isBroken)
-        #expect(throws: StoreError.self) { try connection.execute("SELECT 1") }
+        #expect(throws: LedgerError.self) { try connection.execute("SELECT 1") }
 
         try connection.reconnect()
         #expect(!connection.isBroken)
@@ -125,9 +126,9 @@ struct PostgresLedgerTests {
         defer { ledger.close() }
         try ledger.begin()
         try ledger.insert(record(ledger), paymentKey: "tap-1")
-        #expect(throws: StoreError.self) { try ledger.insert(record(ledger), paymentKey: "tap-1") }
+        #expect(throws: LedgerError.self) { try ledger.insert(record(ledger), paymentKey: "tap-1") }
         #expect { try ledger.commit() } throws: { error in
-            (error as? StoreError)?.message.contains("rolled the transaction back at COMMIT (ROLLBACK)") == true
+            (error as? LedgerError)?.message.contains("rolled the transaction back at COMMIT (ROLLBACK)") == true
         }
         #expect(try ledger.list(uid: nil, app: nil, unfinishedOnly: false).isEmpty, "nothing of the aborted unit was kept")
         try ledger.begin()
@@ -144,7 +145,7 @@ struct PostgresLedgerTests {
         try ledger.insert(record(ledger), paymentKey: "tap-1")
         try ledger.insert(record(ledger, uid: 1001), paymentKey: "tap-1")   // another queue: its own keys
         try ledger.savepoint()
-        #expect(throws: StoreError.self) { try ledger.insert(record(ledger), paymentKey: "tap-1") }
+        #expect(throws: LedgerError.self) { try ledger.insert(record(ledger), paymentKey: "tap-1") }
         ledger.rollbackToSavepoint()
         try ledger.insert(record(ledger), paymentKey: nil)                  // no key: never a conflict
         try ledger.insert(record(ledger), paymentKey: nil)
@@ -212,10 +213,10 @@ struct PostgresLedgerTests {
             try ledger.insert(record(ledger))
             try ledger.commit()
         } throws: { error in
-            (error as? StoreError)?.code == .io
+            (error as? LedgerError)?.code == .io
         }
         if ledger.isInTransaction { ledger.rollback() }
-        #expect { try ledger.begin() } throws: { ($0 as? StoreError)?.code == .io }
+        #expect { try ledger.begin() } throws: { ($0 as? LedgerError)?.code == .io }
 
         try server.start()
         #expect(eventually(timeout: 5) {
@@ -253,7 +254,7 @@ struct PostgresLedgerTests {
             waits.append(wait)
             // Wait it out; the next try fails again.
             Thread.sleep(forTimeInterval: Double(wait) / 1000 + 0.05)
-            #expect(throws: StoreError.self) { try ledger.begin() }
+            #expect(throws: LedgerError.self) { try ledger.begin() }
         }
         #expect(waits.count == 5)
         for (earlier, later) in zip(waits, waits.dropFirst()) { #expect(later > earlier, "\(waits)") }
