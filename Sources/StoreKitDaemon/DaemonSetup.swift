@@ -131,12 +131,12 @@ final class DaemonSetup {
         return engine
     }
 
-    /// Runs the serving loop, with the commit log's sync thread and the saver beside it, until
-    /// it stops: 0 for a clean stop, 1 otherwise.
+    /// Runs the serving loop until it stops: 0 for a clean stop, 1 otherwise. The daemon's threads
+    /// start here in this order and stop in the reverse: the ledger's own (SQLite: the commit
+    /// log's fdatasync, saves' COMMIT, checkpoints), the signers (with the loop, in `run()`), the
+    /// one-off integrity check.
     func serve() -> Int32 {
         guard let server, let opened else { return 1 }
-        // The ledger's own threads (SQLite: the commit log's fdatasync, saves' COMMIT,
-        // checkpoints): the loop goes on while the disk works.
         let wakeup = server.wakeup
         opened.storage.startBackgroundWork { wakeup.signal() }
         defer { opened.storage.stopBackgroundWork() }

@@ -198,8 +198,11 @@ public final class Server {
     /// Serves until SIGTERM/SIGINT, then drains and returns; throws `Stopped` when the loop had
     /// to stop because something it depends on failed (after the same shutdown).
     public func run() throws {
+        // The signers' threads live as long as the loop: stopped once, here, whether the loop
+        // returns after its shutdown or throws.
+        signer.start()
+        defer { signer.stop() }
         notifier.ready(status: statusLine())
-        defer { signer.stop() }   // also when the loop throws and shutdown() is skipped
         while running {
             // Units of work waiting in the SQLite transaction are saved once the loop has been
             // idle for `idleSaveDelay` ms, or once the transaction is old (`LedgerDriver.saveIsDue`).
@@ -390,7 +393,6 @@ public final class Server {
                 sendQueuedOutput()
             }
         }
-        signer.stop()
         for session in Array(sessions.values) { close(session, keepStored: true) }
         if let fatalFailure {
             logger.error("Stopped: \(fatalFailure)", id: .stopped)

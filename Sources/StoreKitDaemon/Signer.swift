@@ -80,92 +80,69 @@ final class Signer: @unchecked Sendable {
         var failures: [String]
     }
 
-    let threadCount: Int
-    private let condition = Condition()
-    /// Guarded by `condition`.
+    var threadCount: Int { threads.threadCount }
+    private let threads: WorkerThread
+    /// Guarded by `threads`' lock.
     private var jobs: [Job] = []
     private var heavyJobs: [Job] = []
     private var done: [Done] = []
     private var busy = 0
     private var busyHeavy = 0
-    private var running = true
     private let onDone: @Sendable () -> Void
 
     /// `onDone` runs on a signing thread after each job (the loop's wake-up).
-    init(threads: Int = max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))), onDone: @escaping @Sendable () -> Void) {
-        threadCount = max(2, threads)
+    init(threads count: Int = max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))), onDone: @escaping @Sendable () -> Void) {
+        threads = WorkerThread("storekitd-sign", threads: max(2, count))
         self.onDone = onDone
-        for index in 0..<threadCount {
-            NamedThread.start(index == 0 ? "storekitd-sign" : "storekitd-sign\(index)") { [self] in loop() }
+    }
+
+    func start() {
+        threads.start(next: { [self] _ in nextJob() }) { [self] job in
+            if job.delayMilliseconds > 0 { usleep(job.delayMilliseconds * 1000) }
+            let result = Self.sign(job)
+            threads.update {
+                done.append(result)
+                busy -= 1
+                if job.isHeavy { busyHeavy -= 1 }
+            }
+            onDone()
         }
     }
 
     func submit(_ job: Job) {
-        condition.lock()
-        if job.isHeavy { heavyJobs.append(job) } else { jobs.append(job) }
-        condition.broadcast()
-        condition.unlock()
+        threads.update {
+            if job.isHeavy { heavyJobs.append(job) } else { jobs.append(job) }
+        }
     }
 
     /// Signed jobs, in the order they were finished.
     func takeDone() -> [Done] {
-        condition.lock()
-        defer {
-            done.removeAll()
-            condition.unlock()
+        threads.read {
+            defer { done.removeAll() }
+            return done
         }
-        return done
     }
 
     /// Blocks until every submitted job is signed (at shutdown).
     func waitUntilIdle() {
-        condition.lock()
-        while !jobs.isEmpty || !heavyJobs.isEmpty || busy > 0 { condition.wait() }
-        condition.unlock()
+        threads.wait { jobs.isEmpty && heavyJobs.isEmpty && busy == 0 }
     }
 
-    func stop() {
-        condition.lock()
-        running = false
-        condition.broadcast()
-        condition.unlock()
-    }
+    func stop() { threads.stop() }
 
     /// The next job this thread may take (under the lock): a light one first; a heavy one while
     /// another thread stays free for light ones.
     private func nextJob() -> Job? {
-        if !jobs.isEmpty { return jobs.removeFirst() }
+        if !jobs.isEmpty {
+            busy += 1
+            return jobs.removeFirst()
+        }
         if !heavyJobs.isEmpty, busyHeavy < threadCount - 1 {
+            busy += 1
             busyHeavy += 1
             return heavyJobs.removeFirst()
         }
         return nil
-    }
-
-    private func loop() {
-        while true {
-            condition.lock()
-            var job = nextJob()
-            while running && job == nil {
-                condition.wait()
-                job = nextJob()
-            }
-            guard let job else {
-                condition.unlock()
-                return
-            }
-            busy += 1
-            condition.unlock()
-            if job.delayMilliseconds > 0 { usleep(job.delayMilliseconds * 1000) }
-            let result = Self.sign(job)
-            condition.lock()
-            done.append(result)
-            busy -= 1
-            if job.isHeavy { busyHeavy -= 1 }
-            condition.broadcast()
-            condition.unlock()
-            onDone()
-        }
     }
 
     static func sign(_ job: Job) -> Done {

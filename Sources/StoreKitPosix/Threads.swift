@@ -100,3 +100,94 @@ public final class Condition: @unchecked Sendable {   // the pthread objects are
     }
 
 }
+
+/// One or more threads of the daemon's own that take work under one lock, do it without the
+/// lock, and end when stopped once there is no work left: the daemon's signers, the commit
+/// log's sync, the saver and the checkpointer are each one, started and stopped in one place.
+///
+/// Each thread loops: under the lock, `next(stopping)` takes the next piece of work; while there
+/// is none it waits until woken (`update`, `stop`) or until `deadline()` (monotonic seconds; nil:
+/// no timer); once stopping, it ends when `next` finds none. The work runs without the lock.
+public final class WorkerThread: @unchecked Sendable {   // `condition` guards `stopping` and the owner's state
+    public let name: String
+    public let threadCount: Int
+    private let timeSlice: UInt64?
+    private let condition = Condition()
+    /// Guarded by `condition`.
+    private var stopping = false
+
+    /// `threads` named `name`, `name1`, `name2`, … (at most 15 bytes each); `timeSlice` as in
+    /// `NamedThread.start`.
+    public init(_ name: String, threads: Int = 1, timeSlice: UInt64? = nil) {
+        precondition(threads >= 1, "a worker has at least one thread")
+        self.name = name
+        threadCount = threads
+        self.timeSlice = timeSlice
+    }
+
+    /// Starts the threads. `woke` runs under the lock after every wait (for counting).
+    public func start<Work>(
+        next: @escaping @Sendable (_ stopping: Bool) -> Work?,
+        deadline: @escaping @Sendable () -> Double? = { nil },
+        woke: @escaping @Sendable () -> Void = {},
+        run: @escaping @Sendable (Work) -> Void
+    ) {
+        for index in 0..<threadCount {
+            NamedThread.start(index == 0 ? name : "\(name)\(index)", timeSlice: timeSlice) { [self] in
+                condition.lock()
+                while true {
+                    if let work = next(stopping) {
+                        condition.unlock()
+                        run(work)
+                        condition.lock()
+                        continue
+                    }
+                    if stopping { break }
+                    if let deadline = deadline() {
+                        condition.wait(untilMonotonic: deadline)
+                    } else {
+                        condition.wait()
+                    }
+                    woke()
+                }
+                condition.unlock()
+            }
+        }
+    }
+
+    /// Runs `body` holding the lock and wakes every thread: what it changed may be work.
+    @discardableResult
+    public func update<T>(_ body: () throws -> T) rethrows -> T {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        return try body()
+    }
+
+    /// Wakes the threads if `shouldWake()`, checked holding the lock.
+    public func wake(if shouldWake: () -> Bool) {
+        condition.lock()
+        if shouldWake() { condition.broadcast() }
+        condition.unlock()
+    }
+
+    /// Runs `body` holding the lock, waking no one.
+    public func read<T>(_ body: () throws -> T) rethrows -> T {
+        try condition.withLock(body)
+    }
+
+    /// Waits (from another thread) until `done()`, checked holding the lock each time the
+    /// workers' state changes; the work must call `update` when it may have made it true.
+    public func wait(until done: () -> Bool) {
+        condition.lock()
+        while !done() { condition.wait() }
+        condition.unlock()
+    }
+
+    /// The threads end once `next` finds no work (stopping). Does not wait for them.
+    public func stop() {
+        update { stopping = true }
+    }
+}

@@ -20,13 +20,13 @@ public final class Checkpointer: @unchecked Sendable {
     /// The shortest time between checkpoints the WAL's size calls for; without a durable mark,
     /// the time between checkpoints.
     private let interval: Double
-    private let condition = Condition()
-    private var running = true
-    /// Guarded by `condition`: when the last checkpoint started (monotonic seconds), the LSN it
+    private let thread = WorkerThread("storekitd-ckpt")
+    /// Guarded by `thread`'s lock: whether the final checkpoint (on stop) was taken; when the last checkpoint started (monotonic seconds), the LSN it
     /// was for, and when the waiting thread wakes by itself (nil: only when signalled).
     private var last = Monotonic.seconds()
     private var tried: UInt64 = 0
     private var waitingUntil: Double?
+    private var finalTaken = false
     private let wakeCount = Atomic<Int>(0)
 
     /// Times the thread woke up to look at the WAL (for tests: an idle daemon's stays put).
@@ -43,56 +43,52 @@ public final class Checkpointer: @unchecked Sendable {
         self.interval = interval
     }
 
+    /// Its own connection: opened by `start()`, then used by the thread only.
+    private var database: SQLiteDatabase?
+
+    /// Opens the checkpoints' connection and starts the thread (none if it cannot be opened).
     public func start() {
-        NamedThread.start("storekitd-ckpt") { [self] in loop() }
+        guard let database = try? SQLiteDatabase(path: path), (try? database.execute("PRAGMA synchronous=FULL")) != nil else {
+            return
+        }
+        self.database = database
+        durable?.onCommit { [weak self] in self?.wake() }
+        // Sleeps until a checkpoint is due, with no timer while there is nothing to copy: an idle
+        // daemon's checkpoint thread does not wake up. A final checkpoint on stop leaves a short
+        // WAL behind for the next start.
+        thread.start(next: { [self] stopping -> Pass? in
+            waitingUntil = nil
+            if stopping {
+                guard !finalTaken else { return nil }
+                finalTaken = true
+            } else if !isDue(since: last, tried: tried) {
+                waitingUntil = deadline(since: last, tried: tried)
+                return nil
+            }
+            let commit = durable?.lastCommitted
+            last = Monotonic.seconds()
+            tried = commit?.lsn ?? 0
+            return Pass(commit: commit)
+        }, deadline: { [self] in waitingUntil }, woke: { [self] in wakeCount.add(1, ordering: .relaxed) }) { [self] pass in
+            if let result = self.database?.checkpointPassive(), let commit = pass.commit {
+                durable?.checkpointed(result.checkpointed, of: result.frames, since: commit)
+            }
+        }
     }
 
-    public func stop() {
-        condition.lock()
-        running = false
-        condition.signal()
-        condition.unlock()
+    public func stop() { thread.stop() }
+
+    /// One checkpoint, of the commits up to `commit` (nil without a durable mark).
+    private struct Pass {
+        let commit: (lsn: UInt64, frames: Int)?
     }
 
     /// After a commit: wakes the thread only if the commit brings the next checkpoint forward
     /// (it sleeps without a deadline, or the WAL grew past `walFrames`).
     func wake() {
-        condition.lock()
-        if let next = deadline(since: last, tried: tried), waitingUntil.map({ next < $0 }) ?? true {
-            condition.signal()
-        }
-        condition.unlock()
-    }
-
-    private func loop() {
-        guard let database = try? SQLiteDatabase(path: path), (try? database.execute("PRAGMA synchronous=FULL")) != nil else {
-            return
-        }
-        durable?.onCommit { [weak self] in self?.wake() }
-        while true {
-            // Sleeps until a checkpoint is due, with no timer while there is nothing to copy: an
-            // idle daemon's checkpoint thread does not wake up. A final checkpoint on stop leaves
-            // a short WAL behind for the next start.
-            condition.lock()
-            while running && !isDue(since: last, tried: tried) {
-                waitingUntil = deadline(since: last, tried: tried)
-                if let waitingUntil {
-                    condition.wait(untilMonotonic: waitingUntil)
-                } else {
-                    condition.wait()
-                }
-                wakeCount.add(1, ordering: .relaxed)
-            }
-            waitingUntil = nil
-            let keepGoing = running
-            let commit = durable?.lastCommitted
-            last = Monotonic.seconds()
-            tried = commit?.lsn ?? 0
-            condition.unlock()
-            if let result = database.checkpointPassive(), let commit {
-                durable?.checkpointed(result.checkpointed, of: result.frames, since: commit)
-            }
-            if !keepGoing { return }
+        thread.wake {
+            guard let next = deadline(since: last, tried: tried) else { return false }
+            return waitingUntil.map { next < $0 } ?? true
         }
     }
 

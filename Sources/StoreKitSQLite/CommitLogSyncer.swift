@@ -14,12 +14,11 @@ import Synchronization
 ///
 /// It owns no descriptor: the commit log lends its segments' numbers with each request and keeps
 /// them open until it is released, which the daemon does only after `stop()`.
-public final class CommitLogSyncer: @unchecked Sendable {
-    private let condition = Condition()
-    /// Guarded by `condition`.
+public final class CommitLogSyncer: @unchecked Sendable {   // `thread`'s lock guards the requests
+    private let thread = WorkerThread("storekitd-sync", timeSlice: CommitLogSyncer.timeSlice)
+    /// Guarded by `thread`'s lock.
     private var requested: UInt64 = 0
     private var files: Set<FileDescriptor.Lent> = []
-    private var running = true
     private var failureMessage: String?
 
     private let synced = Atomic<UInt64>(0)
@@ -34,11 +33,7 @@ public final class CommitLogSyncer: @unchecked Sendable {
     public var syncedLSN: UInt64 { synced.load(ordering: .acquiring) }
 
     /// Why syncing stopped, if it did.
-    public var failure: String? {
-        condition.lock()
-        defer { condition.unlock() }
-        return failureMessage
-    }
+    public var failure: String? { thread.read { failureMessage } }
 
     /// The sync thread's slice in the fair scheduler (ns): the shortest the kernel takes.
     ///
@@ -53,40 +48,14 @@ public final class CommitLogSyncer: @unchecked Sendable {
 
     public func start(syncedThrough lsn: UInt64) {
         synced.store(lsn, ordering: .releasing)
-        NamedThread.start("storekitd-sync", timeSlice: Self.timeSlice) { [self] in loop() }
-    }
-
-    public func stop() {
-        condition.lock()
-        running = false
-        condition.signal()
-        condition.unlock()
-    }
-
-    /// Asks for everything written to `file` up to `lsn` to be made durable.
-    func request(_ lsn: UInt64, file: FileDescriptor.Lent) {
-        condition.lock()
-        requested = max(requested, lsn)
-        files.insert(file)
-        condition.signal()
-        condition.unlock()
-    }
-
-    private func loop() {
-        while true {
-            condition.lock()
-            while running && requested <= syncedLSN { condition.wait() }
-            if !running && requested <= syncedLSN {
-                condition.unlock()
-                return
-            }
-            let target = requested
-            let dirty = files
-            files.removeAll()
-            condition.unlock()
-
+        thread.start(next: { [self] _ -> (target: UInt64, dirty: Set<FileDescriptor.Lent>)? in
+            // Nothing after a failure: no later LSN may be declared synced.
+            guard failureMessage == nil, requested > syncedLSN else { return nil }
+            defer { files.removeAll() }
+            return (requested, files)
+        }) { [self] (work: (target: UInt64, dirty: Set<FileDescriptor.Lent>)) in
             var failed: String?
-            for file in dirty {
+            for file in work.dirty {
                 do throws(Errno) {
                     try file.synchronizeData()
                 } catch {
@@ -94,15 +63,21 @@ public final class CommitLogSyncer: @unchecked Sendable {
                 }
             }
             if let failed {
-                condition.lock()
-                failureMessage = failed
-                running = false
-                condition.unlock()
-                onSynced()
-                return
+                thread.update { failureMessage = failed }
+            } else {
+                synced.store(work.target, ordering: .releasing)
             }
-            synced.store(target, ordering: .releasing)
             onSynced()
+        }
+    }
+
+    public func stop() { thread.stop() }
+
+    /// Asks for everything written to `file` up to `lsn` to be made durable.
+    func request(_ lsn: UInt64, file: FileDescriptor.Lent) {
+        thread.update {
+            requested = max(requested, lsn)
+            files.insert(file)
         }
     }
 }

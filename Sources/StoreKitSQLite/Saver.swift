@@ -9,11 +9,10 @@ import StoreKitPosix
 /// statement (a purchase's new row is held in memory, its finish too): they go to the commit log
 /// as always. A unit that needs a statement waits for the connection to come back
 /// (`SQLiteDatabase.handle`). Nothing is made durable here: the commit log already is.
-public final class Saver: @unchecked Sendable {   // `condition` guards the job queue
-    private let condition = Condition()
-    /// Guarded by `condition`.
+public final class Saver: @unchecked Sendable {   // `thread`'s lock guards the job queue
+    private let thread = WorkerThread("storekitd-save")
+    /// Guarded by `thread`'s lock.
     private var jobs: [@Sendable () -> Void] = []
-    private var running = true
     private let onDone: @Sendable () -> Void
     /// For tests: runs on the thread before each job.
     let beforeJob: (@Sendable () -> Void)?
@@ -30,37 +29,17 @@ public final class Saver: @unchecked Sendable {   // `condition` guards the job 
     }
 
     public func start() {
-        NamedThread.start("storekitd-save") { [self] in loop() }
-    }
-
-    /// Ends the thread once the queued jobs are done.
-    public func stop() {
-        condition.lock()
-        running = false
-        condition.signal()
-        condition.unlock()
-    }
-
-    func run(_ job: @escaping @Sendable () -> Void) {
-        condition.lock()
-        jobs.append(job)
-        condition.signal()
-        condition.unlock()
-    }
-
-    private func loop() {
-        while true {
-            condition.lock()
-            while running && jobs.isEmpty { condition.wait() }
-            if jobs.isEmpty {
-                condition.unlock()
-                return
-            }
-            let job = jobs.removeFirst()
-            condition.unlock()
+        thread.start(next: { [self] _ in jobs.isEmpty ? nil : jobs.removeFirst() }) { [self] job in
             beforeJob?()
             job()
             onDone()
         }
+    }
+
+    /// Ends the thread once the queued jobs are done.
+    public func stop() { thread.stop() }
+
+    func run(_ job: @escaping @Sendable () -> Void) {
+        thread.update { jobs.append(job) }
     }
 }
