@@ -1,5 +1,5 @@
 import Foundation
-import StoreKitStore
+@testable import StoreKitStore
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -12,6 +12,11 @@ final class StoreFixture {
     deinit { directory.remove() }
 
     func open() throws(StoreError) -> TransactionStore { try TransactionStore(path: path) }
+
+    /// A store that stamps held rows with `heldRowClock` (monotonic ms the test sets).
+    func open(heldRowClock: @escaping () -> Int64) throws(StoreError) -> TransactionStore {
+        try TransactionStore(path: path, spaceReserve: DiskSpaceGuard.defaultReserveSize, heldRowClock: heldRowClock)
+    }
 
     func bytes(_ path: String? = nil) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: path ?? self.path)) }
 
