@@ -90,10 +90,13 @@ final class Signer: @unchecked Sendable {
     private var busyHeavy = 0
     private var running = true
     private let onDone: @Sendable () -> Void
+    private let logger: Logger
 
     /// `onDone` runs on a signing thread after each job (the loop's wake-up).
-    init(threads: Int = max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))), onDone: @escaping @Sendable () -> Void) {
+    init(threads: Int = max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))), logger: Logger,
+         onDone: @escaping @Sendable () -> Void) {
         threadCount = max(2, threads)
+        self.logger = logger
         self.onDone = onDone
         for index in 0..<threadCount {
             NamedThread.start(index == 0 ? "storekitd-sign" : "storekitd-sign\(index)") { [self] in loop() }
@@ -156,7 +159,12 @@ final class Signer: @unchecked Sendable {
             }
             busy += 1
             condition.unlock()
-            if job.delayMilliseconds > 0 { usleep(job.delayMilliseconds * 1000) }
+            if job.delayMilliseconds > 0 {
+                // Said before the wait: tests wait for this line to know the job is on a thread.
+                logger.info("Signing job \(job.ticket) (\(job.signatureCount) signatures) waits "
+                            + "\(job.delayMilliseconds) ms first (debug-slow-signing)")
+                usleep(job.delayMilliseconds * 1000)
+            }
             let result = Self.sign(job)
             condition.lock()
             done.append(result)
