@@ -186,7 +186,11 @@ open class SKPaymentQueue: NSObject {
     /// A payment's idempotency key: time-ordered (milliseconds in hex first) so that the store's
     /// key index grows at its end instead of at random places, then a UUID for uniqueness.
     static func idempotencyKey() -> String {
-        let milliseconds = UInt64(Date().timeIntervalSince1970 * 1000)
+        idempotencyKey(milliseconds: UInt64(Date().timeIntervalSince1970 * 1000))
+    }
+
+    /// The key of a payment made at `milliseconds` since 1970.
+    static func idempotencyKey(milliseconds: UInt64) -> String {
         let hex = String(milliseconds, radix: 16)
         return String(repeating: "0", count: max(0, 12 - hex.count)) + hex + "-" + UUID().uuidString
     }

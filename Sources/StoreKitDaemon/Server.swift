@@ -176,7 +176,7 @@ public final class Server {
         }
         // Last: nothing after it throws, so its thread is never left behind by a failed init.
         let wakeup = self.wakeup
-        signer = Signer(onDone: { wakeup.signal() })
+        signer = Signer(logger: logger, onDone: { wakeup.signal() })
         for (fd, name) in resumedSessions { resume(fd: fd, name: name) }
     }
 

@@ -89,16 +89,24 @@ final class Signer: @unchecked Sendable {
     private var busy = 0
     private var busyHeavy = 0
     private let onDone: @Sendable () -> Void
+    private let logger: Logger
 
     /// `onDone` runs on a signing thread after each job (the loop's wake-up).
-    init(threads count: Int = max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))), onDone: @escaping @Sendable () -> Void) {
+    init(threads count: Int = max(2, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))), logger: Logger,
+         onDone: @escaping @Sendable () -> Void) {
         threads = WorkerThread("storekitd-sign", threads: max(2, count))
+        self.logger = logger
         self.onDone = onDone
     }
 
     func start() {
         threads.start(next: { [self] _ in nextJob() }) { [self] job in
-            if job.delayMilliseconds > 0 { usleep(job.delayMilliseconds * 1000) }
+            if job.delayMilliseconds > 0 {
+                // Said before the wait: tests wait for this line to know the job is on a thread.
+                logger.info("Signing job \(job.ticket) (\(job.signatureCount) signatures) waits "
+                            + "\(job.delayMilliseconds) ms first (debug-slow-signing)")
+                usleep(job.delayMilliseconds * 1000)
+            }
             let result = Self.sign(job)
             threads.update {
                 done.append(result)

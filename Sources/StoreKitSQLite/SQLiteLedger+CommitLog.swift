@@ -117,7 +117,7 @@ extension SQLiteLedger {
             for values in movedSequenceValues() { try database.add(Self.sequenceUpsertSQL, values, to: &writes) }
             try database.add(Self.settingUpsertSQL, [.text(Self.lsnKey), .text(String(lsn))], to: &writes)
             // Everything is gathered: from here the rows and counters count as written.
-            let now = Monotonic.milliseconds()
+            let now = heldRowClock()
             for id in rows { held.noteWritten(id: id, at: now) }
             movedSequences.removeAll(keepingCapacity: true)
         } catch {

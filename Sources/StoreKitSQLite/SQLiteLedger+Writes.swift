@@ -96,7 +96,7 @@ extension SQLiteLedger {
         let values = Self.insertValues(record, paymentKey: paymentKey)
         if inTransaction && knownNew {
             try database.recordWithoutRunning(Self.insertSQL, values)
-            held.add(HeldRows.Row(record: record.storedForm, key: key, heldSince: Monotonic.milliseconds()))
+            held.add(HeldRows.Row(record: record.storedForm, key: key, heldSince: heldRowClock()))
         } else {
             let insert = try database.statement(Self.insertSQL)
             insert.bind(values)
@@ -142,7 +142,7 @@ extension SQLiteLedger {
     func write(_ ids: [UInt64]) throws(LedgerError) {
         if inTransaction { try database.prepareForUse() } else { try openSQLiteTransaction() }
         try database.requireTransaction()
-        let now = Monotonic.milliseconds()
+        let now = heldRowClock()
         try database.unrecorded { () throws(LedgerError) in
             for id in ids {
                 guard let row = held.row(id: id), !row.isWritten else { continue }
@@ -251,7 +251,7 @@ extension SQLiteLedger {
         if let row = held.row(id: id) {
             guard !row.record.finished, row.record.state.isFinishable else { return false }
             try database.recordWithoutRunning(sql, values)
-            held.update(id: id, at: Monotonic.milliseconds()) { record in
+            held.update(id: id, at: heldRowClock()) { record in
                 record.finished = true
                 record.sequence = sequence
             }

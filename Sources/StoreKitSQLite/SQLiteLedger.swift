@@ -89,6 +89,9 @@ public final class SQLiteLedger {
     var log: CommitLog?
     /// New transaction rows not yet written into the SQLite transaction (HeldRows.swift).
     var held = HeldRows()
+    /// The monotonic ms held rows are stamped with; `writeRows(heldLongerThan:now:)` is given times
+    /// of the same clock. Tests pass one they set, to age rows without sleeping.
+    let heldRowClock: () -> Int64
 
     /// Grows at every rollback: whoever caches state read from the store (the engine's clock,
     /// switches and next due event) compares it to know when its cache may hold undone changes.
@@ -110,7 +113,12 @@ public final class SQLiteLedger {
     }
 
     /// `spaceReserve`: bytes of the reserve file kept for a full disk (0: none; see DiskSpaceGuard).
-    public init(path: String, spaceReserve: Int) throws(LedgerError) {
+    public convenience init(path: String, spaceReserve: Int) throws(LedgerError) {
+        try self.init(path: path, spaceReserve: spaceReserve, heldRowClock: Monotonic.milliseconds)
+    }
+
+    init(path: String, spaceReserve: Int, heldRowClock: @escaping () -> Int64) throws(LedgerError) {
+        self.heldRowClock = heldRowClock
         try Self.refuseLinks(databasePath: path)
         // Created here, 0600 whatever the umask (SQLite would make it 0644): `-wal` and `-shm` follow its mode.
         if let created = try? FileDescriptor.open(path, .writeOnly, options: [.create, .exclusive, .closeOnExec, .noFollow],

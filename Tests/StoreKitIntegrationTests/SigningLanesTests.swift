@@ -38,9 +38,12 @@ struct SigningLanesTests {
         let rootSent = Date()
         try root.sendRaw(bytes)
 
-        // Uid 65534 connects, subscribes and buys meanwhile: its purchase is signed on the loop
-        // (one signature), and none of its answers waits for root's signatures.
-        Thread.sleep(forTimeInterval: 0.2)
+        // Once root's unit is on the signer's thread (the daemon says so as the thread begins to
+        // wait; a control command would be answered in root's lane, after those signatures),
+        // uid 65534 connects, subscribes and buys: its purchase is signed on the loop (one
+        // signature), and none of its answers waits for root's signatures.
+        try #require(eventually { daemon.log().contains("(6 signatures) waits \(Int(Self.delay * 1000)) ms first") },
+                     "root's six purchases did not reach the signer's thread:\n\(daemon.log(tail: 20))")
         let otherSent = Date()
         let other = try Client(daemon, asUID: IsolationTests.nobody)
         #expect(try other.subscribe().isEmpty)

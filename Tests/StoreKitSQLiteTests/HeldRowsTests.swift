@@ -120,46 +120,42 @@ struct HeldRowsTests {
 
     @Test("rows held longer than the given age are written between units of work, the younger ones wait")
     func writtenByAge() throws {
-        let store = try StoreFixture().open()
+        var now: Int64 = 5_000
+        let store = try StoreFixture().open(heldRowClock: { now })
         let old = try StoreFixture.unit(store) { try Self.purchase(store, key: "old") }
         try StoreFixture.unit(store) { () throws in #expect(try store.markFinished(id: old.id, sequence: 3)) }
-        let between = Self.betweenTicks()
+        now = 5_010
         let young = try StoreFixture.unit(store) { try Self.purchase(store, key: "young") }
         #expect(store.heldRowCount == 2)
 
-        // At `between + 20`, "old" has been held 20 ms or longer and "young" has not.
-        try store.writeRows(heldLongerThan: 20, now: between + 20)
+        now = 5_020   // "old" has been held 20 ms, "young" 10 ms
+        try store.writeRows(heldLongerThan: 20, now: now)
         #expect(store.heldRowCount == 1)
         #expect(try store.transaction(id: young.id) == young)   // still held
-        try store.writeRows(heldLongerThan: 20, now: between + 20)       // nothing new is due
+        try store.writeRows(heldLongerThan: 20, now: now)       // nothing new is due
         #expect(store.heldRowCount == 1)
-        try store.writeRows(heldLongerThan: 0, now: between + 1_000)
+        now = 6_000
+        try store.writeRows(heldLongerThan: 0, now: now)
         #expect(store.heldRowCount == 0)
         try store.save()
         #expect(try store.list(uid: nil, app: nil, unfinishedOnly: false).map(\.finished) == [true, false])
     }
 
-    /// A time (the monotonic ms rows are held by) after everything done before the call and
-    /// before everything done after it.
-    static func betweenTicks() -> Int64 {
-        usleep(3_000)
-        let now = Monotonic.milliseconds()
-        usleep(3_000)
-        return now
-    }
-
     @Test("rows held again after an undo are written by their age, in time order")
     func writtenByAgeAfterUndo() throws {
-        let store = try StoreFixture().open()
+        var now: Int64 = 5_000
+        let store = try StoreFixture().open(heldRowClock: { now })
         let first = try StoreFixture.unit(store) { try Self.purchase(store, key: "a") }
-        let between = Self.betweenTicks()
+        now = 5_010
         let second = try StoreFixture.unit(store) { try Self.purchase(store, key: "b") }
+        now = 5_020
         try store.begin()
         _ = try store.unfinished(uid: 1000, app: Self.app)   // writes both into SQLite
         #expect(store.heldRowCount == 0)
         store.rollback()
         #expect(store.heldRowCount == 2)
-        try store.writeRows(heldLongerThan: 0, now: between)
+        // Held again since 5_000 and 5_010 (not since they were written): only "a" is due.
+        try store.writeRows(heldLongerThan: 15, now: now)
         #expect(store.heldRowCount == 1)
         #expect(try store.transaction(id: second.id) == second)
         try store.save()

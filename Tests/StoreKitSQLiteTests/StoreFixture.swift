@@ -1,6 +1,6 @@
 import Foundation
 import StoreKitLedger
-import StoreKitSQLite
+@testable import StoreKitSQLite
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -13,6 +13,11 @@ final class StoreFixture {
     deinit { directory.remove() }
 
     func open() throws(LedgerError) -> SQLiteLedger { try SQLiteLedger(path: path) }
+
+    /// A store that stamps held rows with `heldRowClock` (monotonic ms the test sets).
+    func open(heldRowClock: @escaping () -> Int64) throws(LedgerError) -> SQLiteLedger {
+        try SQLiteLedger(path: path, spaceReserve: DiskSpaceGuard.defaultReserveSize, heldRowClock: heldRowClock)
+    }
 
     func bytes(_ path: String? = nil) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: path ?? self.path)) }
 
