@@ -42,10 +42,11 @@ let package = Package(
         .target(name: "StoreKitPostgres", dependencies: ["CPostgres", "StoreKitLedger", "StoreKitWire", "StoreKitPosix"]),
         .target(name: "StoreKitEngine", dependencies: ["StoreKitLedger", "StoreKitWire", "StoreKitPosix"]),
 
-        // The daemon as a library, and its tiny main.
+        // The daemon as a library, and its tiny main. Its test hooks (TestHooks.swift,
+        // `--enable-test-hooks`) are compiled into debug builds only, never the packaged one.
         .target(name: "StoreKitDaemon", dependencies: [
             "StoreKitEngine", "StoreKitLedger", "StoreKitSQLite", "StoreKitPostgres", "StoreKitWire", "StoreKitPosix", "StoreKitSigning", "StoreKitConnection", "CSystemd",
-        ]),
+        ], swiftSettings: [.define("STOREKIT_TEST_HOOKS", .when(configuration: .debug))]),
         // One binary for the package: run as `storekitctl` (a link to it), storekitd is the
         // administration tool (StoreKitCtl), so the two share one copy of the Swift runtime.
         .executableTarget(name: "storekitd", dependencies: ["StoreKitDaemon", "StoreKitCtl"]),

@@ -120,6 +120,12 @@ if command -v lintian >/dev/null; then
     check "lintian reports no errors (all five packages)" "$errors errors, $(grep -c '^W:' "$WORK/lintian.log") warnings" [ "$errors" = 0 ]
     grep -E '^(E|W):' "$WORK/lintian.log" | sed 's/^/  .. /'
 fi
+mkdir -p "$WORK/pkg"
+dpkg-deb --fsys-tarfile "$DEB" | tar -x -C "$WORK/pkg" ./usr/bin/storekitd
+hooks_status=0
+hooks=$("$WORK/pkg/usr/bin/storekitd" --enable-test-hooks 2>&1) || hooks_status=$?
+check "the packaged storekitd has no test hooks: --enable-test-hooks is an unknown option" \
+    "exit $hooks_status: $(echo "$hooks" | head -1)" [ "$hooks_status" = 64 ]
 
 # ---------------------------------------------------------------------------------------------
 # The rootfs: debootstrap once, then from the cached tarball.

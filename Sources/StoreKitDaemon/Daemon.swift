@@ -22,6 +22,12 @@ public enum Daemon {
         public var testHooks = false
     }
 
+    #if STOREKIT_TEST_HOOKS
+    static let testHooksUsage = "--enable-test-hooks  accept debug control commands (debug builds, for the test suite only)\n  "
+    #else
+    static let testHooksUsage = ""
+    #endif
+
     static let usage = """
         Usage: storekitd [OPTIONS]
 
@@ -39,8 +45,7 @@ public enum Daemon {
                                exit 0 when UNIT is an instance of a registered ObserverUnit=
                                template for a person's uid (UID_MIN-UID_MAX of /etc/login.defs,
                                or [Observers] UIDs=; used by the polkit rule), else 1
-          --enable-test-hooks  accept debug control commands (for the test suite only)
-          -h, --help           show this help
+          \(testHooksUsage)-h, --help           show this help
           --version            show the version
 
         """
@@ -217,8 +222,10 @@ public enum Daemon {
             case "--verify-observer-unit":
                 guard let unit = take() else { return fail("--verify-observer-unit needs a UNIT") }
                 options.verifyObserverUnit = unit
+            #if STOREKIT_TEST_HOOKS
             case "--enable-test-hooks":
                 options.testHooks = true
+            #endif
             default:
                 return fail("unknown option '\(arguments[index])'")
             }

@@ -127,8 +127,10 @@ final class LedgerDriver {
     private(set) var saveRetryAt: Int64 = 0
     /// When the last failure was said, and its reason; nil while saves succeed.
     private var lastSaveFailure: (time: Int64, message: String)?
-    /// `debug-fail-saves MS` (test hooks): every save fails until then.
+    #if STOREKIT_TEST_HOOKS
+    /// `debug-fail-saves MS` (TestHooks): every save fails until then.
     var savesFailUntil: Int64 = .min
+    #endif
     private var lastHeldRowFailure: Int64 = .min / 2
 
     /// Commits the SQLite transaction (no fsync: its units of work are durable in the commit
@@ -143,9 +145,11 @@ final class LedgerDriver {
         if !store.hasUnsavedChanges { saveRetryAt = 0 }
         if retrying && now < saveRetryAt { return false }
         do throws(LedgerError) {
+            #if STOREKIT_TEST_HOOKS
             if now < savesFailUntil {
                 throw LedgerError(.io, path: store.path, message: "saves fail on purpose (debug-fail-saves)")
             }
+            #endif
             if retrying {
                 try store.startSave()
                 noteOffLoopSave(store)   // the one before, if it ended meanwhile

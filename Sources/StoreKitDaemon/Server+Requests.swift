@@ -132,34 +132,11 @@ extension Server {
             case .toSign(let contents, let sequence):
                 output.appendReceiptToSign(session.token, requestID: id, contents, queue: QueueKey(uid: uid, app: app), sequence: sequence)
             }
-        case .control(let id, "debug-stall", let arguments) where testHooks:
-            let milliseconds = arguments.first.flatMap { UInt32($0) } ?? 1000
-            usleep(milliseconds * 1000)
-            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
-        case .control(let id, "debug-fail-saves", let arguments) where testHooks:
-            guard arguments.count == 1, let milliseconds = Int64(arguments[0]), milliseconds >= 0 else {
-                output.reply(session, .controlResult(requestID: id, code: .invalidArgument,
-                                                     message: "usage: debug-fail-saves MILLISECONDS", json: "null"))
-                return
-            }
-            ledger.savesFailUntil = Monotonic.milliseconds() + milliseconds
-            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
-        case .control(let id, "debug-fail-signing", let arguments) where testHooks:
-            guard arguments.count == 1, let milliseconds = Int64(arguments[0]), milliseconds >= 0 else {
-                output.reply(session, .controlResult(requestID: id, code: .invalidArgument,
-                                                     message: "usage: debug-fail-signing MILLISECONDS", json: "null"))
-                return
-            }
-            signingFailsUntil = Monotonic.milliseconds() + milliseconds
-            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
-        case .control(let id, "debug-slow-signing", let arguments) where testHooks:
-            guard arguments.count == 1, let milliseconds = UInt32(arguments[0]), milliseconds <= 60_000 else {
-                output.reply(session, .controlResult(requestID: id, code: .invalidArgument,
-                                                     message: "usage: debug-slow-signing MILLISECONDS (at most 60000)", json: "null"))
-                return
-            }
-            signingDelay = milliseconds
-            output.reply(session, .controlResult(requestID: id, code: .ok, message: "", json: "null"))
+        #if STOREKIT_TEST_HOOKS
+        case .control(let id, let command, let arguments) where testHooks != nil && TestHooks.commands.contains(command):
+            let (code, message) = testHooks!.execute(command, arguments, ledger: ledger)
+            output.reply(session, .controlResult(requestID: id, code: code, message: message, json: "null"))
+        #endif
         case .control(let id, let command, let arguments):
             let controller = ControlCommands(engine: engine, configuration: configuration, server: self)
             let result = try controller.execute(command: command, arguments: arguments, writesStopped: mutatingRefusal)

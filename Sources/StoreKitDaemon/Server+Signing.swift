@@ -42,9 +42,14 @@ extension Server {
         let receipts = output.takePendingReceipts()
         guard !pushes.isEmpty || !receipts.isEmpty else { return nil }
         nextSigningTicket += 1
-        return Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes, receipts: receipts,
-                          failsOnPurpose: testHooks && Monotonic.milliseconds() < signingFailsUntil,
-                          delayMilliseconds: testHooks ? signingDelay : 0)
+        var job = Signer.Job(ticket: nextSigningTicket, identity: proof.identity, pushes: pushes, receipts: receipts)
+        #if STOREKIT_TEST_HOOKS
+        if let testHooks {
+            job.failsOnPurpose = testHooks.signingFails
+            job.delayMilliseconds = testHooks.signingDelay
+        }
+        #endif
+        return job
     }
 
     /// Signatures up to which a unit's pushes are signed on the loop, after the commit, while

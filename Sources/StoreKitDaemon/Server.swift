@@ -73,10 +73,6 @@ public final class Server {
     /// before its next receipt.
     var heavyJobs: [UInt64: UInt32?] = [:]
     var heavyJobsPerUID: [UInt32: Int] = [:]
-    /// `debug-fail-signing MS` (test hooks): every signature of a push fails until then.
-    var signingFailsUntil: Int64 = .min
-    /// `debug-slow-signing MS` (test hooks): each job on the signer's thread waits MS ms first.
-    var signingDelay: UInt32 = 0
     var configuration: DaemonConfiguration
     /// The uids observer units are started for (`[Observers] UIDs=` or /etc/login.defs), read at
     /// start and at each reload.
@@ -133,11 +129,10 @@ public final class Server {
     var controlConnections = 0
     let backgroundResults = BackgroundResults()
     let activator: ObserverActivator
-    /// `--enable-test-hooks`: accept `debug-stall` (blocks the loop, to prove the watchdog stops)
-    /// `debug-fail-saves MS` (saves to the database fail for MS ms, to prove what depends on them)
-    /// `debug-fail-signing MS` (the signatures of pushes fail for MS ms) and `debug-slow-signing MS`
-    /// (each job on the signer's thread waits MS ms before it signs; 0 ends it).
-    let testHooks: Bool
+    #if STOREKIT_TEST_HOOKS
+    /// `--enable-test-hooks` (debug builds only): the `debug-*` control commands (TestHooks.swift).
+    let testHooks: TestHooks?
+    #endif
 
     /// Unique part of FD-store names for this run.
     let storeRun = String(UInt64(Monotonic.milliseconds()), radix: 36)
@@ -147,7 +142,11 @@ public final class Server {
         resumedSessions: [(fd: Int32, name: String)] = [], fleet: (any LedgerChangeFeed)? = nil,
         logger: Logger, notifier: ServiceNotifier, reloader: Reloader? = nil, testHooks: Bool = false
     ) throws(Errno) {
-        self.testHooks = testHooks
+        #if STOREKIT_TEST_HOOKS
+        self.testHooks = testHooks ? TestHooks() : nil
+        #else
+        precondition(!testHooks, "test hooks are compiled into debug builds only")
+        #endif
         self.activator = ObserverActivator(logger: logger)
         self.engine = engine
         self.proof = proof

@@ -47,11 +47,13 @@ final class Signer: @unchecked Sendable {
         var identity: SigningIdentity
         var pushes: [Push]
         var receipts: [Receipt] = []
+        #if STOREKIT_TEST_HOOKS
         /// `debug-fail-signing` (test hooks): every signature fails, as a signing error would.
         var failsOnPurpose = false
         /// `debug-slow-signing` (test hooks): the signer's thread waits this long (ms) before it
         /// signs the job, as a thread starved of its core would.
         var delayMilliseconds: UInt32 = 0
+        #endif
 
         var signatureCount: Int { pushes.reduce(0) { $0 + $1.payloads.count } }
         /// A receipt, or pages (`history`, `unfinished`) with more than `heavyPageSignatures`
@@ -101,12 +103,14 @@ final class Signer: @unchecked Sendable {
 
     func start() {
         threads.start(next: { [self] _ in nextJob() }) { [self] job in
+            #if STOREKIT_TEST_HOOKS
             if job.delayMilliseconds > 0 {
                 // Said before the wait: tests wait for this line to know the job is on a thread.
                 logger.info("Signing job \(job.ticket) (\(job.signatureCount) signatures) waits "
                             + "\(job.delayMilliseconds) ms first (debug-slow-signing)")
                 usleep(job.delayMilliseconds * 1000)
             }
+            #endif
             let result = Self.sign(job)
             threads.update {
                 done.append(result)
@@ -159,7 +163,11 @@ final class Signer: @unchecked Sendable {
             guard var records = push.message.signableRecords else { continue }
             for (index, payload) in push.payloads {
                 do {
-                    if job.failsOnPurpose { throw SigningError("signing fails on purpose (debug-fail-signing)") }
+                    #if STOREKIT_TEST_HOOKS
+                    #if STOREKIT_TEST_HOOKS
+                if job.failsOnPurpose { throw SigningError("signing fails on purpose (debug-fail-signing)") }
+                #endif
+                    #endif
                     records[index].jwsRepresentation = try job.identity.signJWS(payload: payload.serializedBytes())
                     result.signed.append(records[index])
                 } catch {
@@ -171,7 +179,9 @@ final class Signer: @unchecked Sendable {
         for work in job.receipts {
             let reply: ServerMessage
             do {
+                #if STOREKIT_TEST_HOOKS
                 if job.failsOnPurpose { throw SigningError("signing fails on purpose (debug-fail-signing)") }
+                #endif
                 let bytes = try job.identity.signReceipt(work.receipt)
                 result.receipts.append((work.queue, work.sequence, bytes))
                 reply = .receipt(requestID: work.requestID, data: bytes)
