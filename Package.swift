@@ -25,7 +25,8 @@ let package = Package(
         .systemLibrary(name: "CPostgres"),   // libpq-dev's header; libpq itself is loaded when needed
 
         // Foundations: no dependency on anything else of ours.
-        .target(name: "StoreKitPosix", dependencies: ["CPosix"]),
+        // Its syscall trampolines take failures a test injects (SyscallFailures) in debug builds only.
+        .target(name: "StoreKitPosix", dependencies: ["CPosix"], swiftSettings: [.define("STOREKIT_TEST_HOOKS", .when(configuration: .debug))]),
         .target(name: "StoreKitWire"),
         // A blocking framed connection: the one socket client of the CLI, the library, bench and tests.
         .target(name: "StoreKitConnection", dependencies: ["StoreKitWire", "StoreKitPosix"]),

@@ -26,11 +26,11 @@ public final class Epoll {
     deinit { Glibc.close(fd) }
 
     public func add(_ target: Int32, events: Events, token: UInt64) throws(Errno) {
-        _ = try retryingSyscall { storekit_epoll_ctl(fd, EPOLL_CTL_ADD, target, events.rawValue, token) }
+        _ = try retryingSyscall(.epollControl, on: target) { storekit_epoll_ctl(fd, EPOLL_CTL_ADD, target, events.rawValue, token) }
     }
 
     public func modify(_ target: Int32, events: Events, token: UInt64) throws(Errno) {
-        _ = try retryingSyscall { storekit_epoll_ctl(fd, EPOLL_CTL_MOD, target, events.rawValue, token) }
+        _ = try retryingSyscall(.epollControl, on: target) { storekit_epoll_ctl(fd, EPOLL_CTL_MOD, target, events.rawValue, token) }
     }
 
     public func remove(_ target: Int32) {

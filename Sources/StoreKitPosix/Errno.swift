@@ -42,3 +42,31 @@ public func retryingSyscall<T: BinaryInteger>(_ call: () -> T) throws(Errno) -> 
         throw error
     }
 }
+
+/// A system call made on a descriptor through `retryingSyscall(_:on:_:)`: what a test may make
+/// fail (`SyscallFailures`).
+public enum Syscall: String, Sendable, Hashable, CaseIterable {
+    case read, write, send, accept, fsync, fdatasync, fstat, fchmod, ftruncate, fallocate, flock, syncFileRange, fstatvfs
+    case epollControl, socketOption, peerCredentials
+}
+
+/// `retryingSyscall` for a call on the descriptor `fd`: in a build with test hooks, a failure
+/// injected for this call on this descriptor (`SyscallFailures.inject`) is returned instead of
+/// making the call, EINTR retried as a real one is, so a test makes a disk full, an I/O error or
+/// an interrupted call happen where the daemon would meet it.
+@inline(__always)
+public func retryingSyscall<T: BinaryInteger>(_ syscall: Syscall, on fd: Int32, _ call: () -> T) throws(Errno) -> T {
+    while true {
+        #if STOREKIT_TEST_HOOKS
+        if let injected = SyscallFailures.take(syscall, on: fd) {
+            if injected == .interrupted { continue }
+            throw injected
+        }
+        #endif
+        let result = call()
+        if result >= 0 { return result }
+        let error = Errno.current
+        if error == .interrupted { continue }
+        throw error
+    }
+}

@@ -104,7 +104,7 @@ extension FileDescriptor {
     public func read(into buffer: UnsafeMutableRawBufferPointer, atAbsoluteOffset offset: Int) throws(Errno) -> Int {
         var done = 0
         while done < buffer.count {
-            let count = try retryingSyscall {
+            let count = try retryingSyscall(.read, on: rawValue) {
                 pread(rawValue, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done))
             }
             if count == 0 { break }
@@ -131,7 +131,7 @@ extension FileDescriptor {
     /// Writes all of `buffer` at `offset` (`pwrite(2)`, or `pwritev2(2)` when `flags` are given),
     /// again after a short count.
     public func write(_ buffer: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int, flags: WriteFlags = []) throws(Errno) {
-        try Self.writeCompletely(buffer.count) { done in
+        try Self.writeCompletely(buffer.count, on: rawValue) { done in
             let start = buffer.baseAddress! + done
             let position = off_t(offset + done)
             return flags.isEmpty
@@ -143,10 +143,10 @@ extension FileDescriptor {
     /// The loop of `write`: `write(done)` writes from byte `done` on and returns the count written
     /// (or -1, errno set); it is called again after a short count or EINTR until `count` are done.
     @inline(__always)
-    static func writeCompletely(_ count: Int, _ write: (_ done: Int) -> Int) throws(Errno) {
+    static func writeCompletely(_ count: Int, on fd: Int32, _ write: (_ done: Int) -> Int) throws(Errno) {
         var done = 0
         while done < count {
-            let written = try retryingSyscall { write(done) }
+            let written = try retryingSyscall(.write, on: fd) { write(done) }
             done += written
         }
     }
@@ -164,7 +164,7 @@ extension FileDescriptor {
 extension FileDescriptor {
     /// `fsync(2)`: the file's data and metadata on disk.
     public func synchronize() throws(Errno) {
-        _ = try retryingSyscall { fsync(rawValue) }
+        _ = try retryingSyscall(.fsync, on: rawValue) { fsync(rawValue) }
     }
 
     /// `fdatasync(2)`: the file's data, and the metadata needed to read it back, on disk.
@@ -172,30 +172,36 @@ extension FileDescriptor {
 
     /// The one call of `fdatasync`, for an owned descriptor and a lent one.
     static func synchronizeData(_ fd: Int32) throws(Errno) {
-        _ = try retryingSyscall { fdatasync(fd) }
+        _ = try retryingSyscall(.fdatasync, on: fd) { fdatasync(fd) }
     }
 
     /// `fchmod(2)`: sets the mode whatever the umask was when the file was made.
     public func setPermissions(_ mode: mode_t) throws(Errno) {
-        _ = try retryingSyscall { fchmod(rawValue, mode) }
+        _ = try retryingSyscall(.fchmod, on: rawValue) { fchmod(rawValue, mode) }
     }
 
     /// `fstat(2)`.
     public func status() throws(Errno) -> stat {
         var info = stat()
-        _ = try retryingSyscall { fstat(rawValue, &info) }
+        _ = try retryingSyscall(.fstat, on: rawValue) { fstat(rawValue, &info) }
         return info
     }
 
     /// `ftruncate(2)`: cuts the file to `size` bytes or extends it with zeros.
     public func resize(to size: Int) throws(Errno) {
-        _ = try retryingSyscall { ftruncate(rawValue, off_t(size)) }
+        _ = try retryingSyscall(.ftruncate, on: rawValue) { ftruncate(rawValue, off_t(size)) }
     }
 
     /// `posix_fallocate(3)`: allocates `count` bytes from `offset`, so that writing them cannot
     /// fail for want of space. (It returns the error rather than setting errno.)
     public func allocate(from offset: Int = 0, count: Int) throws(Errno) {
         while true {
+            #if STOREKIT_TEST_HOOKS
+            if let injected = SyscallFailures.take(.fallocate, on: rawValue) {
+                if injected == .interrupted { continue }
+                throw injected
+            }
+            #endif
             let result = posix_fallocate(rawValue, off_t(offset), off_t(count))
             if result == 0 { return }
             if result != EINTR { throw Errno(rawValue: result) }
@@ -206,7 +212,7 @@ extension FileDescriptor {
     /// while another open file description holds it.
     public func tryLockExclusive() throws(Errno) -> Bool {
         do {
-            _ = try retryingSyscall { flock(rawValue, LOCK_EX | LOCK_NB) }
+            _ = try retryingSyscall(.flock, on: rawValue) { flock(rawValue, LOCK_EX | LOCK_NB) }
             return true
         } catch {
             if error == .wouldBlock { return false }
@@ -217,13 +223,13 @@ extension FileDescriptor {
     /// `sync_file_range(SYNC_FILE_RANGE_WRITE)`: starts writing a range back without waiting for
     /// it (the file system allocates the range's blocks as it does).
     public func startWriteback(from offset: Int, count: Int) throws(Errno) {
-        _ = try retryingSyscall { storekit_start_writeback(rawValue, __off64_t(offset), __off64_t(count)) }
+        _ = try retryingSyscall(.syncFileRange, on: rawValue) { storekit_start_writeback(rawValue, __off64_t(offset), __off64_t(count)) }
     }
 
     /// `fstatvfs(2)`: the file system holding the file.
     public func fileSystemStatistics() throws(Errno) -> statvfs {
         var info = statvfs()
-        _ = try retryingSyscall { fstatvfs(rawValue, &info) }
+        _ = try retryingSyscall(.fstatvfs, on: rawValue) { fstatvfs(rawValue, &info) }
         return info
     }
 }

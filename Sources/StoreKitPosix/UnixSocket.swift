@@ -35,7 +35,7 @@ public enum UnixSocket {
     /// Accepts one connection as a non-blocking, close-on-exec fd; nil when none is pending.
     public static func accept(_ listener: Int32) throws(Errno) -> Int32? {
         do {
-            return try retryingSyscall { storekit_accept(listener) }
+            return try retryingSyscall(.accept, on: listener) { storekit_accept(listener) }
         } catch {
             if error == .wouldBlock { return nil }
             throw error
@@ -44,7 +44,7 @@ public enum UnixSocket {
 
     public static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> IOResult {
         do {
-            let count = try retryingSyscall { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+            let count = try retryingSyscall(.read, on: fd) { Glibc.read(fd, buffer.baseAddress, buffer.count) }
             return count == 0 ? .endOfFile : .transferred(count)
         } catch {
             if error == .wouldBlock { return .wouldBlock }
@@ -54,7 +54,7 @@ public enum UnixSocket {
 
     public static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) throws(Errno) -> IOResult {
         do {
-            let count = try retryingSyscall { send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }
+            let count = try retryingSyscall(.send, on: fd) { send(fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL)) }
             return .transferred(count)
         } catch {
             if error == .wouldBlock { return .wouldBlock }
@@ -102,7 +102,7 @@ public enum UnixSocket {
     /// SO_RCVTIMEO: a blocking read of `fd` gives up (EAGAIN) after `seconds`.
     public static func setReceiveTimeout(_ fd: Int32, seconds: Double) throws(Errno) {
         var value = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
-        _ = try retryingSyscall { setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size)) }
+        _ = try retryingSyscall(.socketOption, on: fd) { setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &value, socklen_t(MemoryLayout<timeval>.size)) }
     }
 
     public static func setNonBlocking(_ fd: Int32, _ on: Bool) throws(Errno) {
@@ -128,7 +128,7 @@ public struct PeerCredentials: Equatable, Sendable {
 
     public static func of(_ fd: Int32) throws(Errno) -> PeerCredentials {
         var credentials = storekit_ucred()
-        _ = try retryingSyscall { storekit_peer_credentials(fd, &credentials) }
+        _ = try retryingSyscall(.peerCredentials, on: fd) { storekit_peer_credentials(fd, &credentials) }
         return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
     }
 }

@@ -312,6 +312,10 @@ public final class CommitLog {
     public var activeSegment: Int { active }
     public func end(ofSegment index: Int) -> Int { segments[index].end }
 
+    /// A segment's descriptor, lent to a test that makes its system calls fail
+    /// (`SyscallFailures`); valid while the log is open.
+    public func descriptor(ofSegment index: Int) -> FileDescriptor.Lent { segments[index].file.lent }
+
     // MARK: Encoding
 
     private func encodeHeader(_ index: Int) {

@@ -93,7 +93,7 @@ struct FileDescriptorTests {
     func shortWritesAreCompleted() throws {
         var calls: [Int] = []
         var interrupted = false
-        try FileDescriptor.writeCompletely(10) { done in
+        try FileDescriptor.writeCompletely(10, on: -1) { done in
             calls.append(done)
             if done == 3 && !interrupted {
                 interrupted = true
@@ -109,7 +109,7 @@ struct FileDescriptorTests {
     func failureAfterShortWrite() {
         var calls = 0
         #expect(throws: Errno.noSpace) {
-            try FileDescriptor.writeCompletely(10) { done in
+            try FileDescriptor.writeCompletely(10, on: -1) { done in
                 calls += 1
                 if done == 0 { return 4 }
                 errno = ENOSPC

@@ -1,6 +1,7 @@
 import CPosix
 import Foundation
 import StoreKitLedger
+import StoreKitPosix
 import StoreKitSQLite
 import StoreKitTestSupport
 import Testing
@@ -199,5 +200,56 @@ struct CommitLogTests {
         #expect(error?.code == .busy)
         #expect(error?.message.contains("another process") == true)
         _ = first
+    }
+}
+
+/// The commit log where the disk fails it, through failures injected into its real system calls
+/// (`SyscallFailures`, debug builds).
+@Suite struct CommitLogDiskFailureTests {
+    let directory = TemporaryDirectory("sklogfail")
+    var path: String { directory.file("storekitd.sqlite") }
+
+    @Test("a disk full while appending fails that append only: its record is never recovered, the next one is")
+    func diskFullDuringAppend() throws {
+        defer { directory.remove() }
+        do {
+            let log = try CommitLog(databasePath: path, database: 7)
+            try log.start(nextLSN: 1)
+            try log.append([1, 1, 1])
+            let segment = log.descriptor(ofSegment: log.activeSegment).rawValue
+            defer { SyscallFailures.clear(segment) }
+            SyscallFailures.inject(.noSpace, into: .write, on: segment)
+            #expect(throws: LedgerError.self) { try log.append([2, 2, 2]) }
+            #expect(log.nextLSN == 2, "the failed append took no LSN")
+            try log.append([3, 3, 3])
+        }
+        let recovery = try CommitLog(databasePath: path, database: 7).recover(after: 0)
+        #expect(recovery.records.map(\.payload) == [[1, 1, 1], [3, 3, 3]])
+        #expect(recovery.records.map(\.lsn) == [1, 2])
+    }
+
+    @Test("an I/O error on the sync thread's fdatasync stops it: reported, and no later LSN is declared synced")
+    func failedSyncIsFinal() throws {
+        defer { directory.remove() }
+        let log = try CommitLog(databasePath: path, database: 7)
+        try log.start(nextLSN: 1)
+        let syncer = CommitLogSyncer(onSynced: {})
+        syncer.start(syncedThrough: 0)
+        defer { syncer.stop() }
+        log.syncer = syncer
+        log.deferSync = true
+        let segment = log.descriptor(ofSegment: log.activeSegment).rawValue
+        defer { SyscallFailures.clear(segment) }
+        try log.append([1])
+        log.waitForSync()
+        #expect(syncer.syncedLSN == 1 && syncer.failure == nil)
+        SyscallFailures.inject(Errno(rawValue: EIO), into: .fdatasync, on: segment)
+        try log.append([2])
+        log.waitForSync()   // returns once the failure is known
+        #expect(syncer.failure?.contains("fdatasync of the commit log failed") == true, "\(syncer.failure ?? "none")")
+        // The sync thread takes no work after a failure: the next append's request is never synced.
+        try log.append([3])
+        log.waitForSync()
+        #expect(syncer.syncedLSN == 1, "nothing after the failure is declared synced")
     }
 }
