@@ -66,16 +66,23 @@ enum ExecutableCheck: Equatable {
 /// the socket still connected, so a recycled pid cannot be mistaken for the peer.
 /// (A process of the same uid can always ptrace the app or hand its socket on; see docs/security.md.)
 func checkExecutable(of pid: Int32, socket: Int32, registered: String) -> ExecutableCheck {
-    let pidfd = peerPidfd(socket) ?? storekit_pidfd_open(pid)
-    guard pidfd >= 0 else { return .unknown("cannot pin pid \(pid): \(Errno.current)") }
-    defer { close(pidfd) }
-    if let pinned = pidOfPidfd(pidfd), pinned != pid {
+    let pidfd: PidFD
+    if let peer = peerPidfd(socket) {
+        pidfd = peer
+    } else {
+        do throws(Errno) {
+            pidfd = try PidFD(pid: pid)
+        } catch {
+            return .unknown("cannot pin pid \(pid): \(error)")
+        }
+    }
+    if let pinned = pidOfPidfd(pidfd.rawValue), pinned != pid {
         return .unknown("pid \(pid) is no longer the peer (its pidfd names pid \(pinned))")
     }
     var running = stat()
     guard stat("/proc/\(pid)/exe", &running) == 0 else { return .unknown("cannot examine /proc/\(pid)/exe: \(Errno.current)") }
     let path = executablePath(of: pid) ?? "an unknown executable"
-    let exited = storekit_poll_now(pidfd, Int16(POLLIN)) == 1
+    let exited = pidfd.hasExited()
     let hungUp = storekit_poll_now(socket, 0x2000 /* POLLRDHUP */ | Int16(POLLHUP)) == 1
     guard !exited, !hungUp else { return .unknown("pid \(pid) went away while it was examined") }
     var expected = stat()
@@ -84,12 +91,12 @@ func checkExecutable(of pid: Int32, socket: Int32, registered: String) -> Execut
 }
 
 /// The pidfd of the socket's peer (`SO_PEERPIDFD`, Linux 6.5 and later); nil where the kernel lacks it.
-func peerPidfd(_ socket: Int32) -> Int32? {
+func peerPidfd(_ socket: Int32) -> PidFD? {
     var fd: Int32 = -1
     var length = socklen_t(MemoryLayout<Int32>.size)
     let soPeerPidfd: Int32 = 77
     guard getsockopt(socket, SOL_SOCKET, soPeerPidfd, &fd, &length) == 0, fd >= 0 else { return nil }
-    return fd
+    return PidFD(adopting: fd)
 }
 
 /// The pid a pidfd refers to, from `/proc/self/fdinfo` (nil when unreadable; -1 there: exited).

@@ -150,19 +150,19 @@ public enum Daemon {
         for kind in [SocketKind.client, .control] {
             if let fd = activation.listeners[kind] {
                 logger.info("Using the passed \(kind.rawValue) socket (fd \(fd))")
-                listeners.append(.init(fd: fd, kind: kind))
+                listeners.append(.init(Socket(adopting: fd), kind: kind))
                 continue
             }
             let path = runtimeDirectory + (kind == .client ? "/storekitd.sock" : "/control.sock")
             // Apps of every user connect to the client socket; the control socket is for admins,
             // and the daemon checks the peer again on every connection whatever the mode says.
             let mode: mode_t = kind == .client ? 0o666 : (configuration.adminGroupID() != nil ? 0o660 : 0o600)
-            let fd = try UnixSocket.listen(path: path, mode: mode)
+            let socket = try Socket.listen(path: path, mode: mode)
             if kind == .control, let gid = configuration.adminGroupID() {
                 _ = chown(path, UInt32.max, gid)
             }
             bound.append(path)
-            listeners.append(.init(fd: fd, kind: kind))
+            listeners.append(.init(socket, kind: kind))
         }
         return listeners
     }

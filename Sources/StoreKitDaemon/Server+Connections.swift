@@ -12,15 +12,16 @@ import Glibc
 extension Server {
     /// Adopts a connection kept in the FD store across a restart: same app, same observing state,
     /// no new snapshot (the client already has it), so nothing is delivered twice.
-    func resume(fd: Int32, name: String) {
-        guard let (observing, app) = SessionStoreName.parse(name), let peer = try? PeerCredentials.of(fd),
+    func resume(_ socket: consuming Socket, name: String) {
+        guard let (observing, app) = SessionStoreName.parse(name), let peer = try? socket.peerCredentials(),
               engine.isRegistered(app: app) else {
             logger.warning("Dropping stored session '\(name)': unknown app or peer gone")
             notifier.removeStoredFileDescriptor(name: name)
-            UnixSocket.close(fd)
+            try? socket.close()   // a peer that is gone: what close says of it does not matter
             return
         }
-        let session = Session(token: nextToken, fd: fd, kind: .client, peer: peer, maximumFrameSize: configuration.maxFrameSize,
+        let fd = socket.rawValue
+        let session = Session(token: nextToken, socket: socket, kind: .client, peer: peer, maximumFrameSize: configuration.maxFrameSize,
                               account: outputAccount)
         nextToken += 1
         session.app = app
@@ -54,26 +55,26 @@ extension Server {
 
     func acceptAll(_ listener: Listener) {
         while true {
-            let fd: Int32
+            let socket: Socket
             do {
-                guard let accepted = try UnixSocket.accept(listener.fd) else { return }
-                fd = accepted
+                guard let accepted = try listener.accept() else { return }
+                socket = accepted
             } catch {
                 logger.warning("Failed to accept on the \(listener.kind.rawValue) socket: \(error)")
                 return
             }
-            guard let peer = try? PeerCredentials.of(fd) else {
-                UnixSocket.close(fd)
+            guard let peer = try? socket.peerCredentials() else {
+                try? socket.close()   // the peer left before it could be identified
                 continue
             }
-            let session = Session(token: nextToken, fd: fd, kind: listener.kind, peer: peer,
+            let session = Session(token: nextToken, socket: socket, kind: listener.kind, peer: peer,
                                   maximumFrameSize: configuration.maxFrameSize, account: outputAccount)
             nextToken += 1
             sessions[session.token] = session
             count(session, +1)
             statusStale = true
             do {
-                try epoll.add(fd, events: [.readable, .peerClosed], token: session.token)
+                try epoll.add(session.fd, events: [.readable, .peerClosed], token: session.token)
             } catch {
                 logger.warning("Failed to watch connection: \(error)")
                 close(session)
@@ -134,7 +135,9 @@ extension Server {
         statusStale = true
         if let name = session.storeName, !keepStored { notifier.removeStoredFileDescriptor(name: name) }
         epoll.remove(session.fd)
-        UnixSocket.close(session.fd)
+        if let error = session.closeSocket() {
+            logger.warning("Closing the connection of uid \(session.peer.uid) (pid \(session.peer.pid)) failed: \(error)")
+        }
         session.discardOutput()
         count(session, -1)
         if session.subscribed, let app = session.app {

@@ -16,7 +16,7 @@ extension Server {
         while budget > 0 && !session.closeAfterSending && !session.backlogged && !session.heldForOutput && session.pacedUntil == nil {
             budget -= 1
             let result = readBuffer.withUnsafeMutableBytes { raw in
-                Result { () throws(Errno) -> IOResult in try UnixSocket.read(session.fd, into: raw) }
+                Result { () throws(Errno) -> IOResult in try session.read(into: raw) }
             }
             switch result {
             case .success(.transferred(let count)):

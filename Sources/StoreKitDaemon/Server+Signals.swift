@@ -10,9 +10,7 @@ import Glibc
 
 extension Server {
     func handleSignals() {
-        while true {
-            let signal = storekit_read_signal(signalFD)
-            if signal == 0 { return }
+        while let signal = signals.next() {
             switch signal {
             case SIGTERM, SIGINT:
                 logger.notice("Received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"), shutting down")

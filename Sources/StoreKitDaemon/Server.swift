@@ -27,12 +27,33 @@ import Glibc
 /// - `Server+Routing.swift`: effects to frames, journal entries and observer-unit starts;
 /// - `LedgerDriver.swift` (the ledger as the loop sees it) and `DurabilityGate.swift`.
 public final class Server {
-    public struct Listener {
-        public let fd: Int32
+    /// A listening socket and the kind of connections it takes; it owns the socket.
+    public final class Listener {
         public let kind: SocketKind
-        public init(fd: Int32, kind: SocketKind) {
-            self.fd = fd
+        /// Nil once closed (at shutdown).
+        private(set) var socket: Socket?
+        /// The socket's number, for epoll: valid until `close()`.
+        public let fd: Int32
+
+        public init(_ socket: consuming Socket, kind: SocketKind) {
             self.kind = kind
+            fd = socket.rawValue
+            self.socket = Optional(consume socket)
+        }
+
+        /// Closes the socket (once) and returns what `close(2)` said.
+        func close() -> Errno? {
+            do throws(Errno) {
+                try socket.take()?.close()
+                return nil
+            } catch {
+                return error
+            }
+        }
+
+        /// Accepts one pending connection; nil when none is (or the socket is closed).
+        func accept() throws(Errno) -> Socket? {
+            try socket?.accept() ?? nil
         }
     }
 
@@ -82,7 +103,7 @@ public final class Server {
     /// Who may use the control socket; rebuilt when a reload changes `AdminGroup=`.
     var access: AccessPolicy
     let epoll: Epoll
-    let signalFD: Int32
+    let signals: SignalFD
     public let wakeup: WakeupEvent
     var listeners: [UInt64: Listener] = [:]
     /// The fleet's wake-ups (PostgreSQL's `LISTEN`), when the ledger is shared.
@@ -159,9 +180,9 @@ public final class Server {
         self.reloader = reloader
         self.access = AccessPolicy(adminGroup: configuration.adminGroup)
         epoll = try Epoll()
-        signalFD = try retryingSyscall { storekit_signalfd() }
+        signals = try SignalFD()
         wakeup = try WakeupEvent()
-        try epoll.add(signalFD, events: .readable, token: Token.signals)
+        try epoll.add(signals.rawValue, events: .readable, token: Token.signals)
         try epoll.add(wakeup.fd, events: .readable, token: Token.wakeup)
         for (index, listener) in listeners.enumerated() {
             let token = Token.firstListener + UInt64(index)
@@ -176,7 +197,7 @@ public final class Server {
         // Last: nothing after it throws, so its thread is never left behind by a failed init.
         let wakeup = self.wakeup
         signer = Signer(logger: logger, onDone: { wakeup.signal() })
-        for (fd, name) in resumedSessions { resume(fd: fd, name: name) }
+        for (fd, name) in resumedSessions { resume(Socket(adopting: fd), name: name) }
     }
 
 
@@ -359,7 +380,7 @@ public final class Server {
         notifier.stopping()
         for listener in listeners.values {
             epoll.remove(listener.fd)
-            UnixSocket.close(listener.fd)
+            if let error = listener.close() { logger.warning("Closing the \(listener.kind.rawValue) socket failed: \(error)") }
         }
         listeners.removeAll()
         if fatalFailure == nil {

@@ -13,9 +13,12 @@ final class OutputAccount {
 }
 
 /// One connected peer: its identity, its partial input and its pending output.
-/// Owned by the serving loop; its fd is closed only by `Server.close(_:)`.
+/// Owned by the serving loop; it owns its socket, closed only by `Server.close(_:)` (`closeSocket`).
 final class Session {
     let token: UInt64
+    /// Its socket; nil once closed.
+    private var socket: Socket?
+    /// The socket's number, for epoll and the FD store: valid until `closeSocket()`.
     let fd: Int32
     let kind: SocketKind
     let peer: PeerCredentials
@@ -52,9 +55,10 @@ final class Session {
     var lastSendProgress: Int64
     private let account: OutputAccount
 
-    init(token: UInt64, fd: Int32, kind: SocketKind, peer: PeerCredentials, maximumFrameSize: Int, account: OutputAccount) {
+    init(token: UInt64, socket: consuming Socket, kind: SocketKind, peer: PeerCredentials, maximumFrameSize: Int, account: OutputAccount) {
         self.token = token
-        self.fd = fd
+        self.fd = socket.rawValue
+        self.socket = Optional(consume socket)
         self.kind = kind
         self.peer = peer
         self.decoder = FrameDecoder(maximumBodySize: maximumFrameSize)
@@ -75,6 +79,21 @@ final class Session {
 
     var pendingOutput: Int { output.count - outputOffset }
 
+    /// Reads what the socket holds into `buffer` (end of file once closed).
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> IOResult {
+        try socket?.read(into: buffer) ?? .endOfFile
+    }
+
+    /// Closes the socket (once; later calls do nothing) and returns what `close(2)` said.
+    func closeSocket() -> Errno? {
+        do throws(Errno) {
+            try socket.take()?.close()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     /// Output queued or on its way through the gate: what `OutputHighWaterMark=` bounds.
     var queuedOutput: Int { pendingOutput + outputInGate }
 
@@ -93,7 +112,7 @@ final class Session {
         while outputOffset < output.count {
             let result = output.withUnsafeBytes { raw in
                 Result { () throws(Errno) -> IOResult in
-                    try UnixSocket.write(fd, UnsafeRawBufferPointer(rebasing: raw[outputOffset...]))
+                    try socket?.write(UnsafeRawBufferPointer(rebasing: raw[outputOffset...])) ?? .endOfFile
                 }
             }
             switch result {

@@ -65,14 +65,14 @@ public final class Epoll {
 }
 
 /// An eventfd used to wake the loop from another thread (signals, background checks).
-public final class WakeupEvent: @unchecked Sendable {
-    public let fd: Int32
+public final class WakeupEvent: @unchecked Sendable {   // an eventfd's write and read are thread-safe
+    private let event: FileDescriptor
+    /// The eventfd's number, for epoll: valid while this lives.
+    public var fd: Int32 { event.rawValue }
 
     public init() throws(Errno) {
-        fd = try retryingSyscall { eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)) }
+        event = FileDescriptor(adopting: try retryingSyscall { eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK)) })
     }
-
-    deinit { Glibc.close(fd) }
 
     public func signal() {
         var one: UInt64 = 1
