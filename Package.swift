@@ -37,7 +37,7 @@ let package = Package(
         // Durable state and the logic over it. The ledger's protocol and values (`Ledger`), and
         // its two backends side by side: neither imports the other, and the engine sees only
         // the protocol.
-        .target(name: "StoreKitLedger", dependencies: ["StoreKitWire"]),
+        .target(name: "StoreKitLedger", dependencies: ["StoreKitPosix", "StoreKitWire"]),
         .target(name: "StoreKitSQLite", dependencies: ["CSQLite", "CPosix", "StoreKitLedger", "StoreKitPosix", "StoreKitWire"]),
         // The same ledger in PostgreSQL (`[Store] Database=`).
         .target(name: "StoreKitPostgres", dependencies: ["CPostgres", "StoreKitLedger", "StoreKitWire", "StoreKitPosix"]),

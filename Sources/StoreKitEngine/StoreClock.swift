@@ -1,3 +1,4 @@
+import StoreKitPosix
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
@@ -20,11 +21,7 @@ public struct StoreClock: Sendable, Equatable {
         self.rate = rate
     }
 
-    public static func realTimeMilliseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-    }
+    public static func realTimeMilliseconds() -> Int64 { WallClock.milliseconds() }
 
     public func now() -> Int64 { Self.realTimeMilliseconds() + offsetMilliseconds }
 }

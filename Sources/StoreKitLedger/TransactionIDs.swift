@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import StoreKitPosix
 
 /// Transaction identifiers look like the App Store's: 16 digits, from `first` up. Every backend
 /// hands them out above the clock's (`fromClock()`), so a ledger moved into another database
@@ -13,9 +11,7 @@ public enum TransactionIDs {
     /// ids from the clock stay ahead of every id given earlier on this machine unless the wall
     /// clock is set back.
     public static func fromClock() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        let microseconds = Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000 - clockEpochMicroseconds
+        let microseconds = WallClock.microseconds() - clockEpochMicroseconds
         return first + UInt64(max(microseconds, 0))
     }
 

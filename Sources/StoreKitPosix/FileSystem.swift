@@ -83,7 +83,7 @@ public enum FileSystem {
     /// older: regular files named `NAME.tmp-` and 1 to 16 lowercase hex digits. Best effort: a
     /// directory that cannot be listed, or a file that cannot be removed, is left as it is.
     static func removeLeftovers(of path: String) {
-        let now = time(nil)
+        let now = WallClock.seconds()
         let slash = path.lastIndex(of: "/")
         let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         let prefix = (slash.map { String(path[path.index(after: $0)...]) } ?? path) + ".tmp-"

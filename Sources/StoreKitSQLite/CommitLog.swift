@@ -222,7 +222,7 @@ public final class CommitLog {
     /// paths written (a segment that cannot be read whole, or whose copy of this second exists,
     /// is not copied).
     public func keepCopies() -> [String] {
-        var now = time(nil)
+        var now = time_t(WallClock.seconds())
         var parts = tm()
         gmtime_r(&now, &parts)
         var text = [CChar](repeating: 0, count: 32)
