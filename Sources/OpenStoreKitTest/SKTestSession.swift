@@ -171,7 +171,7 @@ open class SKTestSession: @unchecked Sendable {
 
     /// Deletes one transaction from the test environment; an unfinished one leaves the app's
     /// queue (`removedTransactions`). Its subscription, if any, stays.
-    open func deleteTransaction(identifier: UInt) throws {
+    open func deleteTransaction(identifier: Int) throws {
         _ = try daemon.control(.clear, ["id=\(identifier)"])
     }
 
@@ -195,32 +195,32 @@ open class SKTestSession: @unchecked Sendable {
     }
 
     /// Approves a deferred (Ask to Buy) purchase.
-    open func approveAskToBuyTransaction(identifier: UInt) throws {
+    open func approveAskToBuyTransaction(identifier: Int) throws {
         _ = try daemon.control(.approve, ["id=\(identifier)"])
     }
 
     /// Declines a deferred (Ask to Buy) purchase.
-    open func declineAskToBuyTransaction(identifier: UInt) throws {
+    open func declineAskToBuyTransaction(identifier: Int) throws {
         _ = try daemon.control(.decline, ["id=\(identifier)"])
     }
 
     /// Refunds a purchase.
-    open func refundTransaction(identifier: UInt) throws {
+    open func refundTransaction(identifier: Int) throws {
         _ = try daemon.control(.refund, ["id=\(identifier)"])
     }
 
     /// Resolves an interrupted purchase or a billing issue.
-    open func resolveIssueForTransaction(identifier: UInt) throws {
+    open func resolveIssueForTransaction(identifier: Int) throws {
         _ = try daemon.control(.resolve, ["id=\(identifier)"])
     }
 
     /// Turns auto-renew on for the subscription of a transaction.
-    open func enableAutoRenewForTransaction(identifier: UInt) throws {
+    open func enableAutoRenewForTransaction(identifier: Int) throws {
         _ = try daemon.control(.autoRenew, ["enabled=on", "id=\(identifier)"])
     }
 
     /// Turns auto-renew off for the subscription of a transaction.
-    open func disableAutoRenewForTransaction(identifier: UInt) throws {
+    open func disableAutoRenewForTransaction(identifier: Int) throws {
         _ = try daemon.control(.autoRenew, ["enabled=off", "id=\(identifier)"])
     }
 

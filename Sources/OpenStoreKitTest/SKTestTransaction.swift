@@ -5,18 +5,19 @@ import StoreKitWire
 /// Apple's `SKTestTransaction`: the test environment's record of one transaction, as
 /// `SKTestSession.allTransactions()` returns them.
 open class SKTestTransaction: @unchecked Sendable {
-    /// The transaction's identifier.
-    public let identifier: UInt
+    /// The transaction's identifier (an `Int`, as Apple's: `Int(transaction.id)` of StoreKit 2).
+    public let identifier: Int
     /// The identifier of the original purchase (itself for a first purchase).
-    public let originalTransactionIdentifier: UInt
+    public let originalTransactionIdentifier: Int
     /// The product bought.
     public let productIdentifier: String
     /// When it was made.
     public let purchaseDate: Date
     /// When its subscription period ends (auto-renewable subscriptions).
     public let expirationDate: Date?
-    /// When it was refunded or revoked.
-    public let revocationDate: Date?
+    /// When it was refunded or revoked (StoreKit 2's `revocationDate`); nil otherwise, also when
+    /// auto-renew was only turned off.
+    public let cancelDate: Date?
     /// Its state in the payment queue.
     public let state: SKPaymentTransactionState
     /// Its subscription renews automatically.
@@ -25,7 +26,8 @@ open class SKTestTransaction: @unchecked Sendable {
     public let pendingAskToBuyConfirmation: Bool
     /// It was interrupted, or its subscription has a billing issue, until resolved.
     public let hasPurchaseIssue: Bool
-    /// It was refunded.
+    // Beyond Apple's SKTestTransaction (docs/storekittest.md):
+    /// It was refunded (`cancelDate` is set).
     public let refunded: Bool
     /// The app finished it.
     public let isFinished: Bool
@@ -33,16 +35,16 @@ open class SKTestTransaction: @unchecked Sendable {
     public let quantity: Int
 
     init?(json: JSONValue, subscriptions: JSONValue) {
-        guard let id = json["transactionIdentifier"]?.string.flatMap(UInt.init),
+        guard let id = json["transactionIdentifier"]?.string.flatMap({ Int($0) }),
               let product = json["productIdentifier"]?.string,
               let date = json["transactionDate"]?.string.flatMap(Self.date)
         else { return nil }
         identifier = id
-        originalTransactionIdentifier = json["originalTransactionIdentifier"]?.string.flatMap(UInt.init) ?? id
+        originalTransactionIdentifier = json["originalTransactionIdentifier"]?.string.flatMap({ Int($0) }) ?? id
         productIdentifier = product
         purchaseDate = date
         expirationDate = json["expiresDate"]?.string.flatMap(Self.date)
-        revocationDate = json["revocationDate"]?.string.flatMap(Self.date)
+        cancelDate = json["revocationDate"]?.string.flatMap(Self.date)
         let stateName = json["state"]?.string ?? ""
         state = switch stateName {
         case "purchasing": .purchasing
@@ -53,7 +55,7 @@ open class SKTestTransaction: @unchecked Sendable {
         default: .failed
         }
         pendingAskToBuyConfirmation = state == .deferred
-        refunded = revocationDate != nil
+        refunded = cancelDate != nil
         isFinished = json["finished"] == .bool(true)
         if case .int(let units)? = json["quantity"] { quantity = Int(units) } else { quantity = 1 }
         // The subscription this transaction belongs to, for its renewal state.

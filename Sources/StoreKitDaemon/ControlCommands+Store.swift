@@ -348,13 +348,13 @@ extension ControlCommands {
 
     private func clear(_ arguments: Arguments) throws(LedgerError) -> Result {
         if arguments["id"] != nil {
-            // One transaction (SKTestSession.deleteTransaction): answered with it as it was.
+            // One transaction and its children (SKTestSession.deleteTransaction): answered with it as it was.
             let parsed = transactionID(arguments, command: "clear")
             guard case .value(let id) = parsed else { return failureOf(parsed) }
             let before = try engine.store.transaction(id: id)
             let outcome = try engine.deleteTransaction(id: id)
             guard outcome.code == .ok else { return failure(outcome) }
-            return Result(json: .object([("deletedTransactions", .int(1)), ("transaction", before?.json ?? .null)]), effects: outcome.effects)
+            return Result(json: .object([("deletedTransactions", .int(Int64(outcome.value))), ("transaction", before?.json ?? .null)]), effects: outcome.effects)
         }
         guard case .value(let app) = app(arguments, required: false) else { return failureOf(app(arguments, required: false)) }
         guard case .value(let uid) = uid(arguments, default: nil) else { return .failure(.invalidArgument, "uid is not a number") }

@@ -151,16 +151,34 @@ extension PaymentQueueEngine {
     /// Deletes one transaction (`SKTestSession.deleteTransaction(identifier:)`); an unfinished
     /// one leaves its queue as a finish does (`removedTransactions`). Its subscription, if any,
     /// stays: the store renews, expires or refunds it as before.
+    /// Deletes a transaction and, as Apple's `SKTestSession.deleteTransaction(identifier:)`
+    /// does, its children: a subscription's renewals and a purchase's restores (of every queue).
+    /// Unfinished ones leave their queues (`removed`). Its value: how many were deleted.
     public func deleteTransaction(id: UInt64) throws(LedgerError) -> Outcome {
         synchronize()
-        guard var record = try store.deleteTransaction(id: id) else {
+        guard let original = try store.transaction(id: id) else {
             return .refused(.transactionNotFound, "transaction \(id) does not exist")
         }
+        var targets = try store.all(uid: original.uid, app: original.app).filter { $0.originalID == id && $0.id != id }
+        for copy in try store.restoredCopies(of: id) where !targets.contains(where: { $0.id == copy.id }) {
+            targets.append(copy)
+        }
+        targets.append(original)
+        var removed: [QueueKey: [TransactionRecord]] = [:]
+        var order: [QueueKey] = []
+        var deleted: UInt64 = 0
+        for target in targets {
+            guard var record = try store.deleteTransaction(id: target.id) else { continue }
+            deleted += 1
+            guard !record.finished else { continue }
+            let queue = QueueKey(uid: record.uid, app: record.app)
+            record.finished = true
+            record.sequence = try store.nextSequence(uid: record.uid, app: record.app)
+            if removed[queue] == nil { order.append(queue) }
+            removed[queue, default: []].append(record)
+        }
         scheduleChanged()
-        guard !record.finished else { return .ok(value: id) }
-        record.finished = true
-        record.sequence = try store.nextSequence(uid: record.uid, app: record.app)
-        return .ok(value: id, [.removed(QueueKey(uid: record.uid, app: record.app), [record])])
+        return .ok(value: deleted, order.map { .removed($0, removed[$0] ?? []) })
     }
 
     public func clear(uid: UInt32?, app: String?) throws(LedgerError) -> Outcome {

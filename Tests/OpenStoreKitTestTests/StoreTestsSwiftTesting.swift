@@ -117,14 +117,27 @@ struct SessionLifetimeTests {
         let session = try SKTestSession(configurationFileNamed: "Store")
         let coins = try session.daemon.buy("com.example.game.coins100")
         let pack = try session.daemon.buy("com.example.game.level_pack")
-        let coinsID = try #require(coins["transactionIdentifier"]?.string.flatMap { UInt($0) })
-        let packID = try #require(pack["transactionIdentifier"]?.string.flatMap { UInt($0) })
+        let coinsID = try #require(coins["transactionIdentifier"]?.string.flatMap { Int($0) })
+        let packID = try #require(pack["transactionIdentifier"]?.string.flatMap { Int($0) })
         try session.deleteTransaction(identifier: coinsID)
         #expect(session.allTransactions().map(\.identifier) == [packID])
         let unfinished = try session.daemon.control(.transactions, ["unfinished=1"])
         #expect(!"\(unfinished)".contains(String(coinsID)))
         #expect(throws: SKTestSessionError.self) { try session.deleteTransaction(identifier: coinsID) }
         #expect(session.allTransactions().count == 1)
+    }
+
+    @Test("deleting a subscription's original transaction deletes its renewals too, as Apple's deleteTransaction does")
+    func deleteWithChildren() async throws {
+        let session = try SKTestSession(configurationFileNamed: "Store")
+        let bought = try await session.buyProduct(identifier: "com.example.game.premium.monthly")
+        try session.forceRenewalOfSubscription(productIdentifier: "com.example.game.premium.monthly")
+        let pack = try await session.buyProduct(identifier: "com.example.game.level_pack")
+        let before = session.allTransactions()
+        #expect(before.count == 3)
+        #expect(before.filter { $0.originalTransactionIdentifier == Int(bought.id) }.count == 2, "the purchase and its renewal")
+        try session.deleteTransaction(identifier: Int(bought.id))
+        #expect(session.allTransactions().map(\.identifier) == [Int(pack.id)], "the renewal went with its original; the pack stays")
     }
 
     @Test("a refused command throws with the daemon's reason")

@@ -29,7 +29,7 @@ final class StoreTestsXCTest: XCTestCase {
 
         let recorded = session.allTransactions()
         XCTAssertEqual(recorded.map(\.productIdentifier), ["com.example.game.level_pack"])
-        XCTAssertEqual(recorded.first?.identifier, UInt(transaction.id))
+        XCTAssertEqual(recorded.first?.identifier, Int(transaction.id))
         XCTAssertEqual(recorded.first?.state, .purchased)
         var entitled: [String] = []
         for await case .verified(let current) in Transaction.currentEntitlements { entitled.append(current.productID) }
@@ -73,10 +73,10 @@ final class StoreTestsXCTest: XCTestCase {
         try session.forceRenewalOfSubscription(productIdentifier: "com.example.game.premium.monthly")
         let afterRenewal = session.allTransactions()
         XCTAssertEqual(afterRenewal.count, 2)
-        XCTAssertEqual(afterRenewal.last?.originalTransactionIdentifier, UInt(bought.id))
+        XCTAssertEqual(afterRenewal.last?.originalTransactionIdentifier, Int(bought.id))
         XCTAssertTrue(afterRenewal.last?.autoRenewingEnabled ?? false)
 
-        try session.disableAutoRenewForTransaction(identifier: UInt(bought.id))
+        try session.disableAutoRenewForTransaction(identifier: Int(bought.id))
         XCTAssertFalse(session.allTransactions().last?.autoRenewingEnabled ?? true)
         try session.expireSubscription(productIdentifier: "com.example.game.premium.monthly")
         var entitled: [String] = []
@@ -84,8 +84,11 @@ final class StoreTestsXCTest: XCTestCase {
         XCTAssertEqual(entitled, [])
 
         let pack = try await session.buyProduct(identifier: "com.example.game.level_pack")
-        try session.refundTransaction(identifier: UInt(pack.id))
-        XCTAssertTrue(session.allTransactions().first { $0.identifier == UInt(pack.id) }?.refunded ?? false)
+        XCTAssertNil(session.allTransactions().first { $0.identifier == Int(pack.id) }?.cancelDate)
+        try session.refundTransaction(identifier: Int(pack.id))
+        let refunded = session.allTransactions().first { $0.identifier == Int(pack.id) }
+        XCTAssertTrue(refunded?.refunded ?? false)
+        XCTAssertNotNil(refunded?.cancelDate, "a refund sets cancelDate, as StoreKit 2's revocationDate")
     }
 
     func testSettingsReadBackAndReset() throws {

@@ -370,6 +370,26 @@ struct PaymentQueueEngineTests {
         #expect(try fixture.unit { try $0.refund(transactionID: copy.id) }.code == .invalidArgument)
     }
 
+    @Test("deleting a purchase deletes its restored copies too; the unfinished copy leaves its queue", arguments: LedgerBackend.allCases)
+    func deleteWithRestoredCopies(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
+        let pack = try fixture.buy(Product.levelPack)
+        #expect(try fixture.finish(pack).code == .ok)
+        let kept = try fixture.buy(Product.levelPack, uid: player + 1)
+        let copy = try #require(updatedRecords(try fixture.restore()).first { $0.productID == Product.levelPack })
+        #expect(copy.originalID == pack && !copy.finished)
+        let outcome = try fixture.unit { try $0.deleteTransaction(id: pack) }
+        #expect(outcome.code == .ok && outcome.value == 2, "the purchase and its copy: \(outcome.value)")
+        #expect(try fixture.store.transaction(id: pack) == nil && fixture.store.transaction(id: copy.id) == nil)
+        #expect(try fixture.store.transaction(id: kept) != nil, "another buyer's purchase of the product stays")
+        let removed = outcome.effects.flatMap { effect -> [UInt64] in
+            if case .removed(_, let records) = effect { return records.map(\.id) }
+            return []
+        }
+        #expect(removed == [copy.id], "only the unfinished copy is told as removed: \(removed)")
+        #expect(try fixture.unit { try $0.deleteTransaction(id: pack) }.code == .transactionNotFound)
+    }
+
     @Test("restoring again while the restored transactions are unfinished adds nothing", arguments: LedgerBackend.allCases)
     func restoreAgainWhilePending(backend: LedgerBackend) throws {
         let fixture = try EngineFixture(backend)
