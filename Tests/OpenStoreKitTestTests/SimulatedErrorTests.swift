@@ -92,7 +92,7 @@ struct SimulatedErrorTests {
         #expect(try await Product.SubscriptionInfo.status(for: "5D3E7F10").isEmpty)
     }
 
-    @Test("transactions and the app transaction arrive unverified with the simulated VerificationError")
+    @Test("transactions, renewal infos and the app transaction arrive unverified with the simulated VerificationError")
     func verification() async throws {
         let session = try SKTestSession(configurationFileNamed: "Store")
         session.clearTransactions()
@@ -111,6 +111,14 @@ struct SimulatedErrorTests {
             return
         }
         #expect(appError == .invalidSignature)
+        let monthly = try #require(try await Product.products(for: ["com.example.game.premium.monthly"]).first)
+        if case .success(let subscribed) = try await monthly.purchase() { await subscribed.unsafePayloadValue.finish() }
+        let status = try #require(try await Product.SubscriptionInfo.status(for: "5D3E7F10").first)
+        guard case .unverified(_, let renewalError) = status.renewalInfo, case .unverified(_, let statusError) = status.transaction else {
+            Issue.record("the subscription's renewal info or transaction was not unverified")
+            return
+        }
+        #expect(renewalError == .invalidSignature && statusError == .invalidSignature)
 
         try await session.setSimulatedError(nil, forAPI: .verification)
         #expect(await session.simulatedError(forAPI: .verification) == nil)
@@ -119,6 +127,10 @@ struct SimulatedErrorTests {
             return
         }
         await again.finish()
+        guard case .verified = try #require(try await Product.SubscriptionInfo.status(for: "5D3E7F10").first).renewalInfo else {
+            Issue.record("the renewal info did not verify once the error was cleared")
+            return
+        }
     }
 
     @Test("a new session starts with no simulated error, whatever the previous one set")
