@@ -44,6 +44,8 @@ open class SKTestSession: @unchecked Sendable {
         daemon = try PrivateDaemon(catalog: fileURL.standardizedFileURL, app: TestStoreBinding.appIdentifier)
         defaults = Settings()
         TestStoreBinding.bind(socketPath: daemon.clientSocket, dataHome: daemon.dataHome)
+        // A new session's store fails nothing, whatever the previous session simulated.
+        SimulatedFailures.clear()
         Self.bound.withLock { $0 = ObjectIdentifier(self) }
     }
 
@@ -60,7 +62,10 @@ open class SKTestSession: @unchecked Sendable {
             defer { if bound == ObjectIdentifier(self) { bound = nil } }
             return bound == ObjectIdentifier(self)
         }
-        if wasBound { TestStoreBinding.unbind() }
+        if wasBound {
+            SimulatedFailures.clear()
+            TestStoreBinding.unbind()
+        }
         daemon.stop()
     }
 

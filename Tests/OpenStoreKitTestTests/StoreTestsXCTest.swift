@@ -36,6 +36,27 @@ final class StoreTestsXCTest: XCTestCase {
         XCTAssertEqual(entitled, ["com.example.game.level_pack"])
     }
 
+    func testASimulatedPurchaseErrorIsThrownUntilCleared() async throws {
+        let products = try await Product.products(for: ["com.example.game.level_pack"])
+        let levelPack = try XCTUnwrap(products.first)
+        try await session.setSimulatedError(.purchase(.purchaseNotAllowed), forAPI: .purchase)
+        let simulated = await session.simulatedError(forAPI: .purchase)
+        XCTAssertEqual(simulated, .purchase(.purchaseNotAllowed))
+        do {
+            _ = try await levelPack.purchase()
+            XCTFail("the purchase did not throw the simulated error")
+        } catch {
+            XCTAssertEqual(error as? Product.PurchaseError, .purchaseNotAllowed)
+        }
+        XCTAssertTrue(session.allTransactions().isEmpty)
+
+        try await session.setSimulatedError(nil, forAPI: .purchase)
+        let cleared = await session.simulatedError(forAPI: .purchase)
+        XCTAssertNil(cleared)
+        guard case .success(.verified(let transaction)) = try await levelPack.purchase() else { return XCTFail("not a verified purchase") }
+        await transaction.finish()
+    }
+
     func testAskToBuyWaitsForTheParent() async throws {
         session.askToBuyEnabled = true
         XCTAssertTrue(session.askToBuyEnabled)

@@ -12,6 +12,7 @@ public enum AppStore {
     /// that throws `StoreKitError.networkError` when the store cannot be reached. Read
     /// `Transaction.currentEntitlements` afterwards, as after Apple's `sync()`.
     public static func sync() async throws {
+        try SimulatedFailures.throwIfSet(.appStoreSync)
         do {
             _ = try await StoreConnection.shared.reply { .ping(requestID: $0) }
         } catch {

@@ -49,6 +49,7 @@ public struct AppTransaction: Hashable, Sendable, JWSRepresentable {
 
     /// Asks the store for the app transaction again.
     public static func refresh() async throws -> VerificationResult<AppTransaction> {
+        try SimulatedFailures.throwIfSet(.appTransaction)
         let reply: ServerMessage
         do {
             reply = try await StoreConnection.shared.reply { .appTransaction(requestID: $0) }

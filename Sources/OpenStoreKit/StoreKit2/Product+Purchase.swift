@@ -9,6 +9,7 @@ extension Product {
     /// A purchase the store refuses throws `Product.PurchaseError` (or `StoreKitError`, e.g.
     /// `.networkError` when the store cannot be reached).
     public func purchase(options: Set<PurchaseOption> = []) async throws -> PurchaseResult {
+        try SimulatedFailures.throwIfSet(.purchase)
         var quantity = 1
         var token: UUID?
         var askToBuy = false

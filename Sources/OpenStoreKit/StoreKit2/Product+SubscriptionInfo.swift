@@ -52,6 +52,7 @@ extension Product {
 
         /// The status of the user's subscriptions in a group: empty when the user never subscribed.
         public static func status(for groupID: String) async throws -> [Status] {
+            try SimulatedFailures.throwIfSet(.subscriptionStatus)
             let reply: ServerMessage
             do {
                 reply = try await StoreConnection.shared.reply { .subscriptionStatus(requestID: $0, groupID: groupID) }

@@ -74,6 +74,7 @@ extension Product {
     /// left out. Throws `StoreKitError.networkError` when the store cannot be reached.
     public static func products<Identifiers: Collection>(for identifiers: Identifiers) async throws -> [Product]
     where Identifiers.Element == String {
+        try SimulatedFailures.throwIfSet(.loadProducts)
         var seen = Set<String>()
         let unique = identifiers.filter { seen.insert($0).inserted }
         do {

@@ -41,8 +41,11 @@ extension VerificationResult {
     }
 
     /// `.verified(value)` when the check found no failure, else `.unverified(value, reason)`.
+    /// A verification error a test simulates (`SKTestSession.setSimulatedError(_:forAPI:)`) wins.
     init(_ value: SignedType, failure: SignatureFailure?) {
-        if let failure {
+        if let simulated = SimulatedFailures.verificationError {
+            self = .unverified(value, VerificationError(simulated))
+        } else if let failure {
             self = .unverified(value, VerificationError(failure))
         } else {
             self = .verified(value)
