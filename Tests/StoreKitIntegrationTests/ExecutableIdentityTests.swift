@@ -23,8 +23,8 @@ struct ExecutableIdentityTests {
         try daemon.start()
         let environment = daemon.clientEnvironment.merging(["STOREKIT_CONNECT_TIMEOUT": "2"]) { $1 }
 
-        let genuine = try ProcessRunner.run(registered, ["--ledger", daemon.directory.file("ledger-1"), "buy", "com.example.game.coins100"],
-                                            environment: environment, timeout: 30)
+        let genuine = try Self.runFreshCopy(registered, ["--ledger", daemon.directory.file("ledger-1"), "buy", "com.example.game.coins100"],
+                                            environment: environment)
         #expect(genuine.status == 0, "\(genuine.stdout) \(genuine.stderr)")
 
         // The impostor: the original binary mounted over the registered path, run by that path.
@@ -34,5 +34,21 @@ struct ExecutableIdentityTests {
         ], environment: environment, timeout: 30)
         #expect(impostor.status != 0, "\(impostor.stdout) \(impostor.stderr)")
         #expect(eventually { daemon.log().contains("another file than \(registered)") }, "\(daemon.log())")
+    }
+
+    /// Runs a just-written executable. A process another test forks while the copy is open for
+    /// writing holds it open until that child execs, and exec(2) of a file open for writing fails
+    /// with ETXTBSY: tried again for up to 5 s while it does.
+    static func runFreshCopy(_ path: String, _ arguments: [String], environment: [String: String]) throws -> ProcessResult {
+        let deadline = Date().addingTimeInterval(5)
+        while true {
+            do {
+                return try ProcessRunner.run(path, arguments, environment: environment, timeout: 30)
+            } catch let error as NSError {
+                let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError
+                guard underlying?.domain == NSPOSIXErrorDomain, underlying?.code == Int(ETXTBSY), Date() < deadline else { throw error }
+                usleep(20_000)
+            }
+        }
     }
 }
