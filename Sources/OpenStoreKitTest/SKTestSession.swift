@@ -43,10 +43,17 @@ open class SKTestSession: @unchecked Sendable {
         }
         daemon = try PrivateDaemon(catalog: fileURL.standardizedFileURL, app: TestStoreBinding.appIdentifier)
         defaults = Settings()
-        TestStoreBinding.bind(socketPath: daemon.clientSocket, dataHome: daemon.dataHome)
-        // A new session's store fails nothing, whatever the previous session simulated.
-        SimulatedFailures.clear()
-        Self.bound.withLock { $0 = ObjectIdentifier(self) }
+        // Binding and noting who is bound under one lock: an older session ending meanwhile on
+        // another thread must not unbind this one (it unbinds only while it is the one noted).
+        let identity = ObjectIdentifier(self)
+        let socket = daemon.clientSocket
+        let dataHome = daemon.dataHome
+        Self.bound.withLock { bound in
+            TestStoreBinding.bind(socketPath: socket, dataHome: dataHome)
+            // A new session's store fails nothing, whatever the previous session simulated.
+            SimulatedFailures.clear()
+            bound = identity
+        }
     }
 
     /// Starts a session on the configuration file `filename` (with or without `.storekit`),
@@ -58,11 +65,10 @@ open class SKTestSession: @unchecked Sendable {
     }
 
     deinit {
-        let wasBound = Self.bound.withLock { bound in
-            defer { if bound == ObjectIdentifier(self) { bound = nil } }
-            return bound == ObjectIdentifier(self)
-        }
-        if wasBound {
+        let identity = ObjectIdentifier(self)
+        Self.bound.withLock { bound in
+            guard bound == identity else { return }
+            bound = nil
             SimulatedFailures.clear()
             TestStoreBinding.unbind()
         }
