@@ -42,14 +42,7 @@ public final class Server {
         }
 
         /// Closes the socket (once) and returns what `close(2)` said.
-        func close() -> Errno? {
-            do throws(Errno) {
-                try socket.take()?.close()
-                return nil
-            } catch {
-                return error
-            }
-        }
+        func close() -> Errno? { Socket.close(&socket) }
 
         /// Accepts one pending connection; nil when none is (or the socket is closed).
         func accept() throws(Errno) -> Socket? {

@@ -85,14 +85,7 @@ final class Session {
     }
 
     /// Closes the socket (once; later calls do nothing) and returns what `close(2)` said.
-    func closeSocket() -> Errno? {
-        do throws(Errno) {
-            try socket.take()?.close()
-            return nil
-        } catch {
-            return error
-        }
-    }
+    func closeSocket() -> Errno? { Socket.close(&socket) }
 
     /// Output queued or on its way through the gate: what `OutputHighWaterMark=` bounds.
     var queuedOutput: Int { pendingOutput + outputInGate }

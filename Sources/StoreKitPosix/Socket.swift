@@ -28,6 +28,17 @@ public struct Socket: ~Copyable {
         try Self.close(fd)
     }
 
+    /// Closes `socket` if it is still open and leaves nil: what an owner that keeps its socket in
+    /// an optional (a session, a listener) calls once; returns what `close(2)` said.
+    public static func close(_ socket: inout Socket?) -> Errno? {
+        do throws(Errno) {
+            try socket.take()?.close()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     static func close(_ fd: Int32) throws(Errno) {
         guard Glibc.close(fd) != 0 else { return }
         let error = Errno.current

@@ -38,7 +38,11 @@ import Testing
         }
         #expect(eof == .transferred(1), "the reply arrived before the end: \(eof)")
         try client.close()
-        try listener.close()
+        var kept: Socket? = listener
+        #expect(Socket.close(&kept) == nil, "closed once")
+        let closed = kept == nil
+        #expect(closed)
+        #expect(Socket.close(&kept) == nil, "a second call closes nothing")
     }
 
     @Test("a pidfd follows its process: not exited while it runs, exited after")
