@@ -30,13 +30,24 @@ final class LedgerDriver {
     // MARK: Units of work
 
     func begin() throws(LedgerError) {
+        try begin(readingAhead: ReadAhead())
+    }
+
+    /// Begins a unit of work whose requests will ask what `plan` says (`Ledger.begin(readingAhead:)`).
+    func begin(readingAhead plan: ReadAhead) throws(LedgerError) {
         do {
-            try storage.begin()
+            try storage.begin(readingAhead: plan)
         } catch {
             noteUnreachable(error)
             throw error
         }
     }
+
+    /// Whether units of work should say what they will ask before they begin.
+    var readsAhead: Bool { storage.readsAhead }
+
+    /// Sends the writes the ledger deferred; the first failure is thrown while the unit can be run again.
+    func flushWrites() throws(LedgerError) { try storage.flushWrites() }
 
     /// Commits the unit of work. `deferSync`: the loop has other work, so the ledger may make it
     /// durable on its own thread instead of before returning.

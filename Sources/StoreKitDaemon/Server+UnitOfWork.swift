@@ -268,8 +268,9 @@ extension Server {
                 for effect in try engine.fireDueEvents() { route(effect, into: &output) }
             }
         }
+        let plan = ledger.readsAhead ? readAhead(for: batch) : ReadAhead()
         do {
-            try ledger.begin()
+            try ledger.begin(readingAhead: plan)
             fireDueEvents(into: &output)
             readChangesElsewhere(into: &output)
             // Optimistically without a savepoint per request (two statements each): a failure
@@ -283,6 +284,7 @@ extension Server {
                         if holds(session, message, output) { continue }
                         try execute(message, for: session, into: &output, restoring: &restoring)
                     }
+                    try ledger.flushWrites()
                 } catch {
                     logger.debug("A request of a batch failed (\(error.message)); running each in a savepoint")
                     ledger.rollback()
@@ -292,7 +294,7 @@ extension Server {
                     held.removeAll()
                     heldTokens.removeAll()
                     fleetChangesDue = fleetChangesWereDue
-                    try ledger.begin()
+                    try ledger.begin(readingAhead: plan)
                     optimistic = false
                     fireDueEvents(into: &output)
                     readChangesElsewhere(into: &output)
@@ -339,6 +341,21 @@ extension Server {
             return
         }
         deliver(output)
+    }
+
+    /// What the batch's payments and finishes will read, for a ledger that reads it in one round
+    /// trip with the unit's `BEGIN` (PostgreSQL's).
+    func readAhead(for batch: [(Session, ClientMessage)]) -> ReadAhead {
+        var plan = ReadAhead()
+        for (session, message) in batch where session.kind == .client {
+            let queue = QueueKey(uid: session.peer.uid, app: session.app ?? "")
+            switch message {
+            case .addPayment(let payment): plan.payments.append(.init(queue: queue, key: payment.key.isEmpty ? nil : payment.key))
+            case .finish(_, let transactionID): plan.finishes.append(.init(queue: queue, transactionID: transactionID))
+            default: break
+            }
+        }
+        return plan
     }
 
     /// Forgets observer registrations made by requests that were undone.

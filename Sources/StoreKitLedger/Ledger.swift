@@ -32,6 +32,16 @@ public protocol Ledger: AnyObject {
     func savepoint() throws(LedgerError)
     func releaseSavepoint() throws(LedgerError)
     func rollbackToSavepoint()
+    /// Whether `begin(readingAhead:)` reads anything: a database server's ledger, where each read is a
+    /// round trip, does; a file's, read in memory, does not (and is not asked).
+    var readsAhead: Bool { get }
+    /// `begin()`, for a unit whose requests will ask what `plan` says: the ledger reads it all
+    /// at once, with the `BEGIN`, and answers those requests' reads from what it read, holding
+    /// the rows they will write until the unit ends.
+    func begin(readingAhead plan: ReadAhead) throws(LedgerError)
+    /// Sends the writes the ledger deferred and reports the first that failed, while the unit of
+    /// work can still be undone and run again request by request (before `commit()`).
+    func flushWrites() throws(LedgerError)
 
     // MARK: Transactions
     func allocateTransactionID() throws(LedgerError) -> UInt64
@@ -189,6 +199,9 @@ public struct ChangesElsewhere: Sendable, Equatable {
 /// whose commit is durable when it returns, with nothing to save, no thread of its own and no file.
 extension Ledger {
     public func commit(deferringSync: Bool) throws(LedgerError) { try commit() }
+    public var readsAhead: Bool { false }
+    public func begin(readingAhead plan: ReadAhead) throws(LedgerError) { try begin() }
+    public func flushWrites() throws(LedgerError) {}
     public var durabilityFailure: String? { nil }
     public var durableLogPath: String { path }
     public func waitUntilDurable() {}

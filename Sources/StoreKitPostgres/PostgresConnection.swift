@@ -20,6 +20,8 @@ final class PostgresConnection {
     private var prepared: [String: String] = [:]
     /// The database, for messages: never the password.
     let description: String
+    /// Round trips made (a statement, or a pipeline of them), for the tests of how many a unit takes.
+    private(set) var roundTrips = 0
 
     init(conninfo: String) throws(LedgerError) {
         self.conninfo = conninfo
@@ -92,10 +94,11 @@ final class PostgresConnection {
             deferred.removeAll()
             throw LedgerError(.io, path: description, message: "no connection to PostgreSQL (it is reconnected at the next unit of work)")
         }
+        roundTrips += 1
         if !deferred.isEmpty {
             let statements = deferred + [(sql, parameters)]
             deferred.removeAll()
-            return try pipeline(statements, on: connection)
+            return try pipeline(statements, on: connection).last ?? Result(rows: [], changed: 0)
         }
         let name = parameters.isEmpty ? nil : try prepare(sql, parameterCount: parameters.count, on: connection)
         let result = Self.withValues(parameters) { values in
@@ -110,6 +113,31 @@ final class PostgresConnection {
         return read(result)
     }
 
+    /// Runs `statements` after those queued with `executeLater`, in one round trip; their results
+    /// in order, or the error of the first that failed (what follows it does not run).
+    func execute(all statements: [(sql: String, parameters: [String?])]) throws(LedgerError) -> [Result] {
+        guard let connection, pq.status(connection) == CONNECTION_OK else {
+            deferred.removeAll()
+            throw LedgerError(.io, path: description, message: "no connection to PostgreSQL (it is reconnected at the next unit of work)")
+        }
+        let queued = deferred.count
+        let all = deferred + statements
+        deferred.removeAll()
+        guard !all.isEmpty else { return [] }
+        roundTrips += 1
+        return Array(try pipeline(all, on: connection).dropFirst(queued))
+    }
+
+    /// Sends what `executeLater` queued, if anything, and waits for it: the error of the first
+    /// that failed, thrown here.
+    func flush() throws(LedgerError) {
+        guard !deferred.isEmpty else { return }
+        _ = try execute(all: [])
+    }
+
+    /// Whether statements wait to go with the next round trip.
+    var hasDeferred: Bool { !deferred.isEmpty }
+
     /// Statements whose results nobody reads (`BEGIN`, `SAVEPOINT`, a notification), sent with
     /// the next `execute`.
     private var deferred: [(sql: String, parameters: [String?])] = []
@@ -121,10 +149,10 @@ final class PostgresConnection {
         deferred.append((sql, parameters))
     }
 
-    /// Sends `statements` in one pipeline and reads their results: the last one's, or the error
-    /// of the first that failed. A connection left in a state it cannot be used in is closed
+    /// Sends `statements` in one pipeline and reads their results: each one's, or the error of
+    /// the first that failed. A connection left in a state it cannot be used in is closed
     /// (`isBroken`; the next unit of work reconnects).
-    private func pipeline(_ statements: [(sql: String, parameters: [String?])], on connection: OpaquePointer) throws(LedgerError) -> Result {
+    private func pipeline(_ statements: [(sql: String, parameters: [String?])], on connection: OpaquePointer) throws(LedgerError) -> [Result] {
         // Statements with parameters are prepared first, outside the pipeline (once per connection).
         var names: [String?] = []
         for statement in statements {
@@ -148,15 +176,16 @@ final class PostgresConnection {
             throw failure
         }
         var failure: LedgerError?
-        var last = Result(rows: [], changed: 0)
-        for index in 0..<sent {
+        var results: [Result] = []
+        results.reserveCapacity(sent)
+        for _ in 0..<sent {
             guard let result = pq.getResult(connection) else {
                 failure = failure ?? error(nil)
                 break
             }
             let status = pq.resultStatus(result)
             if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
-                if index == statements.count - 1 { last = read(result) }
+                results.append(read(result))
             } else if status != PGRES_PIPELINE_ABORTED {
                 failure = failure ?? error(result)
             }
@@ -175,7 +204,7 @@ final class PostgresConnection {
             throw lost
         }
         if let failure { throw failure }
-        return last
+        return results
     }
 
     /// `body` with `values` as NUL-terminated C strings (a text is cut at its first NUL, as

@@ -38,20 +38,23 @@ extension PostgresLedger {
     }
 
     func rows(_ sql: String, _ parameters: [String?]) throws(LedgerError) -> [Row] {
-        try connection.execute(sql, parameters).rows.map { row in
-            let int = { (index: Int) -> Int64? in row[index].flatMap { Int64($0) } }
-            let record = TransactionRecord(
-                id: UInt64(int(0) ?? 0), originalID: int(1).map { UInt64($0) },
-                uid: accounts.uid(of: row[2] ?? ""), app: row[3] ?? "", productID: row[4] ?? "",
-                quantity: Int32(truncatingIfNeeded: int(5) ?? 0),
-                state: TransactionState(rawValue: UInt8(truncatingIfNeeded: int(6) ?? 0)) ?? .failed,
-                sequence: UInt64(int(7) ?? 0), date: int(8) ?? 0, finished: int(9) != 0,
-                errorCode: int(10).map { Int32(truncatingIfNeeded: $0) }, errorMessage: row[11],
-                revocationDate: int(12), revocationReason: int(13).map { Int32(truncatingIfNeeded: $0) },
-                applicationUsername: row[14], expiresDate: int(15))
-            return Row(record: record, host: row[16] ?? "", deliveredHere: row[17] == "t", changedBy: row[18] ?? "",
-                       finishedThere: row[19] == "1")
-        }
+        try connection.execute(sql, parameters).rows.map(row)
+    }
+
+    /// A row of `columns(finished:)` (columns after those are not read).
+    func row(_ row: [String?]) -> Row {
+        let int = { (index: Int) -> Int64? in row[index].flatMap { Int64($0) } }
+        let record = TransactionRecord(
+            id: UInt64(int(0) ?? 0), originalID: int(1).map { UInt64($0) },
+            uid: accounts.uid(of: row[2] ?? ""), app: row[3] ?? "", productID: row[4] ?? "",
+            quantity: Int32(truncatingIfNeeded: int(5) ?? 0),
+            state: TransactionState(rawValue: UInt8(truncatingIfNeeded: int(6) ?? 0)) ?? .failed,
+            sequence: UInt64(int(7) ?? 0), date: int(8) ?? 0, finished: int(9) != 0,
+            errorCode: int(10).map { Int32(truncatingIfNeeded: $0) }, errorMessage: row[11],
+            revocationDate: int(12), revocationReason: int(13).map { Int32(truncatingIfNeeded: $0) },
+            applicationUsername: row[14], expiresDate: int(15))
+        return Row(record: record, host: row[16] ?? "", deliveredHere: row[17] == "t", changedBy: row[18] ?? "",
+                   finishedThere: row[19] == "1")
     }
 
     func records(_ sql: String, _ parameters: [String?]) throws(LedgerError) -> [TransactionRecord] {
@@ -74,13 +77,15 @@ extension PostgresLedger {
     static func storedID(_ id: UInt64) -> String? { Int64(exactly: id).map { String($0) } }
 
     public func transaction(id: UInt64) throws(LedgerError) -> TransactionRecord? {
+        if let row = unitReads.byID[id] { return row.record }
         guard let stored = Self.storedID(id) else { return nil }
         return try records("SELECT \(Self.columns(finished: Self.finishedByID)) FROM \(Self.view) WHERE t.id = $2",
                            [member.host, stored]).first
     }
 
     public func transaction(uid: UInt32, app: String, paymentKey: String) throws(LedgerError) -> TransactionRecord? {
-        try records("""
+        if let read = unitReads.byKey[UnitReads.keyName(accounts.account(of: uid), app, paymentKey)] { return read }
+        return try records("""
             SELECT \(Self.columns(finished: Self.finishedByID)) FROM \(Self.view)
             WHERE t.account = $2 AND t.app = $3 AND t.payment_key = $4
             """, scope(uid: uid, app: app) + [paymentKey]).first
@@ -148,8 +153,9 @@ extension PostgresLedger {
     }
 
     public func unfinishedCount(of queue: QueueKey) throws(LedgerError) -> Int {
+        if let count = unitReads.unfinishedCounts[Self.queueName(accounts.account(of: queue.uid), queue.app)] { return count }
         // Counted in two index scans, as `unfinished` reads them.
-        Int(try connection.execute("""
+        return Int(try connection.execute("""
             SELECT (SELECT count(*) FROM transactions WHERE host = $1 AND account = $2 AND app = $3 AND finished = 0)
                  + (SELECT count(*) FROM deliveries d JOIN transactions t ON t.id = d.transaction_id
                     WHERE d.host = $1 AND d.finished = 0 AND t.account = $2 AND t.app = $3)

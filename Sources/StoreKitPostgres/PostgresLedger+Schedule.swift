@@ -49,6 +49,7 @@ extension PostgresLedger {
     /// is delivered to every host where the account uses the app, each of which finishes its own.
     public func markRenewal(transactionID id: UInt64) throws(LedgerError) {
         precondition(isInTransaction, "renewal recorded outside a unit of work")
+        unitReads.forgetRows()   // its deliveries now decide its finishing, and count in queues
         try connection.execute("INSERT INTO renewals(transaction_id) VALUES($1) ON CONFLICT DO NOTHING", [String(id)])
         try connection.execute("UPDATE transactions SET host = '' WHERE id = $1", [String(id)])
         try connection.execute("""

@@ -78,6 +78,10 @@ public final class PostgresLedger: Ledger {
     var catchUpAll = true
     /// Queues registered in `fleet_queues` (this host uses this app for this account).
     var registeredQueues = Set<String>()
+    /// What the unit of work read ahead (PostgresLedger+ReadAhead.swift).
+    var unitReads = UnitReads()
+    /// The read-ahead sequence numbers as they were at each open request savepoint.
+    var sequencesAtSavepoints: [[String: UInt64]] = []
 
     /// Connects, creates or migrates the schema (refusing a newer one).
     public convenience init(conninfo: String, member: FleetMember? = nil) throws(LedgerError) {
@@ -134,6 +138,12 @@ public final class PostgresLedger: Ledger {
     // MARK: Units of work
 
     public func begin() throws(LedgerError) {
+        try begin(deferred: false)
+    }
+
+    /// `deferred`: the `BEGIN` goes with the unit's first statements (a read ahead), in their
+    /// round trip, which finds a connection that died while idle as the `BEGIN` would.
+    func begin(deferred: Bool) throws(LedgerError) {
         precondition(!isInTransaction, "nested store transaction")
         if connection.isBroken {
             let now = Monotonic.milliseconds()
@@ -159,10 +169,16 @@ public final class PostgresLedger: Ledger {
         // where the unit of work notes PostgreSQL unreachable; the setting goes with the unit's
         // first statement (PostgresConnection.executeLater): should it fail, that statement
         // fails, and the unit of work rolls back.
-        try connection.execute("BEGIN")
+        if deferred {
+            connection.executeLater("BEGIN")
+        } else {
+            try connection.execute("BEGIN")
+        }
         connection.executeLater("SET LOCAL synchronous_commit = on")
         isInTransaction = true
         savepoints = 0
+        unitReads = UnitReads()
+        sequencesAtSavepoints.removeAll()
         changedQueues.removeAll()
         changedOther = false
         atBegin = (watermarks, notifiedQueues, catchUpAll)
@@ -183,6 +199,7 @@ public final class PostgresLedger: Ledger {
                 throw LedgerError(.other(0), path: path, message: "PostgreSQL rolled the transaction back at COMMIT (\(tag))")
             }
             isInTransaction = false
+            unitReads = UnitReads()
             committedUnits += 1
         } catch {
             rollback()
@@ -202,6 +219,8 @@ public final class PostgresLedger: Ledger {
         if isInTransaction { _ = try? connection.execute("ROLLBACK") }
         isInTransaction = false
         savepoints = 0
+        unitReads = UnitReads()
+        sequencesAtSavepoints.removeAll()
         generation &+= 1
         // What this unit of work read of the others' changes is read again by the next one.
         watermarks = atBegin.watermarks
@@ -215,17 +234,25 @@ public final class PostgresLedger: Ledger {
         // With the request's first statement, or the COMMIT (as is the release).
         connection.executeLater("SAVEPOINT request")
         savepoints += 1
+        sequencesAtSavepoints.append(unitReads.sequences)
     }
 
     public func releaseSavepoint() throws(LedgerError) {
         connection.executeLater("RELEASE SAVEPOINT request")
+        // The request's deferred writes are answered now, so that one that fails is this
+        // request's failure, undone in its savepoint (still there: the release did not run),
+        // not the next request's.
+        if unitReads.isActive { try connection.flush() }
         savepoints -= 1
+        sequencesAtSavepoints.removeLast()
     }
 
     public func rollbackToSavepoint() {
         _ = try? connection.execute("ROLLBACK TO SAVEPOINT request")
         _ = try? connection.execute("RELEASE SAVEPOINT request")
         savepoints = max(savepoints - 1, 0)
+        if let sequences = sequencesAtSavepoints.popLast() { unitReads.sequences = sequences }
+        unitReads.forgetRows()
         generation &+= 1
         registeredQueues.removeAll()
     }
@@ -248,6 +275,7 @@ public final class PostgresLedger: Ledger {
     /// "changed since sequence N" misses nothing committed (`changesElsewhere`).
     /// The account's (every host changes it: a change made elsewhere moves it too).
     public func lastSequence(uid: UInt32, app: String) throws(LedgerError) -> UInt64 {
+        if let last = unitReads.sequences[Self.queueName(accounts.account(of: uid), app)] { return last }
         let last = try connection.execute("SELECT last FROM sequences WHERE account = $1 AND app = $2",
                                           [accounts.account(of: uid), app]).firstInt
         return UInt64(last ?? 0)
@@ -257,6 +285,7 @@ public final class PostgresLedger: Ledger {
         precondition(isInTransaction, "sequence allocated outside a unit of work")
         let account = accounts.account(of: uid)
         changedQueues.insert(Self.queueName(account, app))
+        if let next = nextSequenceReadAhead(account: account, app: app) { return next }
         let next = try connection.execute("""
             INSERT INTO sequences(account, app, last) VALUES($1, $2, 1)
             ON CONFLICT (account, app) DO UPDATE SET last = sequences.last + 1 RETURNING last
@@ -281,22 +310,34 @@ public final class PostgresLedger: Ledger {
         // A purchase linked to an original (a renewal, possibly fired by a host that does not use
         // the app, or an interrupted purchase completed, whose original registered) registers nothing.
         if record.originalID == nil || record.state != .purchased { try register(account: account, app: record.app) }
-        try connection.execute("""
-            INSERT INTO transactions(id, original_id, uid, app, product, quantity, state, sequence, date, finished,
-                error_code, error_message, revocation_date, revocation_reason, app_username, expires_date, payment_key,
-                account, host, changed_by)
-            VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19)
-            """, [String(record.id), record.originalID.map { String($0) }, String(record.uid), record.app, record.productID,
-                  String(record.quantity), String(record.state.rawValue), String(record.sequence), String(record.date),
-                  record.finished ? "1" : "0", record.errorCode.map { String($0) }, record.errorMessage,
-                  record.revocationDate.map { String($0) }, record.revocationReason.map { String($0) },
-                  record.applicationUsername, record.expiresDate.map { String($0) }, paymentKey, account, member.host])
+        let parameters: [String?] = [
+            String(record.id), record.originalID.map { String($0) }, String(record.uid), record.app, record.productID,
+            String(record.quantity), String(record.state.rawValue), String(record.sequence), String(record.date),
+            record.finished ? "1" : "0", record.errorCode.map { String($0) }, record.errorMessage,
+            record.revocationDate.map { String($0) }, record.revocationReason.map { String($0) },
+            record.applicationUsername, record.expiresDate.map { String($0) }, paymentKey, account, member.host]
+        // In a unit that read ahead, the row goes with the next round trip (its failure, a
+        // payment key another host took meanwhile, with the unit's `flushWrites()`).
+        if unitReads.isActive {
+            connection.executeLater(Self.insertTransaction, parameters)
+            noteInserted(record, account: account, paymentKey: paymentKey)
+        } else {
+            try connection.execute(Self.insertTransaction, parameters)
+        }
     }
+
+    static let insertTransaction = """
+        INSERT INTO transactions(id, original_id, uid, app, product, quantity, state, sequence, date, finished,
+            error_code, error_message, revocation_date, revocation_reason, app_username, expires_date, payment_key,
+            account, host, changed_by)
+        VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19)
+        """
 
     public func transition(id: UInt64, from: TransactionState, to: TransactionState, sequence: UInt64, date: Int64,
                            errorCode: Int32?, errorMessage: String?, expiresDate: Int64?, originalID: UInt64?) throws(LedgerError) -> Bool {
         precondition(from.canMove(to: to), "illegal transition \(from) → \(to)")
         guard let stored = Self.storedID(id) else { return false }
+        unitReads.forget(id: id)
         return try connection.execute("""
             UPDATE transactions SET state = $1, sequence = $2, date = $3, error_code = $4, error_message = $5,
                 expires_date = coalesce($8::bigint, expires_date), original_id = coalesce($9::bigint, original_id),
@@ -310,7 +351,11 @@ public final class PostgresLedger: Ledger {
     /// Finishes the transaction in this host's queue: the row itself when this host made it, its
     /// delivery here when it is a renewal (the other hosts finish theirs).
     public func markFinished(id: UInt64, sequence: UInt64, of queue: QueueKey?) throws(LedgerError) -> Bool {
+        if let finished = markFinishedReadAhead(id: id, sequence: sequence, of: queue) { return finished }
         guard let stored = Self.storedID(id) else { return false }
+        unitReads.forget(id: id)
+        if let queue { unitReads.unfinishedCounts[Self.queueName(accounts.account(of: queue.uid), queue.app)] = nil }
+        else { unitReads.unfinishedCounts.removeAll() }
         let delivered = try connection.execute("""
             UPDATE deliveries SET finished = 1 WHERE transaction_id = $1 AND host = $2 AND finished = 0
                 AND EXISTS (SELECT 1 FROM transactions WHERE id = $1 AND state IN (1, 2, 3))
@@ -324,6 +369,7 @@ public final class PostgresLedger: Ledger {
 
     public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(LedgerError) -> Bool {
         guard let stored = Self.storedID(id) else { return false }
+        unitReads.forget(id: id)
         return try connection.execute("""
             UPDATE transactions SET revocation_date = $1, revocation_reason = $2, sequence = $3, changed_by = $5
             WHERE id = $4 AND revocation_date IS NULL
@@ -332,6 +378,7 @@ public final class PostgresLedger: Ledger {
 
     public func touch(id: UInt64, sequence: UInt64) throws(LedgerError) -> Bool {
         guard let stored = Self.storedID(id) else { return false }
+        unitReads.forget(id: id)
         return try connection.execute("UPDATE transactions SET sequence = $1, changed_by = $3 WHERE id = $2",
                                       [String(sequence), stored, member.host]).changed == 1
     }
@@ -340,6 +387,8 @@ public final class PostgresLedger: Ledger {
     public func deleteHistory(uid: UInt32?, app: String?) throws(LedgerError) -> (deleted: Int, unfinished: [TransactionRecord]) {
         precondition(isInTransaction, "history deleted outside a unit of work")
         changedOther = true
+        unitReads.forgetRows()
+        unitReads.sequences.removeAll()   // moved below
         let scope = scope(uid: uid, app: app)
         let unfinished = try records("""
             SELECT \(Self.columns(finished: Self.finishedInList)) FROM \(Self.view)
@@ -369,6 +418,8 @@ public final class PostgresLedger: Ledger {
         precondition(isInTransaction, "a transaction deleted outside a unit of work")
         guard let record = try transaction(id: id), let stored = Self.storedID(id) else { return nil }
         changedOther = true
+        unitReads.forgetRows()
+        unitReads.sequences.removeAll()   // moved below
         for sql in ["DELETE FROM renewals WHERE transaction_id = $1::bigint", "DELETE FROM purchase_requests WHERE transaction_id = $1::bigint",
                     "DELETE FROM transactions WHERE id = $1::bigint"] {
             try connection.execute(sql, [stored])

@@ -1,0 +1,170 @@
+@testable import StoreKitPostgres
+import StoreKitLedger
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+private let app = "com.example.readahead"
+private let uid: UInt32 = 1000
+private let queue = QueueKey(uid: uid, app: app)
+
+private func purchase(_ ledger: PostgresLedger, sequence: UInt64) throws -> TransactionRecord {
+    TransactionRecord(id: try ledger.allocateTransactionID(), uid: uid, app: app, productID: "com.example.readahead.coins",
+                      quantity: 1, state: .purchased, sequence: sequence, date: 1_700_000_000_000)
+}
+
+/// A unit of work that reads ahead (`begin(readingAhead:)`, what the daemon does for its
+/// payments and finishes on PostgreSQL): the same answers and rows as one that asks as it goes,
+/// in three round trips whatever it holds, and still right when another connection races it or a
+/// request is undone.
+@Suite(.enabled(if: PostgresServer.unavailableReason == nil, Comment(rawValue: PostgresServer.unavailableReason ?? "")))
+struct ReadAheadTests {
+    /// A key with what an array literal must quote: quotes, a backslash, a comma, braces, a space.
+    static let awkwardKey = "k2 \"quoted\" \\ {x,y}"
+
+    @Test("payments and finishes read ahead: the answers and rows of a unit that asks as it goes, in three round trips (read, writes, COMMIT)")
+    func answersFromOneRoundTrip() throws {
+        let ledger = try PostgresLedger(conninfo: try PostgresServer.shared().freshConnectionString(label: "readahead"))
+        defer { ledger.close() }
+        // Before: one unfinished purchase with the payment key "k1".
+        try ledger.begin()
+        let first = try purchase(ledger, sequence: try ledger.nextSequence(uid: uid, app: app))
+        try ledger.insert(first, paymentKey: "k1")
+        try ledger.commit()
+        let lastBefore = try ledger.lastSequence(uid: uid, app: app)
+
+        let roundTrips = ledger.connection.roundTrips
+        try ledger.begin(readingAhead: ReadAhead(payments: [.init(queue: queue, key: "k1"), .init(queue: queue, key: Self.awkwardKey)],
+                                                 finishes: [.init(queue: queue, transactionID: first.id)]))
+        #expect(try ledger.transaction(uid: uid, app: app, paymentKey: "k1") == first)
+        #expect(try ledger.transaction(uid: uid, app: app, paymentKey: Self.awkwardKey) == nil)
+        #expect(try ledger.unfinishedCount(of: queue) == 1)
+        let sequence = try ledger.nextSequence(uid: uid, app: app)
+        #expect(sequence == lastBefore + 1)
+        #expect(try ledger.lastSequence(uid: uid, app: app) == sequence)
+        let second = try purchase(ledger, sequence: sequence)
+        try ledger.insert(second, paymentKey: Self.awkwardKey)
+        #expect(try ledger.transaction(uid: uid, app: app, paymentKey: Self.awkwardKey) == second, "a second payment with the key finds it")
+        #expect(try ledger.unfinishedCount(of: queue) == 2)
+        #expect(try ledger.transaction(id: first.id) == first)
+        let finishing = try ledger.nextSequence(uid: uid, app: app)
+        #expect(try ledger.markFinished(id: first.id, sequence: finishing, of: queue))
+        #expect(try ledger.markFinished(id: first.id, sequence: finishing, of: queue) == false, "finished once")
+        #expect(try ledger.transaction(id: first.id)?.finished == true)
+        #expect(try ledger.unfinishedCount(of: queue) == 1)
+        #expect(ledger.connection.roundTrips - roundTrips == 1, "everything so far from the read ahead")
+        try ledger.flushWrites()
+        try ledger.commit()
+        #expect(ledger.connection.roundTrips - roundTrips == 3)
+
+        // What landed, read as a unit that does not read ahead reads it.
+        try ledger.begin()
+        #expect(try ledger.transaction(id: first.id)?.finished == true)
+        #expect(try ledger.transaction(id: first.id)?.sequence == finishing)
+        #expect(try ledger.transaction(uid: uid, app: app, paymentKey: Self.awkwardKey) == second)
+        #expect(try ledger.unfinishedCount(of: queue) == 1)
+        #expect(try ledger.lastSequence(uid: uid, app: app) == finishing)
+        #expect(try ledger.nextSequence(uid: uid, app: app) == finishing + 1)
+        ledger.rollback()
+    }
+
+    @Test("a payment key another connection commits after the read ahead: the deferred insert fails at flushWrites, and the unit run again finds the other's row")
+    func racedPaymentKey() throws {
+        let conninfo = try PostgresServer.shared().freshConnectionString(label: "readahead_race")
+        let ledger = try PostgresLedger(conninfo: conninfo)
+        defer { ledger.close() }
+        let other = try PostgresLedger(conninfo: conninfo)
+        defer { other.close() }
+        let plan = ReadAhead(payments: [.init(queue: queue, key: "race")])
+
+        try ledger.begin(readingAhead: plan)
+        #expect(try ledger.transaction(uid: uid, app: app, paymentKey: "race") == nil)
+        try other.begin()
+        let theirs = try purchase(other, sequence: try other.nextSequence(uid: uid, app: app))
+        try other.insert(theirs, paymentKey: "race")
+        // `other` waits for nothing of ours: the queue had no sequence row to lock yet.
+        try other.commit()
+        let ours = try purchase(ledger, sequence: try ledger.nextSequence(uid: uid, app: app))
+        try ledger.insert(ours, paymentKey: "race")
+        #expect {
+            try ledger.flushWrites()
+        } throws: { error in
+            (error as? LedgerError)?.code == .other(PostgresConnection.uniqueViolation)
+        }
+        ledger.rollback()
+
+        try ledger.begin(readingAhead: plan)
+        #expect(try ledger.transaction(uid: uid, app: app, paymentKey: "race") == theirs)
+        try ledger.commit()
+    }
+
+    @Test("a request undone in its savepoint: its sequence numbers are given again (no gap), what it wrote is not read, a failing request fails at its own release")
+    func savepointUndone() throws {
+        let ledger = try PostgresLedger(conninfo: try PostgresServer.shared().freshConnectionString(label: "readahead_savepoint"))
+        defer { ledger.close() }
+        try ledger.begin()
+        let first = try purchase(ledger, sequence: try ledger.nextSequence(uid: uid, app: app))
+        try ledger.insert(first, paymentKey: "kept")
+        try ledger.commit()
+        let last = try ledger.lastSequence(uid: uid, app: app)
+
+        try ledger.begin(readingAhead: ReadAhead(payments: [.init(queue: queue, key: "undone"), .init(queue: queue, key: "kept")]))
+        try ledger.savepoint()
+        let undone = try purchase(ledger, sequence: try ledger.nextSequence(uid: uid, app: app))
+        try ledger.insert(undone, paymentKey: "undone")
+        ledger.rollbackToSavepoint()
+        #expect(try ledger.transaction(uid: uid, app: app, paymentKey: "undone") == nil)
+        #expect(try ledger.unfinishedCount(of: queue) == 1)
+
+        // A request whose insert fails (its id is taken): the failure comes at its release, and
+        // its savepoint undoes it; the next request's is its own.
+        try ledger.savepoint()
+        var duplicate = try purchase(ledger, sequence: try ledger.nextSequence(uid: uid, app: app))
+        duplicate.id = first.id
+        try ledger.insert(duplicate, paymentKey: "other")
+        #expect(throws: LedgerError.self) { try ledger.releaseSavepoint() }
+        ledger.rollbackToSavepoint()
+
+        try ledger.savepoint()
+        let sequence = try ledger.nextSequence(uid: uid, app: app)
+        #expect(sequence == last + 1, "the undone requests' numbers are given again")
+        try ledger.insert(try purchase(ledger, sequence: sequence), paymentKey: "next")
+        try ledger.releaseSavepoint()
+        try ledger.commit()
+
+        try ledger.begin()
+        #expect(try ledger.lastSequence(uid: uid, app: app) == last + 1)
+        #expect(try ledger.transaction(uid: uid, app: app, paymentKey: "undone") == nil)
+        #expect(try ledger.transaction(uid: uid, app: app, paymentKey: "next")?.sequence == last + 1)
+        #expect(try ledger.unfinishedCount(of: queue) == 2)
+        ledger.rollback()
+    }
+
+    @Test("what a unit read ahead to write stays locked until it ends: another connection's change of the transaction or the queue's sequence waits")
+    func readRowsLocked() throws {
+        let conninfo = try PostgresServer.shared().freshConnectionString(label: "readahead_locks")
+        let ledger = try PostgresLedger(conninfo: conninfo)
+        defer { ledger.close() }
+        try ledger.begin()
+        let first = try purchase(ledger, sequence: try ledger.nextSequence(uid: uid, app: app))
+        try ledger.insert(first)
+        try ledger.commit()
+
+        let other = try PostgresConnection(conninfo: conninfo)
+        defer { other.close() }
+        try other.execute("SET lock_timeout = '200ms'")
+        try ledger.begin(readingAhead: ReadAhead(finishes: [.init(queue: queue, transactionID: first.id)]))
+        for sql in ["UPDATE transactions SET revocation_date = 1 WHERE id = \(first.id)",
+                    "UPDATE sequences SET last = last + 1 WHERE app = '\(app)'"] {
+            #expect(Comment(rawValue: sql)) {
+                try other.execute(sql)
+            } throws: { error in
+                (error as? LedgerError)?.code == .busy
+            }
+        }
+        #expect(try ledger.markFinished(id: first.id, sequence: try ledger.nextSequence(uid: uid, app: app), of: queue))
+        try ledger.flushWrites()
+        try ledger.commit()
+        #expect(try other.execute("UPDATE transactions SET revocation_date = 1 WHERE id = \(first.id)").changed == 1)
+    }
+}
