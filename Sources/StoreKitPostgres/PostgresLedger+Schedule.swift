@@ -50,6 +50,7 @@ extension PostgresLedger {
     public func markRenewal(transactionID id: UInt64) throws(LedgerError) {
         precondition(isInTransaction, "renewal recorded outside a unit of work")
         unitReads.forgetRows()   // its deliveries now decide its finishing, and count in queues
+        unitReads.ownChanges.forgetAll()   // it is no longer this host's own row
         try connection.execute("INSERT INTO renewals(transaction_id) VALUES($1) ON CONFLICT DO NOTHING", [String(id)])
         try connection.execute("UPDATE transactions SET host = '' WHERE id = $1", [String(id)])
         try connection.execute("""

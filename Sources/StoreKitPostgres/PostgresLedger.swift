@@ -46,7 +46,9 @@ public final class PostgresLedger: Ledger {
     /// Grows when another daemon of the fleet changed more than transactions (settings, the
     /// schedule), or may have while nobody listened: the engine reloads the clock, the switches
     /// and the schedule.
-    public internal(set) var externalGeneration: UInt64 = 0
+    public internal(set) var externalGeneration: UInt64 = 0 {
+        didSet { ownUnfinished.removeAll() }   // another host deleted or changed more than transactions
+    }
     public private(set) var isInTransaction = false
     /// Units of work committed: with `synchronous_commit` on, each is durable when its `COMMIT`
     /// returns, so this is both the committed and the durable position.
@@ -80,8 +82,14 @@ public final class PostgresLedger: Ledger {
     var registeredQueues = Set<String>()
     /// What the unit of work read ahead (PostgresLedger+ReadAhead.swift).
     var unitReads = UnitReads()
-    /// The read-ahead sequence numbers as they were at each open request savepoint.
-    var sequencesAtSavepoints: [[String: UInt64]] = []
+    /// What was read ahead, as it was at each open request savepoint.
+    var unitReadsAtSavepoints: [UnitReads] = []
+    /// This host's own unfinished transactions per queue (by queue name), as committed: only this
+    /// host makes or finishes its own rows, so the count read once follows this host's units
+    /// (`UnitReads.ownChanges`) instead of being counted again for each payment; counting walks
+    /// the finished rows' dead index entries until a vacuum. Forgotten when another host deleted
+    /// or changed more than transactions.
+    var ownUnfinished: [String: Int] = [:]
 
     /// Connects, creates or migrates the schema (refusing a newer one).
     public convenience init(conninfo: String, member: FleetMember? = nil) throws(LedgerError) {
@@ -178,7 +186,7 @@ public final class PostgresLedger: Ledger {
         isInTransaction = true
         savepoints = 0
         unitReads = UnitReads()
-        sequencesAtSavepoints.removeAll()
+        unitReadsAtSavepoints.removeAll()
         changedQueues.removeAll()
         changedOther = false
         atBegin = (watermarks, notifiedQueues, catchUpAll)
@@ -199,6 +207,7 @@ public final class PostgresLedger: Ledger {
                 throw LedgerError(.other(0), path: path, message: "PostgreSQL rolled the transaction back at COMMIT (\(tag))")
             }
             isInTransaction = false
+            unitReads.ownChanges.apply(to: &ownUnfinished)
             unitReads = UnitReads()
             committedUnits += 1
         } catch {
@@ -220,7 +229,7 @@ public final class PostgresLedger: Ledger {
         isInTransaction = false
         savepoints = 0
         unitReads = UnitReads()
-        sequencesAtSavepoints.removeAll()
+        unitReadsAtSavepoints.removeAll()
         generation &+= 1
         // What this unit of work read of the others' changes is read again by the next one.
         watermarks = atBegin.watermarks
@@ -234,7 +243,7 @@ public final class PostgresLedger: Ledger {
         // With the request's first statement, or the COMMIT (as is the release).
         connection.executeLater("SAVEPOINT request")
         savepoints += 1
-        sequencesAtSavepoints.append(unitReads.sequences)
+        unitReadsAtSavepoints.append(unitReads)
     }
 
     public func releaseSavepoint() throws(LedgerError) {
@@ -244,15 +253,15 @@ public final class PostgresLedger: Ledger {
         // not the next request's.
         if unitReads.isActive { try connection.flush() }
         savepoints -= 1
-        sequencesAtSavepoints.removeLast()
+        unitReadsAtSavepoints.removeLast()
     }
 
     public func rollbackToSavepoint() {
         _ = try? connection.execute("ROLLBACK TO SAVEPOINT request")
         _ = try? connection.execute("RELEASE SAVEPOINT request")
         savepoints = max(savepoints - 1, 0)
-        if let sequences = sequencesAtSavepoints.popLast() { unitReads.sequences = sequences }
-        unitReads.forgetRows()
+        // What was read, as the savepoint found it: what the request wrote is undone.
+        if let reads = unitReadsAtSavepoints.popLast() { unitReads = reads }
         generation &+= 1
         registeredQueues.removeAll()
     }
@@ -324,6 +333,8 @@ public final class PostgresLedger: Ledger {
         } else {
             try connection.execute(Self.insertTransaction, parameters)
         }
+        // Every row is inserted as this host's own (a renewal leaves with `markRenewal`).
+        if !record.finished { unitReads.ownChanges.add(1, to: Self.queueName(account, record.app)) }
     }
 
     static let insertTransaction = """
@@ -354,17 +365,31 @@ public final class PostgresLedger: Ledger {
         if let finished = markFinishedReadAhead(id: id, sequence: sequence, of: queue) { return finished }
         guard let stored = Self.storedID(id) else { return false }
         unitReads.forget(id: id)
-        if let queue { unitReads.unfinishedCounts[Self.queueName(accounts.account(of: queue.uid), queue.app)] = nil }
-        else { unitReads.unfinishedCounts.removeAll() }
+        if let queue {
+            let name = Self.queueName(accounts.account(of: queue.uid), queue.app)
+            unitReads.unfinishedCounts[name] = nil
+            unitReads.ownChanges.forget(name)   // its own row or its delivery: counted again
+        } else {
+            unitReads.unfinishedCounts.removeAll()
+            unitReads.ownChanges.forgetAll()
+        }
         let delivered = try connection.execute("""
             UPDATE deliveries SET finished = 1 WHERE transaction_id = $1 AND host = $2 AND finished = 0
                 AND EXISTS (SELECT 1 FROM transactions WHERE id = $1 AND state IN (1, 2, 3))
             """, [stored, member.host]).changed == 1
         if delivered { return true }
+        // With the queue, the partial index of unfinished rows is read at (host, account, app, id)
+        // exactly; by host alone a generic plan walks every finished row's dead entry in it.
+        guard let queue else {
+            return try connection.execute("""
+                UPDATE transactions SET finished = 1, sequence = $1, changed_by = $3
+                WHERE id = $2 AND host = $3 AND finished = 0 AND state IN (1, 2, 3)
+                """, [String(sequence), stored, member.host]).changed == 1
+        }
         return try connection.execute("""
             UPDATE transactions SET finished = 1, sequence = $1, changed_by = $3
-            WHERE id = $2 AND host = $3 AND finished = 0 AND state IN (1, 2, 3)
-            """, [String(sequence), stored, member.host]).changed == 1
+            WHERE id = $2 AND host = $3 AND account = $4 AND app = $5 AND finished = 0 AND state IN (1, 2, 3)
+            """, [String(sequence), stored, member.host, accounts.account(of: queue.uid), queue.app]).changed == 1
     }
 
     public func setRevocation(id: UInt64, date: Int64, reason: Int32, sequence: UInt64) throws(LedgerError) -> Bool {
@@ -388,6 +413,7 @@ public final class PostgresLedger: Ledger {
         precondition(isInTransaction, "history deleted outside a unit of work")
         changedOther = true
         unitReads.forgetRows()
+        unitReads.ownChanges.forgetAll()
         unitReads.sequences.removeAll()   // moved below
         let scope = scope(uid: uid, app: app)
         let unfinished = try records("""
@@ -419,6 +445,7 @@ public final class PostgresLedger: Ledger {
         guard let record = try transaction(id: id), let stored = Self.storedID(id) else { return nil }
         changedOther = true
         unitReads.forgetRows()
+        unitReads.ownChanges.forgetAll()
         unitReads.sequences.removeAll()   // moved below
         for sql in ["DELETE FROM renewals WHERE transaction_id = $1::bigint", "DELETE FROM purchase_requests WHERE transaction_id = $1::bigint",
                     "DELETE FROM transactions WHERE id = $1::bigint"] {

@@ -167,4 +167,63 @@ struct ReadAheadTests {
         try ledger.commit()
         #expect(try other.execute("UPDATE transactions SET revocation_date = 1 WHERE id = \(first.id)").changed == 1)
     }
+
+    @Test("a queue's own unfinished count is read once and then follows this host's units (read ahead or not, rolled back or not); other hosts' deliveries are counted each time")
+    func ownCountsFollowUnits() throws {
+        let conninfo = try PostgresServer.shared().freshConnectionString(label: "readahead_counts")
+        let ledger = try PostgresLedger(conninfo: conninfo)
+        defer { ledger.close() }
+        let plan = ReadAhead(payments: [.init(queue: queue, key: nil)])
+        try ledger.begin()
+        let first = try purchase(ledger, sequence: try ledger.nextSequence(uid: uid, app: app))
+        try ledger.insert(first)
+        try ledger.commit()
+
+        try ledger.begin(readingAhead: plan)
+        #expect(try ledger.unfinishedCount(of: queue) == 1)
+        try ledger.commit()
+        // A unit without a read ahead adds one; a rolled-back one adds nothing; a finish read
+        // ahead takes one away.
+        try ledger.begin()
+        try ledger.insert(try purchase(ledger, sequence: try ledger.nextSequence(uid: uid, app: app)))
+        try ledger.commit()
+        try ledger.begin()
+        try ledger.insert(try purchase(ledger, sequence: try ledger.nextSequence(uid: uid, app: app)))
+        ledger.rollback()
+        try ledger.begin(readingAhead: ReadAhead(finishes: [.init(queue: queue, transactionID: first.id)]))
+        #expect(try ledger.markFinished(id: first.id, sequence: try ledger.nextSequence(uid: uid, app: app), of: queue))
+        try ledger.flushWrites()
+        try ledger.commit()
+
+        // A row of this host's written behind its back (no host does): the count read ahead is
+        // the one this host followed, not counted again; an exact count sees the row.
+        let other = try PostgresConnection(conninfo: conninfo)
+        defer { other.close() }
+        try other.execute("""
+            INSERT INTO transactions(id, uid, app, product, quantity, state, sequence, date, finished, account, host, changed_by)
+            VALUES(9000000001, \(uid), '\(app)', 'p', 1, 1, 1, 0, 0, '\(ledger.account(of: uid))', '\(ledger.member.host)', 'x')
+            """)
+        try ledger.begin(readingAhead: plan)
+        #expect(try ledger.unfinishedCount(of: queue) == 1, "followed, not counted again")
+        ledger.rollback()
+        try ledger.begin()
+        #expect(try ledger.unfinishedCount(of: queue) == 2, "counted")
+        ledger.rollback()
+
+        // Another host's renewal delivered here counts at once.
+        try other.execute("""
+            INSERT INTO transactions(id, uid, app, product, quantity, state, sequence, date, finished, account, host, changed_by)
+            VALUES(9000000002, \(uid), '\(app)', 'p', 1, 1, 2, 0, 0, '\(ledger.account(of: uid))', '', 'x')
+            """)
+        try other.execute("INSERT INTO deliveries(transaction_id, host) VALUES(9000000002, '\(ledger.member.host)')")
+        try ledger.begin(readingAhead: plan)
+        #expect(try ledger.unfinishedCount(of: queue) == 2)
+        ledger.rollback()
+
+        // Another host deleted a history (more than transactions changed): counted again.
+        #expect(ledger.noteNotification("elsewhere\n*"))
+        try ledger.begin(readingAhead: plan)
+        #expect(try ledger.unfinishedCount(of: queue) == 3)
+        ledger.rollback()
+    }
 }
