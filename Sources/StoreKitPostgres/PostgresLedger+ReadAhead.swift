@@ -95,9 +95,12 @@ extension PostgresLedger {
         let countedQueues = lockedQueues.filter { counted.contains(Self.queueName($0.account, $0.app)) }
         // Planned once (a generic plan), not at each unit: left to choose, PostgreSQL plans these
         // afresh every time (the arrays' lengths make a custom plan look cheaper), which was a
-        // third of a unit's time at one client.
+        // third of a unit's time at one client. Each is a lookup by key: by index, also while a
+        // young ledger's statistics make a table scan look cheaper (a plan made then is kept, and
+        // the scan grows with the ledger until autovacuum analyzes it).
         var statements: [(sql: String, parameters: [String?])] = [
             ("SET LOCAL plan_cache_mode = force_generic_plan", []),
+            ("SET LOCAL enable_seqscan = off", []),
             ("""
              SELECT s.account, s.app, s.last FROM sequences s
              JOIN unnest($1::text[], $2::text[]) AS q(account, app) ON s.account = q.account AND s.app = q.app
@@ -132,7 +135,8 @@ extension PostgresLedger {
                       "{" + countedQueues.map { ownUnfinished[Self.queueName($0.account, $0.app)] == nil ? "f" : "t" }.joined(separator: ",") + "}"]))
         }
         statements.append(("RESET plan_cache_mode", []))
-        var results = try connection.execute(all: statements).dropFirst()
+        statements.append(("RESET enable_seqscan", []))
+        var results = try connection.execute(all: statements).dropFirst(2)
         var reads = UnitReads(isActive: true, ownChanges: unitReads.ownChanges)
         for row in results.removeFirst().rows {
             reads.sequences[Self.queueName(row[0] ?? "", row[1] ?? "")] = UInt64(row[2].flatMap { Int64($0) } ?? 0)

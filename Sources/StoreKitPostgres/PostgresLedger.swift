@@ -91,6 +91,18 @@ public final class PostgresLedger: Ledger {
     /// or changed more than transactions.
     var ownUnfinished: [String: Int] = [:]
 
+    /// A ledger empty at open is analyzed once it holds this many more transactions: until then
+    /// PostgreSQL has no statistics, and reads a payment key through the whole queue's index
+    /// instead of the key's (a millisecond a payment after a few thousand), until autovacuum
+    /// gets to it (up to a minute, and only as the table grows by a tenth).
+    static let insertsBeforeFirstAnalyze = 1_000
+    var insertsBeforeAnalyzing: Int?
+
+    /// Fresh statistics for the planner. Only the tables' owner may; anyone else leaves it to autovacuum.
+    func analyze() {
+        _ = try? connection.execute("ANALYZE transactions, deliveries, sequences, subscriptions, purchase_requests")
+    }
+
     /// Connects, creates or migrates the schema (refusing a newer one).
     public convenience init(conninfo: String, member: FleetMember? = nil) throws(LedgerError) {
         try self.init(conninfo: conninfo, member: member, schemaVersion: Self.schemaVersion)
@@ -107,10 +119,16 @@ public final class PostgresLedger: Ledger {
         connection = try PostgresConnection(conninfo: conninfo)
         openReport = try migrate(to: schemaVersion)
         channel = try Self.channel(on: connection)
-        // Fresh statistics for the planner (a new or just-moved ledger has none until autovacuum
-        // gets to it, and a payment-key lookup would scan the queue meanwhile). Only the tables'
-        // owner may; anyone else leaves it to autovacuum.
-        _ = try? connection.execute("ANALYZE transactions, deliveries, sequences, subscriptions, purchase_requests")
+        // Fresh statistics for the planner (a just-moved ledger has none until autovacuum gets to
+        // it, and a payment-key lookup would scan the queue meanwhile). Only the tables' owner
+        // may; anyone else leaves it to autovacuum. Not of an empty ledger: statistics saying
+        // "empty" make PostgreSQL scan whole tables for key lookups while they grow (until
+        // autovacuum analyzes them again), where a table never analyzed is estimated from its size.
+        if (try? connection.execute("SELECT EXISTS (SELECT 1 FROM transactions)").rows.first?.first) == "t" {
+            analyze()
+        } else {
+            insertsBeforeAnalyzing = Self.insertsBeforeFirstAnalyze
+        }
     }
 
     /// The fleet's channel for the schema `connection` uses.
@@ -210,6 +228,10 @@ public final class PostgresLedger: Ledger {
             unitReads.ownChanges.apply(to: &ownUnfinished)
             unitReads = UnitReads()
             committedUnits += 1
+            if let left = insertsBeforeAnalyzing, left <= 0 {
+                insertsBeforeAnalyzing = nil
+                analyze()
+            }
         } catch {
             rollback()
             throw error
@@ -333,6 +355,7 @@ public final class PostgresLedger: Ledger {
         } else {
             try connection.execute(Self.insertTransaction, parameters)
         }
+        if let left = insertsBeforeAnalyzing { insertsBeforeAnalyzing = left - 1 }
         // Every row is inserted as this host's own (a renewal leaves with `markRenewal`).
         if !record.finished { unitReads.ownChanges.add(1, to: Self.queueName(account, record.app)) }
     }

@@ -226,4 +226,30 @@ struct ReadAheadTests {
         #expect(try ledger.unfinishedCount(of: queue) == 3)
         ledger.rollback()
     }
+
+    @Test("an empty ledger is not analyzed at open (statistics saying empty make key lookups scan), and is analyzed once it holds a thousand transactions")
+    func youngLedgerAnalyzedOnce() throws {
+        let conninfo = try PostgresServer.shared().freshConnectionString(label: "readahead_analyze")
+        let ledger = try PostgresLedger(conninfo: conninfo)
+        defer { ledger.close() }
+        func estimatedRows() throws -> Double? {
+            try ledger.connection.execute("SELECT reltuples FROM pg_class WHERE oid = 'transactions'::regclass").rows.first?.first?.flatMap { Double($0) }
+        }
+        #expect(try estimatedRows() == -1, "never analyzed")
+        try ledger.begin()
+        for _ in 1..<PostgresLedger.insertsBeforeFirstAnalyze { try ledger.insert(try purchase(ledger, sequence: 1)) }
+        try ledger.commit()
+        #expect(try estimatedRows() == -1)
+        try ledger.begin()
+        try ledger.insert(try purchase(ledger, sequence: 1))
+        try ledger.commit()
+        #expect(try estimatedRows() == Double(PostgresLedger.insertsBeforeFirstAnalyze))
+        // Opened again with rows: analyzed at open.
+        try ledger.begin()
+        try ledger.insert(try purchase(ledger, sequence: 1))
+        try ledger.commit()
+        let reopened = try PostgresLedger(conninfo: conninfo)
+        reopened.close()
+        #expect(try estimatedRows() == Double(PostgresLedger.insertsBeforeFirstAnalyze + 1))
+    }
 }
