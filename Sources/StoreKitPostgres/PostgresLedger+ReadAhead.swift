@@ -26,6 +26,8 @@ extension PostgresLedger {
         var unfinishedCounts: [String: Int] = [:]
         /// The last sequence number of each queue whose row is locked, by queue name.
         var sequences: [String: UInt64] = [:]
+        /// Those not written to `sequences` yet (`queueSequenceWrites`), by queue name.
+        var unwrittenSequences: [String: (account: String, app: String)] = [:]
         /// Whether the unit read ahead: its writes may be deferred.
         var isActive = false
         /// How this unit changed this host's own unfinished counts (every unit's, read ahead or not).
@@ -167,6 +169,7 @@ extension PostgresLedger {
     /// The deferred writes, sent and answered (in a unit that read ahead; otherwise nothing
     /// waits: each write was answered as it was made).
     public func flushWrites() throws(LedgerError) {
+        queueSequenceWrites()
         try connection.flush()
     }
 
@@ -200,8 +203,22 @@ extension PostgresLedger {
         guard unitReads.isActive, let last = unitReads.sequences[name] else { return nil }
         let next = last + 1
         unitReads.sequences[name] = next
-        connection.executeLater("UPDATE sequences SET last = $3 WHERE account = $1 AND app = $2", [account, app, String(next)])
+        unitReads.unwrittenSequences[name] = (account, app)
         return next
+    }
+
+    /// Queues the write of the sequence numbers given out since the last one, all queues in one
+    /// statement, to go with the next round trip: before anything reads or moves `sequences`,
+    /// before a request's savepoint is released, and before the `COMMIT`.
+    func queueSequenceWrites() {
+        guard !unitReads.unwrittenSequences.isEmpty else { return }
+        let queues = unitReads.unwrittenSequences.sorted { $0.key < $1.key }
+        connection.executeLater("""
+            UPDATE sequences s SET last = v.last FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(account, app, last)
+            WHERE s.account = v.account AND s.app = v.app
+            """, [Self.arrayLiteral(queues.map(\.value.account)), Self.arrayLiteral(queues.map(\.value.app)),
+                  "{" + queues.map { String(unitReads.sequences[$0.key] ?? 0) }.joined(separator: ",") + "}"])
+        unitReads.unwrittenSequences.removeAll()
     }
 
     /// What the unit's insert of `record` changes of what was read ahead.

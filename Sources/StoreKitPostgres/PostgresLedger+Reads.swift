@@ -99,6 +99,7 @@ extension PostgresLedger {
         try register(account: account, app: app)
         let name = Self.queueName(account, app)
         if watermarks[name] == nil {
+            queueSequenceWrites()
             // Read before the queue: a change committed in between is in both (told twice, never missed).
             watermarks[name] = UInt64(try connection.execute("SELECT last FROM sequences WHERE account = $1 AND app = $2",
                                                              [account, app]).firstInt ?? 0)

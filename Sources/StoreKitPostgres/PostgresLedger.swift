@@ -213,6 +213,7 @@ public final class PostgresLedger: Ledger {
     public func commit() throws(LedgerError) {
         precondition(isInTransaction, "commit without begin")
         do throws(LedgerError) {
+            queueSequenceWrites()
             if !changedQueues.isEmpty || changedOther {
                 // Delivered with the commit, never without it: the other daemons read the rows.
                 // Sent in one round trip with the COMMIT, which does not run if it fails.
@@ -269,6 +270,7 @@ public final class PostgresLedger: Ledger {
     }
 
     public func releaseSavepoint() throws(LedgerError) {
+        queueSequenceWrites()
         connection.executeLater("RELEASE SAVEPOINT request")
         // The request's deferred writes are answered now, so that one that fails is this
         // request's failure, undone in its savepoint (still there: the release did not run),
@@ -435,6 +437,7 @@ public final class PostgresLedger: Ledger {
     public func deleteHistory(uid: UInt32?, app: String?) throws(LedgerError) -> (deleted: Int, unfinished: [TransactionRecord]) {
         precondition(isInTransaction, "history deleted outside a unit of work")
         changedOther = true
+        queueSequenceWrites()
         unitReads.forgetRows()
         unitReads.ownChanges.forgetAll()
         unitReads.sequences.removeAll()   // moved below
@@ -467,6 +470,7 @@ public final class PostgresLedger: Ledger {
         precondition(isInTransaction, "a transaction deleted outside a unit of work")
         guard let record = try transaction(id: id), let stored = Self.storedID(id) else { return nil }
         changedOther = true
+        queueSequenceWrites()
         unitReads.forgetRows()
         unitReads.ownChanges.forgetAll()
         unitReads.sequences.removeAll()   // moved below
