@@ -330,6 +330,51 @@ struct FleetTests {
         }
     }
 
+    @Test("the same payment keys sent to both hosts at once: one transaction each, and both hosts answer with its id")
+    func samePaymentKeysOnBothHosts() throws {
+        try withFleet { fleet in
+            // Three clients a host, each sending its share of the keys in order; the hosts send the
+            // same keys at the same time. The read-ahead locks the queue's sequence row before it
+            // looks the keys up, so the later host's unit reads the earlier's committed row; only
+            // while the queue has no sequence row yet (its first purchases) can both insert, and
+            // then the later's deferred insert fails and its unit runs again (ReadAheadTests).
+            let keys = (0..<150).map { "both-\($0)" }
+            let answers = LockedValue<[[String: UInt64]]>([[:], [:]])
+            let failures = LockedValue<[String]>([])
+            let start = DispatchSemaphore(value: 0)
+            let threads = ClientThreads()
+            for (host, daemon) in [fleet.a, fleet.b].enumerated() {
+                for lane in 0..<3 {
+                    threads.spawn("host \(host) lane \(lane)") {
+                        do {
+                            let client = try Client(daemon)
+                            defer { client.close() }
+                            start.wait()
+                            for (index, key) in keys.enumerated() where index % 3 == lane {
+                                let reply = try client.addPayment(Sample.coins, key: key)
+                                guard reply.code == .ok else {
+                                    failures.withLock { $0.append("\(key) on host \(host): \(reply.code.name) \(reply.message)") }
+                                    continue
+                                }
+                                answers.withLock { $0[host][key] = reply.value }
+                            }
+                        } catch {
+                            failures.withLock { $0.append("host \(host) lane \(lane): \(error)") }
+                        }
+                    }
+                }
+            }
+            for _ in 0..<6 { start.signal() }
+            #expect(threads.join(timeout: 120))
+            #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+            let (onA, onB) = answers.withLock { ($0[0], $0[1]) }
+            #expect(onA.count == keys.count && onB.count == keys.count)
+            #expect(onA == onB, "each key answered with one id on both hosts")
+            let rows = try fleet.server.sql("SELECT count(*) || ' ' || count(DISTINCT payment_key) FROM transactions WHERE payment_key LIKE 'both-%'")
+            #expect(rows == "\(keys.count) \(keys.count)", "one row a key")
+        }
+    }
+
     @Test("a refund on host A takes back B's restored copy: storekitctl entitlements and StoreKit 2's currentEntitlements on B lose it")
     func refundRevokesRestoredCopyElsewhere() throws {
         try withFleet { fleet in
