@@ -82,6 +82,8 @@ public final class PostgresLedger: Ledger {
     var registeredQueues = Set<String>()
     /// What the unit of work read ahead (PostgresLedger+ReadAhead.swift).
     var unitReads = UnitReads()
+    /// How long a unit of work waits for a row another transaction holds, in milliseconds.
+    var lockTimeout = 5_000
     /// What was read ahead, as it was at each open request savepoint.
     var unitReadsAtSavepoints: [UnitReads] = []
     /// This host's own unfinished transactions per queue (by queue name), as committed: only this
@@ -200,7 +202,12 @@ public final class PostgresLedger: Ledger {
         } else {
             try connection.execute("BEGIN")
         }
-        connection.executeLater("SET LOCAL synchronous_commit = on")
+        // The unit's own settings (`SET LOCAL`): synchronous_commit on (above); a row lock held
+        // elsewhere (another host's long unit, a person's open transaction in psql) fails the
+        // unit after `lockTimeout` instead of stopping the serving loop, and every other client
+        // with it, for as long as it is held (past WatchdogSec=, systemd would kill the daemon).
+        connection.executeLater("SELECT set_config('synchronous_commit', 'on', true), set_config('lock_timeout', $1, true)",
+                                ["\(lockTimeout)ms"])
         isInTransaction = true
         savepoints = 0
         unitReads = UnitReads()

@@ -252,4 +252,41 @@ struct ReadAheadTests {
         reopened.close()
         #expect(try estimatedRows() == Double(PostgresLedger.insertsBeforeFirstAnalyze + 1))
     }
+
+    @Test("a row another transaction holds fails the unit after the lock timeout (busy) instead of holding the serving loop for as long as it is held")
+    func lockTimeoutBoundsTheWait() throws {
+        let conninfo = try PostgresServer.shared().freshConnectionString(label: "readahead_lock_timeout")
+        let ledger = try PostgresLedger(conninfo: conninfo)
+        defer { ledger.close() }
+        try ledger.begin()
+        _ = try ledger.nextSequence(uid: uid, app: app)
+        try ledger.commit()
+        #expect(ledger.lockTimeout == 5_000)
+        ledger.lockTimeout = 300
+
+        // A person's open transaction in psql holding the queue's sequence row.
+        let other = try PostgresConnection(conninfo: conninfo)
+        defer { other.close() }
+        try other.execute("BEGIN")
+        try other.execute("SELECT last FROM sequences WHERE app = $1 FOR UPDATE", [app])
+        let started = ContinuousClock.now
+        #expect {
+            try ledger.begin(readingAhead: ReadAhead(payments: [.init(queue: queue, key: "held")]))
+        } throws: { error in
+            (error as? LedgerError)?.code == .busy
+        }
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(250) && waited < .seconds(3), "waited \(waited)")
+        ledger.rollback()
+        // Without a read ahead too (a sequence number given out as it goes).
+        try ledger.begin()
+        #expect(throws: LedgerError.self) { _ = try ledger.nextSequence(uid: uid, app: app) }
+        ledger.rollback()
+
+        try other.execute("ROLLBACK")
+        try ledger.begin(readingAhead: ReadAhead(payments: [.init(queue: queue, key: "held")]))
+        #expect(try ledger.nextSequence(uid: uid, app: app) == 2)
+        try ledger.flushWrites()
+        try ledger.commit()
+    }
 }
