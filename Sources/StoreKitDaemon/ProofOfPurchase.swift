@@ -41,6 +41,14 @@ public final class ProofOfPurchase {
     /// Bytes of kept receipts at most (a queue of 5,000 unfinished purchases has one of 1.3 MB);
     /// the oldest are dropped first.
     static let receiptBytesLimit = 64 << 20
+    /// What each receipt made lists, by transaction id, as of the queue's sequence number: when
+    /// the queue moves, only the transactions changed since are read (`receiptChanges`), not the
+    /// queue's whole history. Dropped with the queue's kept receipt, and all of them when the
+    /// ledger undid changes (its `generation`: a list may hold what a unit read and then rolled
+    /// back) or another host changed more than transactions (`externalGeneration`: a history
+    /// deleted there moves no transaction).
+    private var receiptLists: [QueueKey: (sequence: UInt64, purchases: [UInt64: AppReceipt.InAppPurchase])] = [:]
+    private var receiptListsGenerations: (ledger: UInt64, external: UInt64) = (0, 0)
 
     init(identity: SigningIdentity, keyDirectory: String, rootPaths: [String]) {
         self.identity = identity
@@ -100,6 +108,7 @@ public final class ProofOfPurchase {
     /// deletes history).
     func forgetReceipts() {
         receipts.removeAll()
+        receiptLists.removeAll()
         receiptOrder.removeAll()
         receiptBytes = 0
     }
@@ -118,6 +127,7 @@ public final class ProofOfPurchase {
         while receiptBytes > Self.receiptBytesLimit, let oldest = receiptOrder.first {
             receiptOrder.removeFirst()
             receiptBytes -= receipts.removeValue(forKey: oldest)?.bytes.count ?? 0
+            receiptLists[oldest] = nil
         }
     }
 
@@ -254,7 +264,8 @@ public final class ProofOfPurchase {
         let queue = QueueKey(uid: uid, app: app)
         let sequence = try engine.store.lastSequence(uid: uid, app: app)
         if let kept = receipts[queue], kept.sequence == sequence { return .kept(kept.bytes) }
-        return .toSign(try receiptContents(uid: uid, app: app, engine: engine, configuration: configuration), sequence: sequence)
+        return .toSign(try receiptContents(uid: uid, app: app, sequence: sequence, engine: engine, configuration: configuration),
+                       sequence: sequence)
     }
 
     /// The app receipt of (uid, app), signed now, on the calling thread (for storekitctl receipt).
@@ -270,22 +281,40 @@ public final class ProofOfPurchase {
     }
 
     /// What the app receipt of (uid, app) says, as of now (unsigned).
-    private func receiptContents(uid: UInt32, app: String, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> AppReceipt {
+    private func receiptContents(uid: UInt32, app: String, sequence: UInt64, engine: PaymentQueueEngine,
+                                 configuration: DaemonConfiguration) throws -> AppReceipt {
         let registration = configuration.app(app)
         let version = registration?.version ?? "1.0"
         var opaque = [UInt8](repeating: 0, count: 16)
         for index in opaque.indices { opaque[index] = UInt8.random(in: 0...255) }
         func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
-        var purchases: [AppReceipt.InAppPurchase] = []
-        for record in try engine.receiptPurchases(uid: uid, app: app) {
+        func entry(_ record: TransactionRecord) throws -> AppReceipt.InAppPurchase {
             let product = engine.product(app: app, id: record.productID)
-            purchases.append(AppReceipt.InAppPurchase(
+            return AppReceipt.InAppPurchase(
                 quantity: Int64(record.quantity), productIdentifier: record.productID,
                 transactionIdentifier: String(record.id), originalTransactionIdentifier: String(record.originalID ?? record.id),
                 purchaseDate: date(record.date), originalPurchaseDate: date(try engine.originalPurchaseDate(of: record)),
                 subscriptionExpirationDate: record.expiresDate.map(date), cancellationDate: record.revocationDate.map(date),
-                webOrderLineItemID: product?.kind == .autoRenewable ? Int64(record.id) : nil))
+                webOrderLineItemID: product?.kind == .autoRenewable ? Int64(record.id) : nil)
         }
+        // The list made last, moved on by what changed since; else read whole.
+        let queue = QueueKey(uid: uid, app: app)
+        let generations = (engine.store.generation, engine.store.externalGeneration)
+        if generations != receiptListsGenerations {
+            receiptLists.removeAll()
+            receiptListsGenerations = generations
+        }
+        var listed: [UInt64: AppReceipt.InAppPurchase] = [:]
+        if let kept = receiptLists[queue], kept.sequence <= sequence {
+            listed = kept.purchases
+            let (changed, unlisted) = try engine.receiptChanges(uid: uid, app: app, afterSequence: kept.sequence)
+            for id in unlisted { listed[id] = nil }
+            for record in changed { listed[record.id] = try entry(record) }
+        } else {
+            for record in try engine.receiptPurchases(uid: uid, app: app) { listed[record.id] = try entry(record) }
+        }
+        receiptLists[queue] = (sequence, listed)
+        let purchases = listed.sorted { $0.key < $1.key }.map(\.value)
         let receipt = AppReceipt(
             receiptType: (registration?.environment ?? .xcode).receiptType, bundleIdentifier: app, appVersion: version,
             opaqueValue: opaque,

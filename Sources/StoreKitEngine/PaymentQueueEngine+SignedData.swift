@@ -137,10 +137,24 @@ extension PaymentQueueEngine {
     /// What an app receipt lists: every `purchased` or `restored` transaction of the queue except
     /// finished consumables (Apple drops those once finished), oldest first.
     public func receiptPurchases(uid: UInt32, app: String) throws(LedgerError) -> [TransactionRecord] {
-        let catalog = catalogs[app]
-        return try store.all(uid: uid, app: app).filter { record in
-            guard Self.isSignable(record) else { return false }
-            return !(record.finished && catalog?.product(record.productID)?.kind == .consumable)
+        try store.all(uid: uid, app: app).filter { isInReceipt($0) }
+    }
+
+    /// How the list of `receiptPurchases` changed since the queue's sequence number was
+    /// `afterSequence`: the transactions to list (new, or listed with what changed) and the ids
+    /// to list no more (a consumable finished).
+    public func receiptChanges(uid: UInt32, app: String, afterSequence: UInt64) throws(LedgerError)
+        -> (listed: [TransactionRecord], unlisted: [UInt64]) {
+        var listed: [TransactionRecord] = []
+        var unlisted: [UInt64] = []
+        for record in try store.changed(uid: uid, app: app, afterSequence: afterSequence) {
+            if isInReceipt(record) { listed.append(record) } else { unlisted.append(record.id) }
         }
+        return (listed, unlisted)
+    }
+
+    func isInReceipt(_ record: TransactionRecord) -> Bool {
+        guard Self.isSignable(record) else { return false }
+        return !(record.finished && catalogs[record.app]?.product(record.productID)?.kind == .consumable)
     }
 }

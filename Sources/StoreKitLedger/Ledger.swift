@@ -66,6 +66,10 @@ public protocol Ledger: AnyObject {
     func transaction(uid: UInt32, app: String, paymentKey: String) throws(LedgerError) -> TransactionRecord?
     func unfinished(uid: UInt32, app: String) throws(LedgerError) -> [TransactionRecord]
     func all(uid: UInt32, app: String) throws(LedgerError) -> [TransactionRecord]
+    /// The transactions of `all(uid:app:)` changed since the queue's sequence number was
+    /// `afterSequence` (each change of a transaction gives it the queue's next one), oldest first:
+    /// what a list kept from the queue needs to follow it.
+    func changed(uid: UInt32, app: String, afterSequence: UInt64) throws(LedgerError) -> [TransactionRecord]
     /// The `restored` transactions that restore `originalID`, of every queue (in a fleet, of
     /// every host): what a refund of the original takes back with it.
     func restoredCopies(of originalID: UInt64) throws(LedgerError) -> [TransactionRecord]

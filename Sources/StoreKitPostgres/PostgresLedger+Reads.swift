@@ -124,6 +124,14 @@ extension PostgresLedger {
             """, scope(uid: uid, app: app)).filter(isSeenHere).map(\.record)
     }
 
+    public func changed(uid: UInt32, app: String, afterSequence: UInt64) throws(LedgerError) -> [TransactionRecord] {
+        guard let after = Int64(exactly: afterSequence) else { return [] }
+        return try rows("""
+            SELECT \(Self.columns(finished: Self.finishedInList)) FROM \(Self.view)
+            WHERE t.account = $2 AND t.app = $3 AND t.sequence > $4 ORDER BY t.id
+            """, scope(uid: uid, app: app) + [String(after)]).filter(isSeenHere).map(\.record)
+    }
+
     /// Every host's restored copies: a refund on one host takes them back on all.
     public func restoredCopies(of originalID: UInt64) throws(LedgerError) -> [TransactionRecord] {
         guard let stored = Self.storedID(originalID) else { return [] }

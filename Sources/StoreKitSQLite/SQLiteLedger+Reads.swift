@@ -85,6 +85,17 @@ extension SQLiteLedger {
         return try records(select)
     }
 
+    public func changed(uid: UInt32, app: String, afterSequence: UInt64) throws(LedgerError) -> [TransactionRecord] {
+        guard let after = Int64(exactly: afterSequence) else { return [] }
+        try writeHeldRows()
+        let select = try database.statement(
+            "SELECT \(Self.columns) FROM transactions WHERE uid = ? AND app = ? AND sequence > ? ORDER BY id")
+        select.bind(1, Int64(uid))
+        select.bind(2, app)
+        select.bind(3, after)
+        return try records(select)
+    }
+
     public func restoredCopies(of originalID: UInt64) throws(LedgerError) -> [TransactionRecord] {
         guard let stored = Self.storedID(originalID) else { return [] }
         try writeHeldRows()

@@ -133,6 +133,28 @@ struct PaymentQueueEngineTests {
         #expect(other == [1, 2])
     }
 
+    @Test("receiptChanges: what the receipt's list gains and loses since a sequence number; followed, it is receiptPurchases", arguments: LedgerBackend.allCases)
+    func receiptChangesFollowTheQueue(backend: LedgerBackend) throws {
+        let fixture = try EngineFixture(backend)
+        let pack = try fixture.buy(Product.levelPack)
+        let coins = try fixture.buy(Product.coins)
+        let start = try fixture.unit { try $0.store.lastSequence(uid: player, app: game) }
+        var listed = Set(try fixture.unit { try $0.receiptPurchases(uid: player, app: game) }.map(\.id))
+        #expect(listed == [pack, coins])
+
+        #expect(try fixture.finish(coins).code == .ok)
+        let more = try fixture.buy(Product.coins)
+        _ = try fixture.buy(Product.coins, uid: 1001)   // another queue: not this one's change
+        let changes = try fixture.unit { try $0.receiptChanges(uid: player, app: game, afterSequence: start) }
+        #expect(changes.listed.map(\.id) == [more])
+        #expect(changes.unlisted == [coins], "a finished consumable leaves the list")
+        listed.subtract(changes.unlisted)
+        listed.formUnion(changes.listed.map(\.id))
+        #expect(listed == Set(try fixture.unit { try $0.receiptPurchases(uid: player, app: game) }.map(\.id)))
+        let now = try fixture.unit { try $0.store.lastSequence(uid: player, app: game) }
+        #expect(try fixture.unit { try $0.receiptChanges(uid: player, app: game, afterSequence: now) }.listed.isEmpty)
+    }
+
     struct Refusal: Sendable, CustomTestStringConvertible {
         var testDescription: String
         var app = game

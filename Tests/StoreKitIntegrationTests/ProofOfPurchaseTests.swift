@@ -327,7 +327,7 @@ struct ProofOfPurchaseTests {
         #expect(try page(after: UInt64.max).isEmpty)
     }
 
-    @Test("a receipt is kept per queue until the queue changes: the same bytes again; a purchase, a refund, a new key or clear make a new one")
+    @Test("a receipt is kept per queue until the queue changes: the same bytes again; a purchase, a refund, a finish, a new key or clear make a new one; what it lists follows the queue as a receipt read whole lists it")
     func receiptKeptUntilTheQueueChanges() throws {
         let daemon = try Self.daemon()
         defer { daemon.remove() }
@@ -356,6 +356,13 @@ struct ProofOfPurchaseTests {
             return try Data(contentsOf: URL(fileURLWithPath: daemon.directory.file("kept-payload")))
         }
         func lists(_ payload: Data, _ id: UInt64) -> Bool { payload.range(of: Data(String(id).utf8)) != nil }
+        /// In-app purchase attributes (type 17) in a verified payload.
+        func inAppCount(_ payload: Data) throws -> Int {
+            let file = daemon.directory.file("kept-payload-parsed")
+            try payload.write(to: URL(fileURLWithPath: file))
+            let parsed = try ProcessRunner.run("/usr/bin/openssl", ["asn1parse", "-inform", "DER", "-in", file])
+            return parsed.lines.filter { $0.contains("prim: INTEGER") && $0.hasSuffix(":11") }.count
+        }
 
         let pack = try client.buy(Sample.levelPack)
         let first = try receipt()
@@ -373,14 +380,27 @@ struct ProofOfPurchaseTests {
         let afterRefund = try receipt()
         #expect(afterRefund != afterPurchase, "a refund (its cancellation date) makes a new receipt")
 
+        // Each receipt from here is the last one's list moved on by what changed since.
+        #expect(try client.finish(coins.id).code == .ok)
+        let afterFinish = try payload(try receipt())
+        #expect(!lists(afterFinish, coins.id), "a finished consumable is not listed (as Apple's receipt)")
+        #expect(lists(afterFinish, pack.id))
+        let moreCoins = try client.buy(Sample.coins)
+        let followed = try payload(try receipt())
+        #expect(lists(followed, moreCoins.id) && lists(followed, pack.id) && !lists(followed, coins.id))
+        #expect(try inAppCount(followed) == 2)
+
+        // A new key drops every kept receipt: this one is read whole, and lists the same.
         _ = try daemon.ctlOK(["rotate-key"])
         let afterRotation = try receipt()
         #expect(afterRotation != afterRefund, "a new key signs a new receipt")
-        #expect(lists(try payload(afterRotation), coins.id))
+        let whole = try payload(afterRotation)
+        #expect(lists(whole, moreCoins.id) && lists(whole, pack.id) && !lists(whole, coins.id))
+        #expect(try inAppCount(whole) == 2)
 
         _ = try daemon.ctlOK(["clear", Sample.app])
         let afterClear = try payload(try receipt())
-        #expect(!lists(afterClear, coins.id) && !lists(afterClear, pack.id), "cleared purchases are still listed")
+        #expect(!lists(afterClear, moreCoins.id) && !lists(afterClear, pack.id), "cleared purchases are still listed")
     }
 
     @Test("the receipt verifies with openssl cms against the root alone, lists the purchases in Apple's ASN.1 form, and a changed byte fails")
