@@ -135,9 +135,6 @@ final class PostgresConnection {
         _ = try execute(all: [])
     }
 
-    /// Whether statements wait to go with the next round trip.
-    var hasDeferred: Bool { !deferred.isEmpty }
-
     /// Statements whose results nobody reads (`BEGIN`, `SAVEPOINT`, a notification), sent with
     /// the next `execute`.
     private var deferred: [(sql: String, parameters: [String?])] = []

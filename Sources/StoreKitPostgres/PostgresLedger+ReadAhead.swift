@@ -176,7 +176,7 @@ extension PostgresLedger {
     /// Finishes a transaction read ahead (and so locked) in this host's own queue, with no round
     /// trip: whether the `UPDATE` changes the row is known from the row. Nil when the row was not
     /// read ahead, or is a renewal (its deliveries decide).
-    func markFinishedReadAhead(id: UInt64, sequence: UInt64, of queue: QueueKey?) -> Bool? {
+    func markFinishedReadAhead(id: UInt64, sequence: UInt64) -> Bool? {
         guard unitReads.isActive, var row = unitReads.byID[id], row.host == member.host, !row.deliveredHere,
               let stored = Self.storedID(id) else { return nil }
         guard !row.finishedThere, [.purchased, .failed, .restored].contains(row.record.state) else { return false }

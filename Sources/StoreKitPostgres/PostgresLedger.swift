@@ -394,7 +394,7 @@ public final class PostgresLedger: Ledger {
     /// Finishes the transaction in this host's queue: the row itself when this host made it, its
     /// delivery here when it is a renewal (the other hosts finish theirs).
     public func markFinished(id: UInt64, sequence: UInt64, of queue: QueueKey?) throws(LedgerError) -> Bool {
-        if let finished = markFinishedReadAhead(id: id, sequence: sequence, of: queue) { return finished }
+        if let finished = markFinishedReadAhead(id: id, sequence: sequence) { return finished }
         guard let stored = Self.storedID(id) else { return false }
         unitReads.forget(id: id)
         if let queue {
