@@ -115,8 +115,8 @@ install-files:
 	  $(DESTDIR)$(POLKIT_RULES_DIR) $(DESTDIR)$(PREFIX)/share/doc/storekitd $(DESTDIR)$(EXAMPLES_DIR)/c $(DESTDIR)$(EXAMPLES_DIR)/python
 	install -m 0755 $(BUILD_DIR)/storekitd $(BUILD_DIR)/storekit-example-app $(BUILD_DIR)/storekit2-example-app $(DESTDIR)$(PREFIX)/bin/
 	ln -sf storekitd $(DESTDIR)$(PREFIX)/bin/storekitctl
-	for f in config/storekitd.conf config/apps.d/*.conf config/catalog/*.storekit; do \
-	  t=$(DESTDIR)/etc/storekitd/$${f#config/}; [ -e "$$t" ] || install -m 0644 "$$f" "$$t" || exit 1; done
+	for f in config/storekitd.conf config/apps.d/*.conf config/catalog/*.storekit $$(find config/content -type f | sort); do \
+	  t=$(DESTDIR)/etc/storekitd/$${f#config/}; install -d "$$(dirname "$$t")" && { [ -e "$$t" ] || install -m 0644 "$$f" "$$t"; } || exit 1; done
 	for u in $(UNITS); do sed 's|/usr/bin/|$(PREFIX)/bin/|g' systemd/$$u > $(DESTDIR)$(PREFIX)/lib/systemd/system/$$u || exit 1; done
 	install -m 0644 systemd/storekitd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/storekitd.conf
 	install -m 0644 systemd/storekitd.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/

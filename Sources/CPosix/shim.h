@@ -151,6 +151,21 @@ static inline ssize_t storekit_recv_with_fds(int fd, char *buffer, size_t length
     }
     return count;
 }
+/* Sends `length` bytes on a stream socket with one descriptor attached to the first byte
+   (SCM_RIGHTS), without SIGPIPE. Returns the bytes sent or -1. */
+static inline ssize_t storekit_send_with_fd(int socket, const void *buffer, size_t length, int fd) {
+    char control[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = { (void *)buffer, length };
+    struct msghdr message;
+    memset(&message, 0, sizeof(message));
+    memset(control, 0, sizeof(control));
+    message.msg_iov = &iov; message.msg_iovlen = 1;
+    message.msg_control = control; message.msg_controllen = sizeof(control);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&message);
+    c->cmsg_level = SOL_SOCKET; c->cmsg_type = SCM_RIGHTS; c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return sendmsg(socket, &message, MSG_NOSIGNAL);
+}
 /* pidfd_open(2) through syscall(2): glibc 2.36 has no wrapper in its headers here. */
 #include <sys/syscall.h>
 #include <poll.h>

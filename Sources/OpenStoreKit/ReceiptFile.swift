@@ -52,15 +52,18 @@ final class ReceiptFile: @unchecked Sendable {
 
     /// `$XDG_DATA_HOME/storekit/APP/receipt` (default `~/.local/share/storekit/APP/receipt`).
     static func url(app: String, environment: [String: String] = ProcessInfo.processInfo.environment) -> URL {
-        let dataHome: String
-        if let session = dataHomeOverride.withLock({ $0 }) {
-            dataHome = session
-        } else if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
-            dataHome = xdg
-        } else {
-            dataHome = (environment["HOME"] ?? NSHomeDirectory()) + "/.local/share"
-        }
+        let dataHome = baseDirectory(session: dataHomeOverride.withLock { $0 }, variable: "XDG_DATA_HOME", underHome: ".local/share",
+                                     environment: environment)
         return URL(fileURLWithPath: dataHome + "/storekit/" + app + "/receipt")
+    }
+
+    /// An XDG base directory: a bound test session's, else `$VARIABLE` when absolute, else
+    /// `$HOME/underHome`.
+    static func baseDirectory(session: String?, variable: String, underHome: String,
+                              environment: [String: String]) -> String {
+        if let session { return session }
+        if let xdg = environment[variable], xdg.hasPrefix("/") { return xdg }
+        return (environment["HOME"] ?? NSHomeDirectory()) + "/" + underHome
     }
 
     /// Asks storekitd for the receipt and writes it; `completion` gets the bytes or the error.

@@ -216,6 +216,8 @@ open class SKPaymentQueue: NSObject {
             // A refused payment never reached the queue: there is nothing to finish.
             return
         }
+        transaction.finishRequested = true
+        cancelDownloads(of: transaction)
         connection.request({ .finish(requestID: $0, transactionID: id) }) { result in
             if case .failure(let error) = result {
                 FileHandle.standardError.write(Data("OpenStoreKit: finishing transaction \(id) failed: \(error.localizedDescription)\n".utf8))
@@ -248,16 +250,102 @@ open class SKPaymentQueue: NSObject {
         }
     }
 
-    // MARK: Downloads and sheets (no hosted content or UI on Linux)
+    // MARK: Downloads
 
-    /// Hosted content is not supported: downloads are always empty.
-    open func start(_ downloads: [SKDownload]) {}
-    /// Hosted content is not supported.
-    open func pause(_ downloads: [SKDownload]) {}
-    /// Hosted content is not supported.
-    open func resume(_ downloads: [SKDownload]) {}
-    /// Hosted content is not supported.
-    open func cancel(_ downloads: [SKDownload]) {}
+    /// Starts downloading hosted content (`.waiting`, or `.failed` to try again, going on from
+    /// what was copied); each goes `.active`, then `.finished`, `.failed`, `.paused` or
+    /// `.cancelled`, told in `paymentQueue(_:updatedDownloads:)`. A download of a transaction
+    /// already finished is not queueable, as in StoreKit: it fails at once, saying so. Finished,
+    /// active and cancelled downloads are left as they are.
+    open func start(_ downloads: [SKDownload]) {
+        run(downloads, from: [.waiting, .failed])
+    }
+
+    /// Pauses active downloads after their current chunk (`.paused`); what they copied is kept.
+    open func pause(_ downloads: [SKDownload]) {
+        for download in downloads {
+            download.withProgress { $0.worker }?.stop(.pause)
+        }
+    }
+
+    /// Resumes paused downloads from where they stopped, even after the app or storekitd restarted.
+    open func resume(_ downloads: [SKDownload]) {
+        run(downloads, from: [.paused])
+    }
+
+    /// Cancels downloads that are not finished (`.cancelled`), deleting what they copied.
+    open func cancel(_ downloads: [SKDownload]) {
+        var told: [SKDownload] = []
+        for download in downloads {
+            let worker = download.withProgress { progress -> ContentDownloader?? in
+                switch progress.state {
+                case .active: return .some(progress.worker)
+                case .waiting, .paused, .failed:
+                    progress.state = .cancelled
+                    progress.progress = 0
+                    progress.timeRemaining = SKDownloadTimeRemainingUnknown
+                    return .none
+                case .finished, .cancelled: return .some(nil)
+                }
+            }
+            switch worker {
+            case .some(let running?): running.stop(.cancel)   // it tells when it stopped
+            case .some(nil): break
+            case .none:
+                ContentDownloader.discardStaging(app: connection.resolvedAppIdentifier, productID: download.contentIdentifier,
+                                                 version: download.contentVersion)
+                told.append(download)
+            }
+        }
+        if !told.isEmpty { tellObservers(about: told) }
+    }
+
+    private func run(_ downloads: [SKDownload], from states: Set<SKDownloadState>) {
+        guard isConnected else { return }
+        var told: [SKDownload] = []
+        for download in downloads where download.transactionID != 0 {
+            let transaction = download.transaction
+            let finished = transaction.finishRequested || (transaction.record?.finished ?? false)
+            let worker = download.withProgress { progress -> ContentDownloader? in
+                guard states.contains(progress.state) else { return nil }
+                if finished {
+                    progress.state = .failed
+                    progress.error = SKError(.unknown, userInfo: [NSLocalizedDescriptionKey:
+                        "transaction \(download.transactionID) is finished: its content can no longer be downloaded"])
+                    return nil
+                }
+                let worker = ContentDownloader(download: download, app: connection.resolvedAppIdentifier,
+                                               socketPath: connection.resolvedSocketPath)
+                progress.state = .active
+                progress.error = nil
+                progress.worker = worker
+                return worker
+            }
+            if let worker {
+                told.append(download)
+                worker.start()
+            } else if finished {
+                told.append(download)
+            }
+        }
+        if !told.isEmpty { tellObservers(about: told) }
+    }
+
+    /// Tells the observers of downloads that changed, on the callback queue.
+    func tellObservers(about downloads: [SKDownload]) {
+        let list = UncheckedDownloads(downloads: downloads)
+        notify { queue, observer in observer.paymentQueue(queue, updatedDownloads: list.downloads) }
+    }
+
+    /// Finishing a transaction cancels its downloads that are not finished (as StoreKit: after
+    /// the transaction is finished, its downloads are no longer queueable).
+    private func cancelDownloads(of transaction: SKPaymentTransaction) {
+        let unfinished = transaction.downloads.filter { $0.state != .finished && $0.state != .cancelled }
+        if !unfinished.isEmpty { cancel(unfinished) }
+    }
+
+    // MARK: Sheets (no App Store UI on Linux)
+
     /// There is no code redemption sheet on Linux.
     open func presentCodeRedemptionSheet() {}
     /// There is no price consent sheet on Linux.
@@ -442,6 +530,11 @@ private struct UncheckedDelivery: @unchecked Sendable {
     let queue: SKPaymentQueue
     let prepare: () -> Void
     let body: (SKPaymentQueue, any SKPaymentTransactionObserver) -> Void
+}
+
+/// Downloads carried to the callback queue; their state is behind their own locks.
+private struct UncheckedDownloads: @unchecked Sendable {
+    let downloads: [SKDownload]
 }
 
 /// The app's payment object, kept to report a refusal with it; StoreKit payments are immutable

@@ -7,6 +7,8 @@ import StoreKitWire
 open class SKPaymentTransaction: NSObject {
     /// The wire record this transaction was made from; the queue finishes transactions by `record.id`.
     var record: TransactionRecord?
+    /// The app finished it (`finishTransaction`): its downloads are no longer queueable.
+    var finishRequested = false
 
     private var storedPayment: SKPayment
     private var storedState: SKPaymentTransactionState
@@ -14,6 +16,7 @@ open class SKPaymentTransaction: NSObject {
     private var storedDate: Date?
     private var storedOriginal: SKPaymentTransaction?
     private var storedError: (any Error)?
+    private var storedDownloads: [SKDownload] = []
 
     /// Creates an empty transaction (state `.purchasing`, an empty payment); useful for test doubles.
     public override init() {
@@ -37,6 +40,12 @@ open class SKPaymentTransaction: NSObject {
         storedIdentifier = String(record.id)
         storedDate = Date(timeIntervalSince1970: TimeInterval(record.date) / 1000)
         storedError = SKPaymentTransaction.error(of: record)
+        // A purchased or restored transaction of a product with hosted content has its download,
+        // made once (the app holds it across updates of the transaction).
+        if storedDownloads.isEmpty, record.state == .purchased || record.state == .restored, !record.finished,
+           let content = StoreConnection.shared.hostedContent(for: record.productID) {
+            storedDownloads = [SKDownload(content: content, transaction: self, transactionID: record.id)]
+        }
         if let originalID = record.originalID {
             if storedOriginal?.transactionIdentifier != String(originalID) {
                 storedOriginal = SKPaymentTransaction(originalID: originalID, payment: storedPayment)
@@ -78,6 +87,7 @@ open class SKPaymentTransaction: NSObject {
     open var original: SKPaymentTransaction? { storedOriginal }
     /// Why the transaction failed; set when the state is `.failed`.
     open var error: (any Error)? { storedError }
-    /// Hosted content to download; always empty here.
-    open var downloads: [SKDownload] { [] }
+    /// The hosted content of a purchased or restored transaction, to download before it is
+    /// finished; empty when its product comes with none.
+    open var downloads: [SKDownload] { storedDownloads }
 }

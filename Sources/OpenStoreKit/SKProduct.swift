@@ -18,6 +18,7 @@ open class SKProduct: NSObject {
     private let storedSubscriptionGroupIdentifier: String?
     private let storedIntroductoryPrice: SKProductDiscount?
     private let storedDiscounts: [SKProductDiscount]
+    private let storedContent: HostedContentRecord?
 
     /// Creates an empty product (no identifier, price 0); useful for test doubles.
     public override init() {
@@ -31,6 +32,7 @@ open class SKProduct: NSObject {
         storedSubscriptionGroupIdentifier = nil
         storedIntroductoryPrice = nil
         storedDiscounts = []
+        storedContent = nil
         super.init()
     }
 
@@ -49,6 +51,7 @@ open class SKProduct: NSObject {
         let locale = storedPriceLocale
         storedIntroductoryPrice = record.introductoryOffer.map { SKProductDiscount(offer: $0, priceLocale: locale, type: .introductory) }
         storedDiscounts = record.promotionalOffers.map { SKProductDiscount(offer: $0, priceLocale: locale, type: .subscription) }
+        storedContent = StoreConnection.shared.hostedContent(for: record.productID)
         super.init()
     }
 
@@ -68,16 +71,18 @@ open class SKProduct: NSObject {
     open var priceLocale: Locale { storedPriceLocale }
     /// The identifier of the product in the catalogue.
     open var productIdentifier: String { storedProductIdentifier }
-    /// Whether the store hosts downloadable content for the product; always `false` here.
-    open var isDownloadable: Bool { false }
+    /// Whether the store hosts downloadable content for the product (a `[HostedContent]` of the
+    /// app's registration).
+    open var isDownloadable: Bool { storedContent != nil }
     /// Whether the product can be shared with the family.
     open var isFamilyShareable: Bool { storedIsFamilyShareable }
-    /// The sizes of the product's hosted content files; always empty here.
-    open var downloadContentLengths: [NSNumber] { [] }
-    /// The version of the product's hosted content; always empty here.
-    open var downloadContentVersion: String { "" }
-    /// The version of the product's hosted content (deprecated name); always empty here.
-    open var contentVersion: String { "" }
+    /// The size in bytes of the product's hosted content, one number per content (a product has
+    /// one here); empty when it has none.
+    open var downloadContentLengths: [NSNumber] { storedContent.map { [NSNumber(value: $0.length)] } ?? [] }
+    /// The version of the product's hosted content; empty when it has none.
+    open var downloadContentVersion: String { storedContent?.version ?? "" }
+    /// The version of the product's hosted content (deprecated name of `downloadContentVersion`).
+    open var contentVersion: String { downloadContentVersion }
     /// The period of an auto-renewable subscription; `nil` for other products.
     open var subscriptionPeriod: SKProductSubscriptionPeriod? { storedSubscriptionPeriod }
     /// The introductory offer of a subscription, if any.

@@ -70,6 +70,8 @@ final class StoreConnection: Sendable {
         var storefront: (countryCode: String, identifier: String)?
         /// The last reason the daemon could not be reached that was written to stderr.
         var reportedProblem: String?
+        /// The app's products with hosted content, as the last welcome listed them.
+        var hostedContent: [String: HostedContentRecord] = [:]
     }
 
     private let state = Mutex(State())
@@ -105,6 +107,12 @@ final class StoreConnection: Sendable {
     /// configured now, and re-sends what is unanswered.
     func reconnect() {
         if let socket = state.withLock({ $0.socket }) { _ = shutdown(socket.connection.fd, Int32(SHUT_RDWR)) }
+    }
+
+    /// The hosted content of `productID`, as the daemon's last welcome listed it (nil before
+    /// the first welcome, or when the product has none).
+    func hostedContent(for productID: String) -> HostedContentRecord? {
+        state.withLock { $0.hostedContent[productID] }
     }
 
     /// The storefront the daemon announced last (country code, storefront id); nil before the first welcome.
@@ -268,6 +276,7 @@ final class StoreConnection: Sendable {
         let (resend, observing, handlers) = state.withLock { state -> ([ClientMessage], Bool, [Handlers]) in
             state.socket = socket
             state.storefront = (welcome.storefront, welcome.storefrontID)
+            state.hostedContent = Dictionary(socket.connection.hostedContent.map { ($0.productID, $0) }, uniquingKeysWith: { first, _ in first })
             for id in state.order {
                 state.pending[id]?.sentAt = Date()
                 state.pending[id]?.delivered = true
@@ -324,7 +333,8 @@ final class StoreConnection: Sendable {
         case .promotedPurchase(let product):
             for handler in handlers { handler.promoted(product) }
         case .result(let id, _, _, _, _), .products(let id, _, _), .transactions(let id, _), .controlResult(let id, _, _, _),
-             .subscriptionStatus(let id, _), .signed(let id, _), .receipt(let id, _):
+             .subscriptionStatus(let id, _), .signed(let id, _), .receipt(let id, _), .content(let id, _),
+             .contentFile(let id, _, _):
             complete(id, with: message)
         case .welcome:
             break

@@ -9,16 +9,18 @@ public enum TestStoreBinding {
     public static var appIdentifier: String { StoreConnection.shared.resolvedAppIdentifier }
 
     /// From now on the library talks to the daemon on `socketPath`, trusts the root certificate
-    /// beside it, and keeps app receipts under `dataHome`; what it knew of the previous daemon
+    /// beside it, and keeps app receipts and downloaded content under `dataHome`; what it knew of the previous daemon
     /// (the payment queue's transactions, the trusted root, the connection) is forgotten.
     public static func bind(socketPath: String, dataHome: String) {
         ReceiptFile.dataHomeOverride.withLock { $0 = dataHome }
+        ContentDownloader.cacheHomeOverride.withLock { $0 = dataHome }
         switchStore(socketPath: socketPath)
     }
 
     /// Back to the default daemon (`$STOREKITD_SOCKET` or the runtime directory's) and data home.
     public static func unbind() {
         ReceiptFile.dataHomeOverride.withLock { $0 = nil }
+        ContentDownloader.cacheHomeOverride.withLock { $0 = nil }
         switchStore(socketPath: nil)
     }
 

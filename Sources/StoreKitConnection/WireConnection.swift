@@ -59,6 +59,15 @@ public final class WireConnection {
     /// The protocol version messages are sent and read in: the one `hello` asked for.
     public private(set) var version = ProtocolVersion.current
 
+    /// The app's products with hosted content, as the welcome listed them (version 3).
+    public private(set) var hostedContent: [HostedContentRecord] = []
+
+    /// Whether reads take descriptors the daemon passes (`openContent`); off, the kernel closes
+    /// any that come (a plain `read`).
+    public var acceptsDescriptors = false
+    /// Descriptors received and not yet taken, oldest first: one came with each `contentFile`.
+    private var receivedDescriptors: [Int32] = []
+
     /// Connects and performs the hello exchange; returns the daemon's welcome.
     public init(path: String) throws(ConnectionError) {
         self.path = path
@@ -71,6 +80,17 @@ public final class WireConnection {
 
     public func close() {
         try? socket.take()?.close()
+        for descriptor in receivedDescriptors { Glibc.close(descriptor) }
+        receivedDescriptors = []
+    }
+
+    deinit {
+        for descriptor in receivedDescriptors { Glibc.close(descriptor) }
+    }
+
+    /// The oldest descriptor received and not yet taken; the caller owns it.
+    public func takeDescriptor() -> Int32? {
+        receivedDescriptors.isEmpty ? nil : receivedDescriptors.removeFirst()
     }
 
     /// Sends hello and waits for welcome. `uid` is what the daemon saw in SO_PEERCRED.
@@ -88,7 +108,8 @@ public final class WireConnection {
             throw error
         }
         switch try receive() {
-        case .welcome(_, let uid, let storefront, let storefrontID):
+        case .welcome(_, let uid, let storefront, let storefrontID, let content):
+            hostedContent = content
             return (uid, storefront, storefrontID)
         case .result(_, let code, _, _, let message):
             throw ConnectionError(.refused(code, message), path: path)
@@ -128,9 +149,14 @@ public final class WireConnection {
                 throw ConnectionError(.io(error), path: path)
             }
             guard readable else { throw ConnectionError(.timedOut, path: path) }
+            let accepts = acceptsDescriptors
+            var descriptors: [Int32] = []
             let result = buffer.withUnsafeMutableBytes { raw in
-                Result { () throws(Errno) -> IOResult in try UnixSocket.read(fd, into: raw) }
+                Result { () throws(Errno) -> IOResult in
+                    accepts ? try UnixSocket.read(fd, into: raw, descriptors: &descriptors) : try UnixSocket.read(fd, into: raw)
+                }
             }
+            receivedDescriptors.append(contentsOf: descriptors)
             switch result {
             case .success(.transferred(let count)):
                 buffer.withUnsafeBytes { decoder.append(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }

@@ -18,6 +18,8 @@ public struct AppRegistration: Sendable, Equatable {
     public var line: Int
     /// The line of `Catalog=` in `file`, for messages about the catalogue.
     public var catalogLine: Int
+    /// `[HostedContent]` sections: content products of the app come with, one per product.
+    public var hostedContent: [HostedContent] = []
 
     public init(id: String, catalogPath: String, executable: String? = nil, observerUnit: String? = nil,
                 environment: SigningEnvironment = .xcode, version: String = "1.0",
@@ -36,6 +38,11 @@ public struct AppRegistration: Sendable, Equatable {
     /// An error pointing at this app's `Catalog=` line, e.g. for an unreadable catalogue.
     public func catalogError(_ message: String) -> ConfigError {
         ConfigError(file: file, line: catalogLine, message: message)
+    }
+
+    /// The content the product `productID` comes with, if any.
+    public func content(of productID: String) -> HostedContent? {
+        hostedContent.first { $0.productID == productID }
     }
 
     /// Whether `id` is an acceptable app ID: 1…255 bytes of `[A-Za-z0-9._-]`, no empty

@@ -67,11 +67,11 @@ public enum Daemon {
         var logger = Logger(target: LogTarget.detect(requested: options.logTarget, environment: environment))
 
         let located = DaemonConfiguration.locateConfigFile(explicit: options.configFile, environment: environment)
-        let configuration: DaemonConfiguration
+        var configuration: DaemonConfiguration
         let catalogs: [String: Catalog]
         do {
             configuration = try DaemonConfiguration.load(configFile: located.path, required: located.required)
-            catalogs = options.verifyObserverUnit == nil ? try loadCatalogs(configuration) : [:]
+            catalogs = options.verifyObserverUnit == nil ? try loadCatalogs(&configuration) : [:]
         } catch {
             logger.error("Failed to load configuration: \(error)")
             return 1
@@ -121,13 +121,31 @@ public enum Daemon {
         _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    static func loadCatalogs(_ configuration: DaemonConfiguration) throws -> [String: Catalog] {
+    /// Reads every app's catalogue, and lists and hashes the hosted content of its products
+    /// (into `configuration`): content is only for a non-consumable product of the catalogue.
+    static func loadCatalogs(_ configuration: inout DaemonConfiguration) throws -> [String: Catalog] {
         var catalogs: [String: Catalog] = [:]
-        for app in configuration.apps {
+        for index in configuration.apps.indices {
+            let app = configuration.apps[index]
+            let catalog: Catalog
             do {
-                catalogs[app.id] = try Catalog.load(path: app.catalogPath)
+                catalog = try Catalog.load(path: app.catalogPath)
             } catch {
                 throw app.catalogError("\(error)")
+            }
+            catalogs[app.id] = catalog
+            for contentIndex in app.hostedContent.indices {
+                let content = app.hostedContent[contentIndex]
+                guard let product = catalog.product(content.productID) else {
+                    throw ConfigError(file: content.file, line: content.line,
+                                      message: "[HostedContent] names \(content.productID), which \(app.catalogPath) does not have")
+                }
+                guard product.kind == .nonConsumable else {
+                    throw ConfigError(file: content.file, line: content.line,
+                                      message: "[HostedContent] of \(content.productID): content is for non-consumable products "
+                                          + "(as on the App Store), and it is \(product.kind.name)")
+                }
+                try configuration.apps[index].hostedContent[contentIndex].scan()
             }
         }
         return catalogs

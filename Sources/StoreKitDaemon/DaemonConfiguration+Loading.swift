@@ -170,7 +170,17 @@ extension AppRegistration {
     /// Builds the registration from one apps.d file, which holds exactly one [App] section.
     init(parsing file: ConfigFile, configDirectory: String) throws(ConfigError) {
         var header: ConfigFile.Section?
+        var content: [HostedContent] = []
         for section in file.sections {
+            if section.name == "HostedContent" {
+                let parsed = try HostedContent(parsing: section, file: file.path, configDirectory: configDirectory)
+                if let first = content.first(where: { $0.productID == parsed.productID }) {
+                    throw ConfigError(file: file.path, line: section.line,
+                                      message: "second [HostedContent] of \(parsed.productID) (the first is at line \(first.line)); a product has one content")
+                }
+                content.append(parsed)
+                continue
+            }
             guard section.name == "App" else {
                 let hint = ["Daemon", "Store", "Limits", "Observers"].contains(section.name) ? " (it belongs in storekitd.conf)" : ""
                 throw ConfigError(file: file.path, line: section.line, message: "unknown section [\(section.name)]\(hint)")
@@ -216,11 +226,7 @@ extension AppRegistration {
                 }
                 environment = chosen
             case "Version":
-                guard !entry.value.isEmpty, entry.value.utf8.count <= 64,
-                      entry.value.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 }) else {
-                    throw value.invalid("expected a version string such as 1.0 (at most 64 printable characters)")
-                }
-                version = entry.value
+                version = try value.versionString()
             default:
                 throw ConfigError(file: file.path, line: entry.line, message: "unknown key '\(entry.key)' in section [App]")
             }
@@ -233,6 +239,40 @@ extension AppRegistration {
         }
         self.init(id: id.value, catalogPath: catalog.value, executable: executable, observerUnit: observerUnit,
                   environment: environment, version: version, file: file.path, line: id.line, catalogLine: catalog.line)
+        hostedContent = content
+    }
+}
+
+extension HostedContent {
+    /// Reads one `[HostedContent]` section: `Product=` and `Path=` required, `Version=` (default
+    /// 1.0). The folder is listed and hashed later (`scan()`), once the catalogue says the
+    /// product may have content.
+    init(parsing section: ConfigFile.Section, file: String, configDirectory: String) throws(ConfigError) {
+        var product: String?
+        var path: String?
+        var version = "1.0"
+        for entry in section.entries {
+            let value = ValueParser(file: file, entry: entry)
+            switch entry.key {
+            case "Product":
+                guard !entry.value.isEmpty, entry.value.utf8.count <= 255 else { throw value.invalid("expected a product identifier") }
+                product = entry.value
+            case "Path":
+                guard !entry.value.isEmpty else { throw value.invalid("expected a folder, relative to the config dir or absolute") }
+                path = DaemonConfiguration.normalizedPath(entry.value.hasPrefix("/") ? entry.value : configDirectory + "/" + entry.value)
+            case "Version":
+                version = try value.versionString()
+            default:
+                throw ConfigError(file: file, line: entry.line, message: "unknown key '\(entry.key)' in section [HostedContent]")
+            }
+        }
+        guard let product else {
+            throw ConfigError(file: file, line: section.line, message: "missing required key Product= in section [HostedContent]")
+        }
+        guard let path else {
+            throw ConfigError(file: file, line: section.line, message: "missing required key Path= in section [HostedContent]")
+        }
+        self.init(productID: product, directory: path, version: version, file: file, line: section.line)
     }
 }
 
@@ -247,6 +287,15 @@ private struct ValueParser {
 
     func invalid(_ expectation: String) -> ConfigError {
         ConfigError(file: file, line: entry.line, message: "invalid value '\(entry.value)' for \(entry.key)=: \(expectation)")
+    }
+
+    /// A version such as `1.0`: 1–64 printable ASCII characters, no space.
+    func versionString() throws(ConfigError) -> String {
+        guard !entry.value.isEmpty, entry.value.utf8.count <= 64,
+              entry.value.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7F }) else {
+            throw invalid("expected a version string such as 1.0 (at most 64 printable characters)")
+        }
+        return entry.value
     }
 
     func absolutePath() throws(ConfigError) -> String {

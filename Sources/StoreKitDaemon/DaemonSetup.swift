@@ -99,8 +99,9 @@ final class DaemonSetup {
         let configFile = configFile
         let reloader: Server.Reloader = {
             do {
-                let reloaded = try DaemonConfiguration.load(configFile: configFile.path, required: configFile.required)
-                return .success((reloaded, try Daemon.loadCatalogs(reloaded)))
+                var reloaded = try DaemonConfiguration.load(configFile: configFile.path, required: configFile.required)
+                let catalogs = try Daemon.loadCatalogs(&reloaded)
+                return .success((reloaded, catalogs))
             } catch {
                 return .failure(Server.ReloadFailure("\(error)"))
             }

@@ -48,7 +48,8 @@ extension Server {
         }
         session.enqueue(.welcome(version: session.version, uid: session.peer.uid,
                                  storefrontCountryCode: engine.storefront,
-                                 storefrontID: Storefronts.identifier(for: engine.storefront)))
+                                 storefrontID: Storefronts.identifier(for: engine.storefront),
+                                 hostedContent: configuration.app(app)?.hostedContent.map(\.record) ?? []))
         queueForSending(session)
     }
 }

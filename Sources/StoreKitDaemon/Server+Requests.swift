@@ -132,6 +132,43 @@ extension Server {
             case .toSign(let contents, let sequence):
                 output.appendReceiptToSign(session.token, requestID: id, contents, queue: QueueKey(uid: uid, app: app), sequence: sequence)
             }
+        case .content(let id, let transactionID):
+            switch try ownedContent(transactionID, uid: uid, app: app) {
+            case .success(let content):
+                output.reply(session, .content(requestID: id, manifest: content.manifest))
+                let logger = self.logger
+                output.journal.append {
+                    logger.info("uid \(uid) of \(app) asked for the content of \(content.productID) \(content.version) "
+                                + "(transaction \(transactionID))",
+                                fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(uid)), ("STOREKIT_PRODUCT", content.productID),
+                                         ("STOREKIT_TRANSACTION_ID", String(transactionID))])
+                }
+            case .failure(let refusal):
+                output.reply(session, .result(id, .noContent, refusal.message))
+            }
+        case .openContent(let id, let transactionID, let file):
+            switch try ownedContent(transactionID, uid: uid, app: app) {
+            case .success(let content):
+                guard Int(file) < content.files.count else {
+                    output.reply(session, .result(id, .invalidArgument,
+                                                  "the content of \(content.productID) has \(content.files.count) files, no file \(file)"))
+                    return
+                }
+                switch content.openFile(Int(file)) {
+                case .success(let fd):
+                    output.reply(session, .contentFile(requestID: id, file: file, length: content.files[Int(file)].length),
+                                 passing: PassedDescriptor(adopting: fd))
+                case .failure(let unavailable):
+                    let logger = self.logger
+                    output.journal.append {
+                        logger.error("Hosted content of \(content.productID) for \(app): \(unavailable.message)", id: .contentUnavailable,
+                                     fields: [("STOREKIT_APP", app), ("STOREKIT_PRODUCT", content.productID)])
+                    }
+                    output.reply(session, .result(id, .noContent, unavailable.message))
+                }
+            case .failure(let refusal):
+                output.reply(session, .result(id, .noContent, refusal.message))
+            }
         #if STOREKIT_TEST_HOOKS
         case .control(let id, let command, let arguments) where testHooks != nil && TestHooks.commands.contains(command):
             let (code, message) = testHooks!.execute(command, arguments, ledger: ledger)
@@ -144,6 +181,30 @@ extension Server {
             output.reply(session, .controlResult(requestID: id, code: result.code, message: result.message,
                                                  json: result.json.serialized()))
         }
+    }
+
+    /// The hosted content a transaction gives its owner: a purchased or restored, unrevoked
+    /// transaction of this (uid, app) whose product comes with content. Another uid's transaction
+    /// is refused as one that does not exist.
+    func ownedContent(_ transactionID: UInt64, uid: UInt32, app: String) throws(LedgerError) -> Result<HostedContent, ContentRefusal> {
+        guard let record = try engine.store.transaction(id: transactionID), record.uid == uid, record.app == app else {
+            return .failure(ContentRefusal(message: "transaction \(transactionID) is not in this queue"))
+        }
+        guard record.state == .purchased || record.state == .restored else {
+            return .failure(ContentRefusal(message: "transaction \(transactionID) is \(record.state): only a purchased or restored "
+                                               + "transaction has content to download"))
+        }
+        guard record.revocationDate == nil else {
+            return .failure(ContentRefusal(message: "transaction \(transactionID) was refunded: its content is no longer the buyer's"))
+        }
+        guard let content = configuration.app(app)?.content(of: record.productID) else {
+            return .failure(ContentRefusal(message: "\(record.productID) comes with no hosted content"))
+        }
+        return .success(content)
+    }
+
+    struct ContentRefusal: Error {
+        var message: String
     }
 
     /// A page of the history after `afterID`, read from the ledger a chunk at a time until the

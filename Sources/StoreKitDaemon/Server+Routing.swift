@@ -18,14 +18,14 @@ extension Server {
         activateObservers(for: output.unobserved)
         var lastToken: UInt64 = 0
         var lastSession: Session?
-        for (token, frame) in output.frames {
+        for (index, (token, frame)) in output.frames.enumerated() {
             if token != lastToken {
                 lastToken = token
                 lastSession = sessions[token]
                 if let lastSession { queueForSending(lastSession) }
             }
             lastSession?.outputInGate -= frame.count
-            lastSession?.enqueue(encodedFrame: frame)
+            lastSession?.enqueue(encodedFrame: frame, passing: output.descriptors[index])
         }
     }
 

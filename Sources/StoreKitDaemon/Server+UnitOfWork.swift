@@ -27,6 +27,16 @@ extension Server {
             append(session.token, Frame.encode(body: message.encode(version: session.version)))
         }
 
+        /// Descriptors passed with frames (`openContent`), by the frame's index: each goes with
+        /// its frame's first byte (SCM_RIGHTS) and is closed here once sent or dropped.
+        private(set) var descriptors: [Int: PassedDescriptor] = [:]
+
+        /// Queues `message` for `session` with `descriptor` attached to its first byte.
+        mutating func reply(_ session: Session, _ message: ServerMessage, passing descriptor: PassedDescriptor) {
+            descriptors[frames.count] = descriptor
+            reply(session, message)
+        }
+
         mutating func append(_ token: UInt64, _ frame: [UInt8]) {
             frames.append((token, frame))
             bytes[token, default: 0] += frame.count
@@ -106,6 +116,7 @@ extension Server {
                     parts[lane] = UnitOutput()
                 }
                 moved.append((lane, parts[lane]!.frames.count))
+                if let descriptor = descriptors[moved.count - 1] { parts[lane]!.descriptors[parts[lane]!.frames.count] = descriptor }
                 parts[lane]!.append(token, frame)
             }
             for (indices, message) in pendingSignatures {
@@ -134,6 +145,7 @@ extension Server {
             frames.removeSubrange(index...)
             pendingSignatures.removeAll { $0.indices.contains { $0 >= index } }
             pendingReceipts.removeAll { $0.index >= index }
+            descriptors = descriptors.filter { $0.key < index }
         }
     }
 

@@ -1,5 +1,8 @@
 import StoreKitPosix
 import StoreKitWire
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Which listening socket a connection came from; decides what it may ask.
 public enum SocketKind: String, Sendable {
@@ -25,6 +28,8 @@ final class Session {
     var decoder: FrameDecoder
     var output: [UInt8] = []
     var outputOffset = 0
+    /// Descriptors to pass (SCM_RIGHTS) with the byte of `output` at `position`, in order.
+    private var passing: [(position: Int, descriptor: PassedDescriptor)] = []
     /// The app this connection acts as, once the hello was accepted.
     var app: String?
     /// The protocol version its hello chose (`ProtocolVersion.served`): what it is sent is
@@ -75,6 +80,7 @@ final class Session {
         account.queued -= pendingOutput
         output = []
         outputOffset = 0
+        passing = []
     }
 
     var pendingOutput: Int { output.count - outputOffset }
@@ -94,22 +100,31 @@ final class Session {
         enqueue(encodedFrame: Frame.encode(body: message.encode(version: version)))
     }
 
-    func enqueue(encodedFrame: [UInt8]) {
+    /// Queues a frame; `descriptor`, if any, is passed with its first byte.
+    func enqueue(encodedFrame: [UInt8], passing descriptor: PassedDescriptor? = nil) {
         if pendingOutput == 0 { lastSendProgress = Monotonic.milliseconds() }
+        if let descriptor, !encodedFrame.isEmpty { passing.append((output.count, descriptor)) }
         output.append(contentsOf: encodedFrame)
         account.queued += encodedFrame.count
     }
 
     /// Writes as much pending output as the socket takes. Returns false when the peer is gone.
+    /// A write stops before a byte a descriptor goes with, and that byte starts the next write,
+    /// which carries the descriptor: the kernel keeps it with that byte for the peer's read.
     func send() -> Bool {
         while outputOffset < output.count {
+            let attached = passing.first.flatMap { $0.position == outputOffset ? $0.descriptor : nil }
+            let end = passing.first(where: { $0.position > outputOffset })?.position ?? output.count
             let result = output.withUnsafeBytes { raw in
                 Result { () throws(Errno) -> IOResult in
-                    try socket?.write(UnsafeRawBufferPointer(rebasing: raw[outputOffset...])) ?? .endOfFile
+                    let bytes = UnsafeRawBufferPointer(rebasing: raw[outputOffset..<end])
+                    guard let attached else { return try socket?.write(bytes) ?? .endOfFile }
+                    return try socket?.write(bytes, passing: attached.fd) ?? .endOfFile
                 }
             }
             switch result {
             case .success(.transferred(let count)):
+                if attached != nil { passing.removeFirst() }   // sent with the first of these bytes: closed when released
                 outputOffset += count
                 account.queued -= count
                 lastSendProgress = Monotonic.milliseconds()
@@ -121,5 +136,15 @@ final class Session {
         outputOffset = 0
         return true
     }
+}
+
+/// A descriptor the daemon opened to pass to a client (a hosted content file): closed when the
+/// last reference goes, sent or not (the client holds its own duplicate once it is sent).
+final class PassedDescriptor: @unchecked Sendable {
+    let fd: Int32
+
+    init(adopting fd: Int32) { self.fd = fd }
+
+    deinit { _ = Glibc.close(fd) }
 }
 

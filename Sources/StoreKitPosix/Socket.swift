@@ -64,6 +64,11 @@ public struct Socket: ~Copyable {
         try UnixSocket.write(rawValue, buffer)
     }
 
+    /// Writes with `descriptor` attached to the first byte (SCM_RIGHTS).
+    public borrowing func write(_ buffer: UnsafeRawBufferPointer, passing descriptor: Int32) throws(Errno) -> IOResult {
+        try UnixSocket.write(rawValue, buffer, passing: descriptor)
+    }
+
     public borrowing func setNonBlocking(_ on: Bool) throws(Errno) {
         try UnixSocket.setNonBlocking(rawValue, on)
     }

@@ -62,6 +62,36 @@ public enum UnixSocket {
         }
     }
 
+    /// Writes bytes with `descriptor` attached to the first (SCM_RIGHTS): the peer receives a
+    /// duplicate of it with the read that takes that byte; the caller still owns (and closes) its own.
+    public static func write(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, passing descriptor: Int32) throws(Errno) -> IOResult {
+        do {
+            let count = try retryingSyscall(.send, on: fd) { storekit_send_with_fd(fd, buffer.baseAddress, buffer.count, descriptor) }
+            return .transferred(count)
+        } catch {
+            if error == .wouldBlock { return .wouldBlock }
+            throw error
+        }
+    }
+
+    /// Reads what the socket holds, with any descriptors that came with it (SCM_RIGHTS, received
+    /// close-on-exec; at most 253 a read). The caller owns them.
+    public static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, descriptors: inout [Int32]) throws(Errno) -> IOResult {
+        var received = [Int32](repeating: -1, count: 253)
+        var count: Int32 = 0
+        do {
+            let bytes = try retryingSyscall(.read, on: fd) {
+                storekit_recv_with_fds(fd, buffer.baseAddress?.assumingMemoryBound(to: CChar.self), buffer.count,
+                                       &received, Int32(received.count), &count)
+            }
+            descriptors.append(contentsOf: received.prefix(Int(count)))
+            return bytes == 0 ? .endOfFile : .transferred(bytes)
+        } catch {
+            if error == .wouldBlock { return .wouldBlock }
+            throw error
+        }
+    }
+
     /// Writes all of `bytes` on a blocking fd.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws(Errno) {
         var offset = 0

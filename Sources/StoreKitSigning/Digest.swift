@@ -1,4 +1,7 @@
 import CCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Digests and keyed hashes from libcrypto.
 public enum Digest {
@@ -34,4 +37,57 @@ public enum Digest {
         _ = HMAC(EVP_sha256(), key, Int32(key.count), bytes, bytes.count, &output, &length)
         return Array(output.prefix(Int(length)))
     }
+}
+
+/// SHA-256 of bytes given piece by piece (a file read in chunks), from libcrypto.
+public final class SHA256Stream {
+    private let context: OpaquePointer?
+
+    public init() {
+        context = EVP_MD_CTX_new()
+        _ = EVP_DigestInit_ex(context, EVP_sha256(), nil)
+    }
+
+    deinit { EVP_MD_CTX_free(context) }
+
+    public func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        _ = EVP_DigestUpdate(context, base, bytes.count)
+    }
+
+    public func update(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    /// The digest of everything given (32 bytes); the stream is spent.
+    public func finish() -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        _ = EVP_DigestFinal_ex(context, &output, &length)
+        return output
+    }
+
+    /// The SHA-256 of what the open file `fd` holds from `offset` to its end, read with pread
+    /// (the file's offset does not move); nil with the errno when a read fails.
+    public static func digest(ofFile fd: Int32, from offset: Int64 = 0, into stream: SHA256Stream = SHA256Stream())
+        -> Result<[UInt8], FileReadError>
+    {
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var position = offset
+        while true {
+            let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(position)) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .failure(FileReadError(errno: errno))
+            }
+            if count == 0 { return .success(stream.finish()) }
+            buffer.withUnsafeBytes { stream.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            position += Int64(count)
+        }
+    }
+}
+
+/// A read that failed, with its errno.
+public struct FileReadError: Error, Sendable {
+    public let errno: Int32
 }

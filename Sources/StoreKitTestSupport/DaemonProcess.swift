@@ -37,10 +37,14 @@ public final class DaemonProcess: @unchecked Sendable {
     }
 
     /// The environment that points clients (library, CLI, example app) at this daemon; app
-    /// receipts go to a data home of this test's own.
+    /// receipts go to a data home of this test's own, downloaded content to a cache home.
     public var clientEnvironment: [String: String] {
-        ["STOREKITD_SOCKET": clientSocket, "STOREKITD_CONTROL_SOCKET": controlSocket, "XDG_DATA_HOME": dataHome]
+        ["STOREKITD_SOCKET": clientSocket, "STOREKITD_CONTROL_SOCKET": controlSocket, "XDG_DATA_HOME": dataHome,
+         "XDG_CACHE_HOME": cacheHome]
     }
+
+    /// Where OpenStoreKit clients started with `clientEnvironment` keep downloaded content.
+    public var cacheHome: String { directory.file("cache") }
 
     /// Where OpenStoreKit clients started with `clientEnvironment` keep their app receipts.
     public var dataHome: String { directory.file("data") }

@@ -30,6 +30,12 @@ public enum ClientMessage: Sendable, Equatable {
     /// The app receipt of the connection's (uid, app), made now (`SKReceiptRefreshRequest`);
     /// replied with `receipt`.
     case receipt(requestID: UInt32)
+    /// The hosted content of a purchased or restored transaction of the connection's (uid, app)
+    /// (version 3); replied with `content`.
+    case content(requestID: UInt32, transactionID: UInt64)
+    /// File `file` of that content, opened read-only by the daemon and passed with the reply
+    /// `contentFile` (SCM_RIGHTS; version 3).
+    case openContent(requestID: UInt32, transactionID: UInt64, file: UInt32)
 
     public struct AddPayment: Sendable, Equatable {
         public var requestID: UInt32
@@ -56,7 +62,7 @@ public enum ClientMessage: Sendable, Equatable {
 
     enum Tag: UInt8 {
         case hello = 1, subscribe, unsubscribe, addPayment, finish, restore, products, unfinished, control, ping, cancelPayment,
-             history, subscriptionStatus, appTransaction, receipt
+             history, subscriptionStatus, appTransaction, receipt, content, openContent
     }
 
     public var requestID: UInt32? {
@@ -64,7 +70,8 @@ public enum ClientMessage: Sendable, Equatable {
         case .hello: nil
         case .subscribe(let id), .unsubscribe(let id), .finish(let id, _), .restore(let id, _),
              .products(let id, _), .unfinished(let id, _), .control(let id, _, _), .ping(let id), .cancelPayment(let id, _),
-             .history(let id, _), .subscriptionStatus(let id, _), .appTransaction(let id), .receipt(let id):
+             .history(let id, _), .subscriptionStatus(let id, _), .appTransaction(let id), .receipt(let id),
+             .content(let id, _), .openContent(let id, _, _):
             id
         case .addPayment(let payment): payment.requestID
         }
@@ -114,6 +121,10 @@ public enum ClientMessage: Sendable, Equatable {
             writer.u8(Tag.appTransaction.rawValue); writer.u32(id)
         case .receipt(let id):
             writer.u8(Tag.receipt.rawValue); writer.u32(id)
+        case .content(let id, let transactionID):
+            writer.u8(Tag.content.rawValue); writer.u32(id); writer.u64(transactionID)
+        case .openContent(let id, let transactionID, let file):
+            writer.u8(Tag.openContent.rawValue); writer.u32(id); writer.u64(transactionID); writer.u32(file)
         }
         return writer.bytes
     }
@@ -125,7 +136,7 @@ public enum ClientMessage: Sendable, Equatable {
         var reader = WireReader(body, refusingNUL: true)
         guard body.count > 0 else { throw WireError(.emptyFrame) }
         let rawTag = try reader.u8()
-        guard let tag = Tag(rawValue: rawTag), version >= 2 || tag.rawValue <= Tag.cancelPayment.rawValue else {
+        guard let tag = Tag(rawValue: rawTag), tag.rawValue <= ProtocolVersion.lastClientMessage(version: version) else {
             throw WireError(.unknownMessageType(rawTag))
         }
         let message: ClientMessage
@@ -163,6 +174,10 @@ public enum ClientMessage: Sendable, Equatable {
             message = .appTransaction(requestID: try reader.u32())
         case .receipt:
             message = .receipt(requestID: try reader.u32())
+        case .content:
+            message = .content(requestID: try reader.u32(), transactionID: try reader.u64())
+        case .openContent:
+            message = .openContent(requestID: try reader.u32(), transactionID: try reader.u64(), file: try reader.u32())
         }
         try reader.expectEnd()
         return message
@@ -173,11 +188,26 @@ public enum ClientMessage: Sendable, Equatable {
 ///
 /// Version 1 is what the first OpenStoreKit spoke: no signed data (no `jws_representation` in a
 /// `TransactionRecord`, no offers in a `ProductRecord`, no `history`, `subscriptionStatus`,
-/// `appTransaction` or `receipt`), `unfinished` answered in one frame. Version 2 is today's.
-/// The daemon serves every version in `served` (docs/protocol.md §12 has the policy).
+/// `appTransaction` or `receipt`), `unfinished` answered in one frame. Version 2 added signed
+/// data. Version 3 is today's: hosted content (`content`, `openContent`, the welcome's list of
+/// downloadable products); every message version 2 has is encoded the same in it.
+/// The daemon serves every version in `served` (docs/protocol.md §13 has the policy).
 public enum ProtocolVersion {
     /// The version this build's clients speak.
-    public static let current: UInt16 = 2
+    public static let current: UInt16 = 3
     /// The versions the daemon serves, oldest first.
-    public static let served: ClosedRange<UInt16> = 1...2
+    public static let served: ClosedRange<UInt16> = 1...3
+    /// The first version with signed data (JWS in records, offers, `history`, `receipt`, …).
+    public static let signedData: UInt16 = 2
+    /// The first version with hosted content.
+    public static let hostedContent: UInt16 = 3
+
+    /// The last client message type a connection of `version` may send.
+    static func lastClientMessage(version: UInt16) -> UInt8 {
+        switch version {
+        case ...1: ClientMessage.Tag.cancelPayment.rawValue
+        case 2: ClientMessage.Tag.receipt.rawValue
+        default: ClientMessage.Tag.openContent.rawValue
+        }
+    }
 }

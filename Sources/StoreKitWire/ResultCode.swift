@@ -25,11 +25,19 @@ public enum ResultCode: UInt16, Sendable, CaseIterable {
     /// The ledger's database server (PostgreSQL) cannot be reached: stopped, restarting, or the
     /// network. Nothing was recorded; the same request (with the same payment key) can be sent again.
     case storeUnreachable = 18
+    /// The transaction has no hosted content this connection may download: not purchased or
+    /// restored, revoked, or its product comes with none (version 3).
+    case noContent = 19
 
     /// The code as a client of protocol `version` knows it: version 1 ends at `quotaExceeded`
     /// (17), so `storeUnreachable` is `storageFailure` there (nothing was recorded either way).
     public func rawValue(version: UInt16) -> UInt16 {
-        version >= 2 || self != .storeUnreachable ? rawValue : ResultCode.storageFailure.rawValue
+        switch self {
+        case .storeUnreachable where version < 2: ResultCode.storageFailure.rawValue
+        // Only a version-3 request is answered with it; an older client would not know it.
+        case .noContent where version < 3: ResultCode.invalidArgument.rawValue
+        default: rawValue
+        }
     }
 
     public var name: String {
@@ -53,6 +61,7 @@ public enum ResultCode: UInt16, Sendable, CaseIterable {
         case .rateLimited: "rate-limited"
         case .quotaExceeded: "quota-exceeded"
         case .storeUnreachable: "store-unreachable"
+        case .noContent: "no-content"
         }
     }
 }

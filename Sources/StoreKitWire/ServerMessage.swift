@@ -1,7 +1,9 @@
 /// Messages the daemon sends. Type bytes 128–255; see docs/protocol.md.
 public enum ServerMessage: Sendable, Equatable {
-    /// Reply to hello: the peer's uid as the daemon sees it and the current storefront.
-    case welcome(version: UInt16, uid: UInt32, storefrontCountryCode: String, storefrontID: String)
+    /// Reply to hello: the peer's uid as the daemon sees it, the current storefront, and (version
+    /// 3) the app's products that come with hosted content.
+    case welcome(version: UInt16, uid: UInt32, storefrontCountryCode: String, storefrontID: String,
+                 hostedContent: [HostedContentRecord] = [])
     /// The end of a request. `detail` is the `SKError.Code` when `code == .storeKit`;
     /// `value` is request-specific (the new transaction id for addPayment).
     case result(requestID: UInt32, code: ResultCode, detail: Int32, value: UInt64, message: String)
@@ -23,10 +25,16 @@ public enum ServerMessage: Sendable, Equatable {
     case signed(requestID: UInt32, jws: String)
     /// Reply to `receipt`: the app receipt's bytes (PKCS#7, DER), as Apple's receipt file.
     case receipt(requestID: UInt32, data: [UInt8])
+    /// Reply to `content`: the files of the transaction's hosted content.
+    case content(requestID: UInt32, manifest: ContentManifest)
+    /// Reply to `openContent`: the file's descriptor came with this frame's first byte
+    /// (SCM_RIGHTS); `length` is its size as the manifest lists it.
+    case contentFile(requestID: UInt32, file: UInt32, length: UInt64)
 
     enum Tag: UInt8 {
         case welcome = 128, result, updated, removed, products, transactions, controlResult,
-             storefrontChanged, entitlementsRevoked, promotedPurchase, subscriptionStatus, signed, receipt
+             storefrontChanged, entitlementsRevoked, promotedPurchase, subscriptionStatus, signed, receipt,
+             content, contentFile
     }
 
     /// The most transaction bytes the daemon puts in one `updated` or `transactions` frame (a
@@ -48,8 +56,12 @@ public enum ServerMessage: Sendable, Equatable {
 
     public func encode(into writer: inout WireWriter, version: UInt16 = ProtocolVersion.current) {
         switch self {
-        case .welcome(let version, let uid, let country, let id):
-            writer.u8(Tag.welcome.rawValue); writer.u16(version); writer.u32(uid); writer.string(country); writer.string(id)
+        case .welcome(let chosen, let uid, let country, let id, let content):
+            writer.u8(Tag.welcome.rawValue); writer.u16(chosen); writer.u32(uid); writer.string(country); writer.string(id)
+            if version >= ProtocolVersion.hostedContent {
+                writer.u32(UInt32(content.count))
+                for record in content { record.encode(into: &writer) }
+            }
         case .result(let id, let code, let detail, let value, let message):
             writer.u8(Tag.result.rawValue); writer.u32(id); writer.u16(code.rawValue(version: version)); writer.i32(detail)
             writer.u64(value); writer.string(message)
@@ -80,6 +92,10 @@ public enum ServerMessage: Sendable, Equatable {
             writer.u8(Tag.signed.rawValue); writer.u32(id); writer.string(jws)
         case .receipt(let id, let data):
             writer.u8(Tag.receipt.rawValue); writer.u32(id); writer.blob(data)
+        case .content(let id, let manifest):
+            writer.u8(Tag.content.rawValue); writer.u32(id); manifest.encode(into: &writer)
+        case .contentFile(let id, let file, let length):
+            writer.u8(Tag.contentFile.rawValue); writer.u32(id); writer.u32(file); writer.u64(length)
         }
     }
 
@@ -111,8 +127,17 @@ public enum ServerMessage: Sendable, Equatable {
         let message: ServerMessage
         switch tag {
         case .welcome:
-            message = .welcome(version: try reader.u16(), uid: try reader.u32(),
-                               storefrontCountryCode: try reader.string(), storefrontID: try reader.string())
+            let chosen = try reader.u16()
+            let uid = try reader.u32()
+            let country = try reader.string()
+            let storefrontID = try reader.string()
+            var content: [HostedContentRecord] = []
+            if version >= ProtocolVersion.hostedContent {
+                let count = try reader.count(minimumElementSize: HostedContentRecord.minimumEncodedSize)
+                for _ in 0..<count { content.append(try HostedContentRecord.decode(from: &reader)) }
+            }
+            message = .welcome(version: chosen, uid: uid, storefrontCountryCode: country, storefrontID: storefrontID,
+                               hostedContent: content)
         case .result:
             message = .result(requestID: try reader.u32(), code: try decodeCode(&reader), detail: try reader.i32(),
                               value: try reader.u64(), message: try reader.string())
@@ -148,6 +173,10 @@ public enum ServerMessage: Sendable, Equatable {
             message = .signed(requestID: try reader.u32(), jws: try reader.string())
         case .receipt:
             message = .receipt(requestID: try reader.u32(), data: try reader.blob())
+        case .content:
+            message = .content(requestID: try reader.u32(), manifest: try ContentManifest.decode(from: &reader))
+        case .contentFile:
+            message = .contentFile(requestID: try reader.u32(), file: try reader.u32(), length: try reader.u64())
         }
         try reader.expectEnd()
         return message

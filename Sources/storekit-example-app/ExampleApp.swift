@@ -24,7 +24,7 @@ final class StorefrontDelegate: NSObject, SKPaymentQueueDelegate {
 enum ExampleApp {
     static let usage = """
         Usage: storekit-example-app [--app ID] [--ledger FILE] [--promoted accept|defer|decline]
-                                    [--storefront-change continue|cancel] COMMAND
+                                    [--storefront-change continue|cancel] [--pause-download] COMMAND
 
         A sample app using OpenStoreKit (acts as com.example.game unless --app).
 
@@ -42,7 +42,13 @@ enum ExampleApp {
         --storefront-change: whether deferred payments continue when the storefront changes
         (the queue delegate's paymentQueue(_:shouldContinue:in:); default continue).
 
-        Each update is printed as one JSON line (events: updated, removed, restoreFinished,
+        Hosted content (a product with [HostedContent]) is downloaded before its transaction is
+        granted and finished (event download, with state and progress; the content lands in
+        $XDG_CACHE_HOME/storekit/APP/downloads/PRODUCT). A failed download leaves the transaction
+        unfinished (buy exits with status 3); --pause-download pauses it at its first progress
+        and exits with status 4, and the next launch goes on from what was copied.
+
+        Each update is printed as one JSON line (events: updated, removed, download, restoreFinished,
         restoreFailed, revoked, storefrontChanged, promoted, promotedAdded). Content is granted into the ledger file
         (default: $XDG_STATE_HOME/storekit-example-app/APP.ledger) before a transaction is finished,
         so a redelivered transaction is never granted twice; before that the app receipt is
@@ -102,6 +108,8 @@ enum ExampleApp {
         case .some: return usageError("--storefront-change takes continue or cancel")
         case .none: break
         }
+        let pausesDownloads = arguments.contains("--pause-download")
+        arguments.removeAll { $0 == "--pause-download" }
         guard let command = arguments.first else { return usageError("a COMMAND is required") }
         storefrontDelegate = StorefrontDelegate(continuePayments: continueOnStorefrontChange)
         SKPaymentQueue.default().delegate = storefrontDelegate
@@ -112,16 +120,19 @@ enum ExampleApp {
         case ("observe", 1):
             appObserver = TransactionObserver(ledger: ledger, goal: .forever)
             appObserver?.promotedPolicy = promotedPolicy
+            appObserver?.pausesDownloads = pausesDownloads
             appObserver?.start()
         case ("buy", 2):
             let payment = SKMutablePayment()
             payment.productIdentifier = arguments[1]
             payment.quantity = quantity
             appObserver = TransactionObserver(ledger: ledger, goal: .purchase(payment))
+            appObserver?.pausesDownloads = pausesDownloads
             appObserver?.start()
             SKPaymentQueue.default().add(payment)
         case ("restore", 1):
             appObserver = TransactionObserver(ledger: ledger, goal: .restore)
+            appObserver?.pausesDownloads = pausesDownloads
             appObserver?.start()
             SKPaymentQueue.default().restoreCompletedTransactions()
         case ("list", 1):

@@ -28,6 +28,17 @@ enum Output {
         FileHandle.standardError.write(Data("storekit-example-app: \(message)\n".utf8))
     }
 
+    static func name(_ state: SKDownloadState) -> String {
+        switch state {
+        case .waiting: "waiting"
+        case .active: "active"
+        case .paused: "paused"
+        case .finished: "finished"
+        case .failed: "failed"
+        case .cancelled: "cancelled"
+        }
+    }
+
     static func name(_ state: SKPaymentTransactionState) -> String {
         switch state {
         case .purchasing: "purchasing"

@@ -26,6 +26,11 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
     let ledger: Ledger
     let goal: Goal
     var promotedPolicy = PromotedPolicy.accept
+    /// `--pause-download`: pause a download at its first progress and exit (status 4), keeping
+    /// what it copied and the transaction unfinished; the next launch goes on from there.
+    var pausesDownloads = false
+    /// Transactions whose hosted content is downloading: granted and finished once it is in.
+    private var awaitingContent: [String: SKPaymentTransaction] = [:]
     /// The transaction of this run's purchase, once it is known.
     private var ownTransactions: Set<String> = []
     private var exitStatus: Int32 = 0
@@ -66,6 +71,16 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
                     if case .purchase = goal, ownTransactions.contains(id) { exit(2) }
                     continue
                 }
+                // Hosted content is downloaded first, and the transaction finished only once it is
+                // in (paymentQueue(_:updatedDownloads:)): a finished transaction's content can no
+                // longer be downloaded. A redelivery of a granted transaction does not download again.
+                let toDownload = transaction.downloads.filter { $0.state != .finished }
+                if !toDownload.isEmpty, !ledger.contains(id) {
+                    Output.line(event: "updated", transaction, extra: ["downloading": toDownload.map(\.contentIdentifier)])
+                    awaitingContent[id] = transaction
+                    queue.start(toDownload)
+                    continue
+                }
                 // Unlock next, durably; finish only after. A redelivery finds the grant in the ledger.
                 let granted = ledger.grant(transaction)
                 Output.line(event: "updated", transaction, extra: ["granted": granted])
@@ -82,6 +97,45 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
                 if case .purchase = goal, ownTransactions.contains(id) { exit(0) }
             @unknown default:
                 Output.line(event: "updated", transaction)
+            }
+        }
+    }
+
+    func paymentQueue(_ queue: SKPaymentQueue, updatedDownloads downloads: [SKDownload]) {
+        for download in downloads {
+            let transaction = download.transaction
+            let id = transaction.transactionIdentifier ?? ""
+            var event: [String: Any] = [
+                "event": "download", "transactionIdentifier": id, "productIdentifier": download.contentIdentifier,
+                "state": Output.name(download.state), "progress": Double(download.progress),
+                "expectedContentLength": download.expectedContentLength, "contentVersion": download.contentVersion,
+            ]
+            if download.timeRemaining != SKDownloadTimeRemainingUnknown { event["timeRemaining"] = download.timeRemaining }
+            switch download.state {
+            case .active:
+                Output.event(event)
+                if pausesDownloads, download.progress > 0 { queue.pause([download]) }
+            case .finished:
+                event["contentURL"] = download.contentURL?.path ?? ""
+                Output.event(event)
+                guard awaitingContent.removeValue(forKey: id) != nil else { continue }
+                let granted = ledger.grant(transaction)
+                Output.line(event: "updated", transaction, extra: ["granted": granted])
+                queue.finishTransaction(transaction)
+                exitAfterRestoreIfDone()
+            case .failed, .cancelled, .paused:
+                if let error = download.error { event["error"] = error.localizedDescription }
+                Output.event(event)
+                // Neither granted nor finished: the transaction comes back at the next launch, and
+                // its download goes on from what was copied.
+                awaitingContent.removeValue(forKey: id)
+                if case .purchase = goal, ownTransactions.contains(id) { exit(download.state == .paused ? 4 : 3) }
+                if download.state == .paused, pausesDownloads { exit(4) }
+                if case .restore = goal { exit(3) }
+            case .waiting:
+                Output.event(event)
+            @unknown default:
+                Output.event(event)
             }
         }
     }
@@ -113,9 +167,23 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
 
     func paymentQueueRestoreCompletedTransactionsFinished(_ queue: SKPaymentQueue) {
         Output.event(["event": "restoreFinished"])
-        if case .restore = goal {
-            // Give the finishes of restored transactions a moment to be sent before exiting.
-            DispatchQueue.main.asyncAfter(deadline: .now() + 0.3) { exit(0) }
+        restoreFinished = true
+        exitAfterRestoreIfDone()
+    }
+
+    /// Whether content of a transaction is still downloading.
+    var isDownloading: Bool { !awaitingContent.isEmpty }
+
+    /// The restore's end was told.
+    private var restoreFinished = false
+
+    /// `restore` exits once the restore ended and the content of restored transactions is in.
+    private func exitAfterRestoreIfDone() {
+        guard case .restore = goal, restoreFinished, awaitingContent.isEmpty else { return }
+        // Give the finishes of restored transactions a moment to be sent before exiting; a
+        // restored transaction told meanwhile may start a download, which ends the run instead.
+        DispatchQueue.main.asyncAfter(deadline: .now() + 0.3) {
+            if !(appObserver?.isDownloading ?? false) { exit(0) }
         }
     }
 

@@ -270,7 +270,8 @@ final class RequestHarness {
         case .products(_, let identifiers): identifiers
         case .control(_, let command, let arguments): [command] + arguments
         case .subscriptionStatus(_, let group): [group]
-        case .subscribe, .unsubscribe, .finish, .unfinished, .ping, .cancelPayment, .history, .appTransaction, .receipt: []
+        case .subscribe, .unsubscribe, .finish, .unfinished, .ping, .cancelPayment, .history, .appTransaction, .receipt,
+             .content, .openContent: []
         }
     }
 

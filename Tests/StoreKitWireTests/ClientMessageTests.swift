@@ -3,10 +3,10 @@ import Testing
 
 @Suite("ClientMessage encoding")
 struct ClientMessageTests {
-    @Test("the samples cover every client message type (1…15)")
+    @Test("the samples cover every client message type (1…17)")
     func samplesCoverEveryType() {
         let types = Set(WireSamples.clientMessages.map { $0.encode()[0] })
-        #expect(types == Set(1...15))
+        #expect(types == Set(1...17))
     }
 
     @Test("encode → decode gives the same message", arguments: WireSamples.clientMessages)
@@ -69,7 +69,7 @@ struct ClientMessageTests {
     }
 
     @Test("unknown type bytes, including every server type, are rejected",
-          arguments: [0, 16, 17, 100, 127, 128, 129, 137, 140, 200, 255] as [UInt8])
+          arguments: [0, 18, 19, 100, 127, 128, 129, 137, 140, 142, 200, 255] as [UInt8])
     func unknownType(type: UInt8) {
         #expect(throws: WireError(.unknownMessageType(type))) { try ClientMessage.decode([type]) }
         #expect(throws: WireError(.unknownMessageType(type))) { try ClientMessage.decode([type, 1, 0, 0, 0]) }

@@ -81,11 +81,18 @@ enum WireSamples {
         .subscriptionStatus(requestID: 11, groupID: clientUnicode),
         .appTransaction(requestID: 12),
         .receipt(requestID: .max),
+        .content(requestID: 13, transactionID: 2_000_000_000_000_042),
+        .openContent(requestID: 14, transactionID: .max, file: 0),
+        .openContent(requestID: 14, transactionID: 1, file: .max),
     ]
 
     static let serverMessages: [ServerMessage] = [
         .welcome(version: ProtocolVersion.current, uid: 1000, storefrontCountryCode: "USA", storefrontID: "143441"),
         .welcome(version: 0, uid: .max, storefrontCountryCode: "", storefrontID: unicode),
+        .welcome(version: 3, uid: 1000, storefrontCountryCode: "USA", storefrontID: "143441", hostedContent: [
+            HostedContentRecord(productID: "com.example.game.level_pack", version: "1.0", length: 469),
+            HostedContentRecord(productID: unicode, version: "", length: .max),
+        ]),
         .result(requestID: 0, code: .ok, detail: 0, value: 0, message: ""),
         .updated([]),
         .updated([minimalTransaction, fullTransaction]),
@@ -113,6 +120,13 @@ enum WireSamples {
         .signed(requestID: 6, jws: "eyJhbGciOiJFUzI1NiJ9.e30.c2ln"),
         .receipt(requestID: 7, data: []),
         .receipt(requestID: 7, data: [0x30, 0x80, 0x00, 0xff]),
+        .content(requestID: 8, manifest: ContentManifest(productID: "p", version: "1.0", files: [])),
+        .content(requestID: 8, manifest: ContentManifest(productID: unicode, version: "2", files: [
+            .init(path: "README.txt", length: 0, sha256: [UInt8](repeating: 0xe3, count: 32)),
+            .init(path: "Levels/\(unicode).json", length: .max, sha256: [UInt8](repeating: 0, count: 32)),
+        ])),
+        .contentFile(requestID: 9, file: 0, length: 0),
+        .contentFile(requestID: .max, file: .max, length: .max),
     ] + ResultCode.allCases.map { code in
         .result(requestID: .max, code: code, detail: -1, value: .max, message: unicode)
     }
