@@ -135,7 +135,7 @@ final class ContentDownloader: @unchecked Sendable {
             $0.state = stopped == .cancel ? .cancelled : .paused
             $0.timeRemaining = SKDownloadTimeRemainingUnknown
             $0.worker = nil
-            if stopped == .cancel { $0.progress = 0 }
+            $0.progress = stopped == .cancel || total == 0 ? 0 : Float(Double(copied) / Double(total))
         }
         tell()
     }
@@ -183,8 +183,9 @@ final class ContentDownloader: @unchecked Sendable {
             guard count > 0 else { break }
             buffer.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
             position += UInt64(count)
-            progress(UInt64(count), true)
         }
+        // Told as one step: a resumed download's first progress is where it stopped.
+        if position > 0 { progress(position, true) }
         while offset < file.length {
             if let stop = stopRequest.withLock({ $0 }) { return stop }
             let count = try readChunk(source, into: &buffer, at: offset, limit: file.length - offset, what: file.path)
