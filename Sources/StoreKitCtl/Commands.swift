@@ -26,13 +26,41 @@ struct AppsCommand: Subcommand {
 struct ProductsCommand: Subcommand {
     static let name = "products"
     static let summary = "list an app's products"
-    static let usage = "Usage: storekitctl products APP [-o json]\n\nLists the products of APP's catalogue."
+    static let usage = "Usage: storekitctl products APP [-o json]\n\nLists the products of APP's catalogue (with -o json, "
+        + "isDownloadable and the hosted content's version and size)."
     let app: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { app = try arguments.positional("APP") }
     var request: (command: ControlCommand, arguments: [String]) { (.products, ["app=\(app)"]) }
     func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("product", "productIdentifier"), ("type", "type"), ("price", "displayPrice"),
                         ("title", "localizedTitle")]).render(json)
+    }
+}
+
+/// `storekitctl content APP PRODUCT`: a product's hosted content.
+struct ContentCommand: Subcommand {
+    static let name = "content"
+    static let summary = "show a product's hosted content (files, sizes, SHA-256)"
+    static let usage = """
+        Usage: storekitctl content APP PRODUCT [-o json]
+
+        Shows the hosted content of PRODUCT ([HostedContent] in APP's registration) as storekitd
+        listed it at its last start or reload: its folder, version, and each file with its size
+        and SHA-256, which a buyer's download is checked against.
+        """
+    let app: String
+    let product: String
+    init(_ arguments: inout ArgumentList) throws(UsageError) {
+        app = try arguments.positional("APP")
+        product = try arguments.positional("PRODUCT")
+    }
+    var request: (command: ControlCommand, arguments: [String]) { (.content, ["app=\(app)", "product=\(product)"]) }
+    func renderTable(_ json: JSONValue) -> String {
+        guard case .object(let members) = json else { return renderKeyValues(json) }
+        let header = members.filter { $0.0 != "files" }
+        let files = members.first { $0.0 == "files" }?.1 ?? .array([])
+        return renderKeyValues(.object(header)) + "\n"
+            + Table(columns: [("file", "path"), ("bytes", "length"), ("sha256", "sha256")]).render(files)
     }
 }
 

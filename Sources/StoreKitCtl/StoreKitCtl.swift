@@ -33,7 +33,7 @@ enum OutputFormat: String {
 
 public enum StoreKitCtl {
     static let subcommands: [any Subcommand.Type] = [
-        StatusCommand.self, AppsCommand.self, ProductsCommand.self, TransactionsCommand.self, BuyCommand.self,
+        StatusCommand.self, AppsCommand.self, ProductsCommand.self, ContentCommand.self, TransactionsCommand.self, BuyCommand.self,
         ApproveCommand.self, DeclineCommand.self, RefundCommand.self, ExpireCommand.self, RenewCommand.self,
         AutoRenewCommand.self, BillingIssueCommand.self, ResolveCommand.self, FailNextCommand.self,
         InterruptedCommand.self, AskToBuyCommand.self, StorefrontCommand.self, PromoteCommand.self,

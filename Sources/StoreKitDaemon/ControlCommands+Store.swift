@@ -55,7 +55,7 @@ extension ControlCommands {
         case .history: return try history(arguments)
         case .subscriptions: return try subscriptions(arguments)
         case .clear: return try clear(arguments)
-        case .status, .apps, .products, .transactions, .buy, .backup, .migrate, .certificate, .rotateKey, .receipt:
+        case .status, .apps, .products, .content, .transactions, .buy, .backup, .migrate, .certificate, .rotateKey, .receipt:
             return .failure(.invalidArgument, "'\(command.rawValue)' is not a store command")
         }
     }

@@ -56,6 +56,7 @@ struct ControlCommands {
         case .status: return status()
         case .apps: return apps()
         case .products: return products(arguments)
+        case .content: return content(arguments)
         case .transactions: return try transactions(arguments)
         case .buy: return try buy(arguments)
         case .backup: return backup(arguments)
@@ -105,7 +106,45 @@ struct ControlCommands {
         guard let app = arguments["app"] else { return .failure(.invalidArgument, "products needs an APP") }
         guard let catalog = engine.catalogs[app] else { return .failure(.unknownApp, "app \(app) is not registered") }
         let records = catalog.products.map { $0.record(locale: engine.locale, currencyCode: engine.currencyCode) }
-        return Result(json: .array(records.map(\.json)))
+        let registration = configuration.app(app)
+        return Result(json: .array(records.map { record in
+            guard case .object(var members) = record.json else { return record.json }
+            // SKProduct's names: whether it comes with hosted content, and which.
+            let content = registration?.content(of: record.productID)
+            members.append(("isDownloadable", .bool(content != nil)))
+            if let content {
+                members.append(("downloadContentVersion", .string(content.version)))
+                members.append(("downloadContentLengths", .array([.int(Int64(clamping: content.manifest.length))])))
+            }
+            return .object(members)
+        }))
+    }
+
+    /// `storekitctl content APP PRODUCT`: the hosted content of a product as the daemon listed
+    /// it at its last start or reload: the folder, the version, and each file with its SHA-256.
+    private func content(_ arguments: Arguments) -> Result {
+        guard let app = arguments["app"], let productID = arguments["product"] else {
+            return .failure(.invalidArgument, "content needs an APP and a PRODUCT")
+        }
+        guard let registration = configuration.app(app), let catalog = engine.catalogs[app] else {
+            return .failure(.unknownApp, "app \(app) is not registered")
+        }
+        guard catalog.product(productID) != nil else {
+            return .failure(.invalidArgument, "\(app) has no product \(productID)")
+        }
+        guard let content = registration.content(of: productID) else {
+            return .failure(.invalidArgument, "\(productID) comes with no hosted content (no [HostedContent] in \(registration.file))")
+        }
+        return Result(json: .object([
+            ("productIdentifier", .string(productID)),
+            ("contentVersion", .string(content.version)),
+            ("path", .string(content.directory)),
+            ("contentLength", .int(Int64(clamping: content.manifest.length))),
+            ("files", .array(content.files.map { file in
+                .object([("path", .string(file.path)), ("length", .int(Int64(clamping: file.length))),
+                         ("sha256", .string(file.sha256.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()))])
+            })),
+        ]))
     }
 
     private func transactions(_ arguments: Arguments) throws(LedgerError) -> Result {

@@ -11,12 +11,14 @@ public enum ControlCommand: String, Sendable, CaseIterable {
     case askToBuy = "ask-to-buy"
     case failNext = "fail-next"
     case switches, reset, storefront, promote, clock, entitlements, history, subscriptions, clear
+    case content
 
     /// Commands that only read: they run even while the daemon's writes are stopped. (`clock` and
     /// `storefront` read unless given `advance`/`rate` or `set`.)
     public var onlyReads: Bool {
         switch self {
-        case .status, .apps, .products, .transactions, .history, .entitlements, .subscriptions, .switches, .certificate, .receipt:
+        case .status, .apps, .products, .content, .transactions, .history, .entitlements, .subscriptions, .switches, .certificate,
+             .receipt:
             true
         default:
             false

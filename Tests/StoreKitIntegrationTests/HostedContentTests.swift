@@ -297,3 +297,30 @@ import Glibc
                 "the transaction waits for its content")
     }
 }
+
+extension HostedContentTests {
+    @Test("storekitctl shows a product's content as the daemon listed it, and products says which are downloadable")
+    func storekitctlShowsContent() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let content = try #require(try daemon.ctlJSON(["content", Sample.app, Self.pack]) as? [String: Any])
+        #expect(content["contentVersion"] as? String == "1.0" && content["contentLength"] as? Int == 469)
+        let files = try #require(content["files"] as? [[String: Any]])
+        #expect(files.map { $0["path"] as? String ?? "" } == ["Levels/level1.json", "Levels/level2.json", "Levels/level3.json", "README.txt"])
+        for file in files {
+            let digest = try Self.sha256sum(Self.sampleContent + "/" + (file["path"] as? String ?? ""))
+            #expect(file["sha256"] as? String == digest.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())
+        }
+        let table = try daemon.ctl(["content", Sample.app, Self.pack])
+        #expect(table.status == 0 && table.stdout.contains("Levels/level2.json") && table.stdout.contains("contentVersion"), "\(table.stdout)")
+        let none = try daemon.ctl(["content", Sample.app, "com.example.game.coins100"])
+        #expect(none.status != 0 && none.stderr.contains("comes with no hosted content"), "\(none.stderr)")
+
+        let products = try #require(try daemon.ctlJSON(["products", Sample.app]) as? [[String: Any]])
+        let pack = try #require(products.first { $0["productIdentifier"] as? String == Self.pack })
+        #expect(pack["isDownloadable"] as? Bool == true && pack["downloadContentVersion"] as? String == "1.0")
+        #expect(pack["downloadContentLengths"] as? [Int] == [469])
+        #expect(products.filter { $0["isDownloadable"] as? Bool == true }.count == 1)
+    }
+}
