@@ -216,7 +216,6 @@ open class SKPaymentQueue: NSObject {
             // A refused payment never reached the queue: there is nothing to finish.
             return
         }
-        transaction.finishRequested = true
         cancelDownloads(of: transaction)
         connection.request({ .finish(requestID: $0, transactionID: id) }) { result in
             if case .failure(let error) = result {
@@ -254,9 +253,9 @@ open class SKPaymentQueue: NSObject {
 
     /// Starts downloading hosted content (`.waiting`, or `.failed` to try again, going on from
     /// what was copied); each goes `.active`, then `.finished`, `.failed`, `.paused` or
-    /// `.cancelled`, told in `paymentQueue(_:updatedDownloads:)`. A download of a transaction
-    /// already finished is not queueable, as in StoreKit: it fails at once, saying so. Finished,
-    /// active and cancelled downloads are left as they are.
+    /// `.cancelled`, told in `paymentQueue(_:updatedDownloads:)`. Finished, active and cancelled
+    /// downloads are left as they are: a cancelled download (finishing its transaction cancels
+    /// it) is no longer queueable, as in StoreKit.
     open func start(_ downloads: [SKDownload]) {
         run(downloads, from: [.waiting, .failed])
     }
@@ -304,16 +303,8 @@ open class SKPaymentQueue: NSObject {
         guard isConnected else { return }
         var told: [SKDownload] = []
         for download in downloads where download.transactionID != 0 {
-            let transaction = download.transaction
-            let finished = transaction.finishRequested || (transaction.record?.finished ?? false)
             let worker = download.withProgress { progress -> ContentDownloader? in
                 guard states.contains(progress.state) else { return nil }
-                if finished {
-                    progress.state = .failed
-                    progress.error = SKError(.unknown, userInfo: [NSLocalizedDescriptionKey:
-                        "transaction \(download.transactionID) is finished: its content can no longer be downloaded"])
-                    return nil
-                }
                 let worker = ContentDownloader(download: download, app: connection.resolvedAppIdentifier,
                                                socketPath: connection.resolvedSocketPath)
                 progress.state = .active
@@ -324,8 +315,6 @@ open class SKPaymentQueue: NSObject {
             if let worker {
                 told.append(download)
                 worker.start()
-            } else if finished {
-                told.append(download)
             }
         }
         if !told.isEmpty { tellObservers(about: told) }

@@ -7,8 +7,6 @@ import StoreKitWire
 open class SKPaymentTransaction: NSObject {
     /// The wire record this transaction was made from; the queue finishes transactions by `record.id`.
     var record: TransactionRecord?
-    /// The app finished it (`finishTransaction`): its downloads are no longer queueable.
-    var finishRequested = false
 
     private var storedPayment: SKPayment
     private var storedState: SKPaymentTransactionState
