@@ -120,7 +120,7 @@ struct DownloadTests {
         let observer = Observer { queue, download in queue.cancel([download]) }
         SKPaymentQueue.default().add(observer)
         defer { SKPaymentQueue.default().remove(observer) }
-        let (transaction, download) = try await Self.buyPack(observing: observer)
+        let (_, download) = try await Self.buyPack(observing: observer)
         SKPaymentQueue.default().start([download])
         try await observer.wait { download.state == .cancelled }
         try await Task.sleep(for: .milliseconds(200))
@@ -140,7 +140,7 @@ struct DownloadTests {
         let observer = Observer { queue, download in queue.finishTransaction(download.transaction) }
         SKPaymentQueue.default().add(observer)
         defer { SKPaymentQueue.default().remove(observer) }
-        let (transaction, download) = try await Self.buyPack(observing: observer)
+        let (_, download) = try await Self.buyPack(observing: observer)
         SKPaymentQueue.default().start([download])
         try await observer.wait { download.state == .cancelled }
         #expect(!observer.states.contains(.finished))
