@@ -67,7 +67,8 @@ extension Server {
         }
         var current: [UInt64] = []
         for token in tokens {
-            if let version = sessions[token]?.version, version < ProtocolVersion.current {
+            // Versions 2 and 3 encode pushes alike (signed): one frame serves both.
+            if let version = sessions[token]?.version, version < ProtocolVersion.signedData {
                 routeToOlderClient(message, token: token, version: version, into: &output)
             } else {
                 current.append(token)
@@ -88,8 +89,8 @@ extension Server {
         for token in current { output.append(token, frame) }
     }
 
-    /// A push for a client of an older protocol version (docs/protocol.md §12), encoded in its
-    /// version, unsigned (version 1 has no signed data). A fleet's announcement of another
+    /// A push for a client of protocol version 1 (docs/protocol.md §13), encoded in its version,
+    /// unsigned (version 1 has no signed data). A fleet's announcement of another
     /// host's purchase (an `updated` record already finished) is left out: version 1 knows no
     /// such record, and its StoreKit 1 clients would take it for a purchase to deliver.
     func routeToOlderClient(_ message: ServerMessage, token: UInt64, version: UInt16, into output: inout UnitOutput) {

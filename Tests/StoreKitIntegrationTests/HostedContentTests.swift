@@ -175,9 +175,13 @@ import Glibc
         let refunded = try owner.request { .openContent(requestID: $0, transactionID: purchase.id, file: 0) }
         #expect(refunded.code == .noContent && refunded.message.contains("refunded"), "\(refunded.message)")
 
-        // A version-2 client is told of no content and cannot ask for it.
+        // A version-2 client is told of no content and cannot ask for it; its pushes are signed,
+        // as before version 3.
         let older = try Client(daemon, version: 2)
         #expect(older.connection.hostedContent.isEmpty)
+        _ = try older.subscribe()
+        let pushed = try older.buy("com.example.game.coins100")
+        #expect(pushed.jwsRepresentation?.split(separator: ".").count == 3, "a version-2 observer's purchase is signed")
         try older.connection.send(.content(requestID: 1, transactionID: purchase.id))
         guard case .result(_, let code, _, _, _) = try older.connection.receive() else { return }
         #expect(code == .malformedRequest)
