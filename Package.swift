@@ -61,7 +61,7 @@ let package = Package(
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekit2-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekitd-bench", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitSQLite", "StoreKitSigning",
-                                                               "StoreKitTestSupport"]),
+                                                               "StoreKitTestSupport", "OpenStoreKit"]),
         // Requests through the engine and the store, checked after each: libFuzzer's target with
         // `make fuzz`, a seeded random driver in `make test` (Entry.swift).
         .executableTarget(name: "storekitd-fuzz", dependencies: ["StoreKitEngine", "StoreKitLedger", "StoreKitSQLite", "StoreKitWire", "StoreKitTestSupport"]),

@@ -170,6 +170,10 @@ final class Bench {
                                   value: startup, peer: nil, targetRatio: nil, targetAbsolute: 250, better: .lower))
         }
 
+        if wants("downloads") {
+            figures += try runDownloads()
+        }
+
         figures.append(Figure(name: "limit: Unix socket round trip", unit: "µs", value: limits.roundTrip, peer: nil,
                               targetRatio: nil, targetAbsolute: nil, better: .lower))
         figures.append(Figure(name: "limit: fdatasync in state dir", unit: "syncs/s", value: limits.syncs, peer: nil,

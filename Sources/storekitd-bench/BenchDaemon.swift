@@ -91,7 +91,10 @@ let benchCatalog = """
       "products" : [
         { "displayPrice" : "0.99", "familyShareable" : false, "internalID" : "1", "localizations" : [
             { "description" : "Coins", "displayName" : "Coins", "locale" : "en_US" } ],
-          "productID" : "bench.coins", "referenceName" : "Coins", "type" : "Consumable" }
+          "productID" : "bench.coins", "referenceName" : "Coins", "type" : "Consumable" },
+        { "displayPrice" : "4.99", "familyShareable" : false, "internalID" : "2", "localizations" : [
+            { "description" : "Pack", "displayName" : "Pack", "locale" : "en_US" } ],
+          "productID" : "bench.pack", "referenceName" : "Pack", "type" : "NonConsumable" }
       ],
       "settings" : { "_storefront" : "USA", "_locale" : "en_US" },
       "version" : { "major" : 4, "minor" : 0 }

@@ -14,8 +14,8 @@ if arguments.contains("-h") || arguments.contains("--help") {
         measures purchase cycles, latency, replay, fan-out, start-up, RSS and the machine's limits.
         --quick shortens every phase (for a smoke test); --output sets the JSON file
         (default bench-results.json in the current directory). --only runs some phases, a comma-separated
-        list of cycles, latency, postgres, signing, noisy, floods, replay, fanout and startup (the limits
-        and idle RSS always run). postgres starts a PostgreSQL 15 of its own (as root, postgresql-15
+        list of cycles, latency, postgres, signing, noisy, floods, replay, fanout, startup and downloads
+        (the limits and idle RSS always run). postgres starts a PostgreSQL 15 of its own (as root, postgresql-15
         installed; skipped with the reason otherwise) and measures storekitd on it beside SQLite and the
         peer: purchase cycles, latency, and a fleet's cross-host delivery (two daemons on one database),
         and the server's own commit rate with pgbench (one INSERT per transaction) at 1, 8 and 100
@@ -26,7 +26,9 @@ if arguments.contains("-h") || arguments.contains("--help") {
         kinds by another uid (nobody, through setpriv: needs root): history pages of 5,000 finished
         purchases, and receipts of 5,000 unfinished consumables with a purchase every 16 receipts,
         16 requests in flight; the victim's purchase p99 and its ping p99 each alone and flooded.
-        --quick runs one round of fewer purchases in noisy and floods.
+        --quick runs one round of fewer purchases in noisy and floods. downloads times a buyer's app
+        (OpenStoreKit's SKDownload, in this process) getting 512 MiB of hosted content (256 with
+        --quick), against cp -r of the same folder with and without a sync of the copy.
         """)
     exit(0)
 }
