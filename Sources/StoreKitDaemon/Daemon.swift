@@ -123,7 +123,15 @@ public enum Daemon {
 
     /// Reads every app's catalogue, and lists and hashes the hosted content of its products
     /// (into `configuration`): content is only for a non-consumable product of the catalogue.
-    static func loadCatalogs(_ configuration: inout DaemonConfiguration) throws -> [String: Catalog] {
+    /// At a reload, `previous` (the running configuration) gives the digests of files that did
+    /// not change, which are not read again.
+    static func loadCatalogs(_ configuration: inout DaemonConfiguration, previous: DaemonConfiguration? = nil) throws
+        -> [String: Catalog]
+    {
+        var known: [String: (HostedContent.FileStamp, [UInt8])] = [:]
+        for content in previous?.apps.flatMap(\.hostedContent) ?? [] {
+            known.merge(content.digests) { first, _ in first }
+        }
         var catalogs: [String: Catalog] = [:]
         for index in configuration.apps.indices {
             let app = configuration.apps[index]
@@ -145,7 +153,7 @@ public enum Daemon {
                                       message: "[HostedContent] of \(content.productID): content is for non-consumable products "
                                           + "(as on the App Store), and it is \(product.kind.name)")
                 }
-                try configuration.apps[index].hostedContent[contentIndex].scan()
+                try configuration.apps[index].hostedContent[contentIndex].scan(reusing: known)
             }
         }
         return catalogs

@@ -97,10 +97,10 @@ final class DaemonSetup {
         }
 
         let configFile = configFile
-        let reloader: Server.Reloader = {
+        let reloader: Server.Reloader = { running in
             do {
                 var reloaded = try DaemonConfiguration.load(configFile: configFile.path, required: configFile.required)
-                let catalogs = try Daemon.loadCatalogs(&reloaded)
+                let catalogs = try Daemon.loadCatalogs(&reloaded, previous: running)
                 return .success((reloaded, catalogs))
             } catch {
                 return .failure(Server.ReloadFailure("\(error)"))
@@ -144,6 +144,7 @@ final class DaemonSetup {
         logger.notice("Serving \(catalogs.count) app\(catalogs.count == 1 ? "" : "s") on \(runtimeDirectory), database \(opened.storage.path); "
                       + Daemon.howClientsFindIt(runtimeDirectory: runtimeDirectory, uid: uid, environment: environment),
                       id: .started)
+        server.logHostedContent()
         server.startIntegrityCheck()
         do {
             try server.run()

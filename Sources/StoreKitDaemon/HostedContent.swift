@@ -17,6 +17,11 @@ public struct HostedContent: Sendable, Equatable {
     public var version: String
     /// Its files, sorted by path; empty until `scan()`.
     public var files: [ContentManifest.File] = []
+    /// What each of `files` was when it was hashed: a reload hashes again only a file whose
+    /// stamp changed (or a new one).
+    var stamps: [FileStamp] = []
+    /// How many files the last `scan` read and hashed (the others kept their digests).
+    public var hashedCount = 0
     /// Where the section is, for messages.
     public var file: String
     public var line: Int
@@ -30,25 +35,60 @@ public struct HostedContent: Sendable, Equatable {
     }
 
     public var manifest: ContentManifest { ContentManifest(productID: productID, version: version, files: files) }
+    /// What the log says of it after a start or reload.
+    var summary: String {
+        "\(productID) \(version): \(files.count) file\(files.count == 1 ? "" : "s"), \(manifest.length) bytes from \(directory)"
+            + (hashedCount == files.count ? "" : " (\(hashedCount) hashed again, the others unchanged)")
+    }
+
     public var record: HostedContentRecord { HostedContentRecord(productID: productID, version: version, length: manifest.length) }
 
     /// Deepest folder nesting read (a symbolic link loop ends here, with an error).
     static let maximumDepth = 32
 
     /// Lists and hashes the directory's regular files (symbolic links followed); an error names
-    /// the section's line and the file.
-    public mutating func scan() throws(ConfigError) {
-        var found: [ContentManifest.File] = []
-        try walk(relative: "", depth: 0, into: &found)
+    /// the section's line and the file. A file `known` has with the same stamp (the previous
+    /// configuration's listing, at a reload) keeps its digest without being read.
+    public mutating func scan(reusing known: [String: (FileStamp, [UInt8])] = [:]) throws(ConfigError) {
+        var found: [(ContentManifest.File, FileStamp)] = []
+        hashedCount = 0
+        try walk(relative: "", depth: 0, known: known, into: &found)
         guard !found.isEmpty else { throw error("\(directory) holds no file: a product's content is at least one file") }
-        files = found
+        files = found.map(\.0)
+        stamps = found.map(\.1)
+    }
+
+    /// Each file's digest by its full path, with its stamp: what a reload's `scan` may reuse.
+    var digests: [String: (FileStamp, [UInt8])] {
+        var result: [String: (FileStamp, [UInt8])] = [:]
+        for (file, stamp) in zip(files, stamps) { result[directory + "/" + file.path] = (stamp, file.sha256) }
+        return result
+    }
+
+    /// What identifies a file's bytes without reading them: device, inode, size, and the times
+    /// of its last change of data and of status (a rewrite in place moves both).
+    public struct FileStamp: Sendable, Equatable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var modified: Int64
+        var changed: Int64
+
+        init(_ status: stat) {
+            device = UInt64(status.st_dev)
+            inode = UInt64(status.st_ino)
+            size = Int64(status.st_size)
+            modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
+            changed = Int64(status.st_ctim.tv_sec) * 1_000_000_000 + Int64(status.st_ctim.tv_nsec)
+        }
     }
 
     private func error(_ message: String) -> ConfigError {
         ConfigError(file: file, line: line, message: "[HostedContent] of \(productID): \(message)")
     }
 
-    private func walk(relative: String, depth: Int, into found: inout [ContentManifest.File]) throws(ConfigError) {
+    private mutating func walk(relative: String, depth: Int, known: [String: (FileStamp, [UInt8])],
+                      into found: inout [(ContentManifest.File, FileStamp)]) throws(ConfigError) {
         let path = relative.isEmpty ? directory : directory + "/" + relative
         guard depth <= Self.maximumDepth else { throw error("\(path) is nested more than \(Self.maximumDepth) folders deep") }
         guard let handle = opendir(path) else { throw error("cannot read the folder \(path): \(Errno(rawValue: errno))") }
@@ -67,9 +107,17 @@ public struct HostedContent: Sendable, Equatable {
             guard stat(full, &status) == 0 else { throw error("cannot read \(full): \(Errno(rawValue: errno))") }
             switch status.st_mode & S_IFMT {
             case S_IFDIR:
-                try walk(relative: child, depth: depth + 1, into: &found)
+                try walk(relative: child, depth: depth + 1, known: known, into: &found)
             case S_IFREG:
-                found.append(ContentManifest.File(path: child, length: UInt64(status.st_size), sha256: try Self.hash(full, error: error)))
+                let stamp = FileStamp(status)
+                let digest: [UInt8]
+                if let (knownStamp, knownDigest) = known[full], knownStamp == stamp {
+                    digest = knownDigest
+                } else {
+                    digest = try Self.hash(full, error: error)
+                    hashedCount += 1
+                }
+                found.append((ContentManifest.File(path: child, length: UInt64(status.st_size), sha256: digest), stamp))
             default:
                 throw error("\(full) is neither a file nor a folder")
             }

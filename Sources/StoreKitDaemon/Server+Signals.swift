@@ -26,7 +26,7 @@ extension Server {
     func reload() {
         guard let reloader else { return }
         notifier.reloading()
-        switch reloader() {
+        switch reloader(configuration) {
         case .success(let (newConfiguration, catalogs)):
             if newConfiguration.adminGroup != configuration.adminGroup {
                 access = AccessPolicy(adminGroup: newConfiguration.adminGroup)
@@ -39,10 +39,21 @@ extension Server {
             engine.replaceCatalogs(catalogs)
             proof.forgetReceipts()   // a product's kind or an app's version may have changed
             logger.notice("Reloaded configuration: \(catalogs.count) app\(catalogs.count == 1 ? "" : "s")", id: .reloaded)
+            logHostedContent()
             notifier.ready(status: statusLine())
         case .failure(let failure):
             logger.error("Reload failed, keeping the running configuration: \(failure.message)", id: .reloaded)
             notifier.ready(status: "Reload failed, running the old configuration: \(failure.message)")
+        }
+    }
+
+    /// One line per product with hosted content: what was listed, and how much was read again.
+    func logHostedContent() {
+        for app in configuration.apps {
+            for content in app.hostedContent {
+                logger.info("Hosted content of \(app.id): \(content.summary)", fields: [("STOREKIT_APP", app.id),
+                                                                                      ("STOREKIT_PRODUCT", content.productID)])
+            }
         }
     }
 

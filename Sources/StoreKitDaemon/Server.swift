@@ -52,7 +52,9 @@ public final class Server {
 
     /// What the server asks of its owner when SIGHUP arrives: a new configuration and catalogues,
     /// or a message saying why the old ones stay.
-    public typealias Reloader = () -> Result<(DaemonConfiguration, [String: Catalog]), ReloadFailure>
+    /// Loads the configuration again; it is given the running one (hosted content whose files
+    /// did not change keeps its digests).
+    public typealias Reloader = (DaemonConfiguration) -> Result<(DaemonConfiguration, [String: Catalog]), ReloadFailure>
 
     public struct ReloadFailure: Error {
         public let message: String

@@ -328,3 +328,29 @@ extension HostedContentTests {
         #expect(products.filter { $0["isDownloadable"] as? Bool == true }.count == 1)
     }
 }
+
+extension HostedContentTests {
+    @Test("a reload lists the content again and hashes only what changed; a download gets the new bytes")
+    func reloadHashesOnlyWhatChanged() throws {
+        let daemon = try Self.daemon(with: ["a.txt": Array("first\n".utf8), "b.txt": Array("second\n".utf8),
+                                            "c/d.txt": Array("third\n".utf8)])
+        defer { daemon.remove() }
+        try daemon.start()
+        #expect(eventually { daemon.log().contains("Hosted content of com.example.game: \(Self.pack) 2.5: 3 files, 19 bytes") })
+        let config = (daemon.configFile as NSString).deletingLastPathComponent
+        try "SECOND\n".write(toFile: config + "/content/test_pack/b.txt", atomically: false, encoding: .utf8)
+        let before = try #require(try daemon.ctlJSON(["content", Sample.app, Self.pack]) as? [String: Any])
+        kill(daemon.process!.processIdentifier, SIGHUP)
+        #expect(eventually { daemon.log().contains("3 files, 19 bytes from \(config)/content/test_pack (1 hashed again, the others unchanged)") },
+                "\(daemon.log(tail: 10))")
+        let after = try #require(try daemon.ctlJSON(["content", Sample.app, Self.pack]) as? [String: Any])
+        let digests = { (json: [String: Any]) in ((json["files"] as? [[String: Any]]) ?? []).map { $0["sha256"] as? String ?? "" } }
+        #expect(digests(before)[0] == digests(after)[0] && digests(before)[2] == digests(after)[2])
+        #expect(digests(before)[1] != digests(after)[1])
+        let expected = try Self.sha256sum(config + "/content/test_pack/b.txt").map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        #expect(digests(after)[1] == expected)
+        let bought = try app(daemon, ["buy", Self.pack])
+        #expect(bought.status == 0, "\(bought.stdout)")
+        #expect(try String(contentsOfFile: Self.finalFolder(daemon) + "/Contents/b.txt", encoding: .utf8) == "SECOND\n")
+    }
+}
