@@ -56,7 +56,7 @@ let package = Package(
         .target(name: "OpenStoreKit", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitPosix", "StoreKitSigning"]),
         // Apple's StoreKitTest: SKTestSession over a private storekitd per session.
         .target(name: "OpenStoreKitTest", dependencies: ["OpenStoreKit", "StoreKitWire", "StoreKitConnection"]),
-        .target(name: "StoreKitCtl", dependencies: ["StoreKitWire", "StoreKitConnection"]),
+        .target(name: "StoreKitCtl", dependencies: ["StoreKitWire", "StoreKitConnection", "StoreKitSigning"]),
         .executableTarget(name: "storekitctl", dependencies: ["StoreKitCtl"]),
         .executableTarget(name: "storekit-example-app", dependencies: ["OpenStoreKit"]),
         .executableTarget(name: "storekit2-example-app", dependencies: ["OpenStoreKit"]),

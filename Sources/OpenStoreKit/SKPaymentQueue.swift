@@ -162,7 +162,12 @@ open class SKPaymentQueue: NSObject {
         let request = ClientMessage.AddPayment(
             requestID: 0, key: Self.idempotencyKey(), productID: payment.productIdentifier,
             quantity: Int32(clamping: payment.quantity), applicationUsername: payment.applicationUsername,
-            hasRequestData: payment.requestData != nil, simulatesAskToBuy: payment.simulatesAskToBuyInSandbox)
+            hasRequestData: payment.requestData != nil, simulatesAskToBuy: payment.simulatesAskToBuyInSandbox,
+            discount: payment.paymentDiscount.map { discount in
+                ClientMessage.Discount(offerID: discount.identifier, keyID: discount.keyIdentifier,
+                                       nonce: discount.nonce.uuidString.lowercased(), signature: discount.signature,
+                                       timestamp: discount.timestamp.int64Value)
+            })
         withState { $0.paymentsSent += 1 }
         connection.request({ id in
             var withID = request

@@ -1,3 +1,4 @@
+import StoreKitSigning
 import FoundationEssentials
 import StoreKitWire
 
@@ -69,4 +70,67 @@ struct ReceiptCommand: Subcommand {
     }
     var request: (command: ControlCommand, arguments: [String]) { (.receipt, arguments) }
     func renderTable(_ json: JSONValue) -> String { (json["receipt"]?.string ?? "") + "\n" }
+}
+
+/// `storekitctl sign-offer`: a promotional offer's signature, made here as the developer's server
+/// makes it (no daemon involved), for tests and for trying offers out.
+struct SignOfferCommand: Subcommand {
+    static let name = "sign-offer"
+    static let summary = "sign a promotional offer with an offer key (for tests)"
+    static let usage = """
+        Usage: storekitctl sign-offer --key FILE --key-id ID [--username NAME] APP PRODUCT OFFER [-o json]
+
+        Signs promotional offer OFFER of PRODUCT for APP as the app's server would, with the private
+        key in FILE (PEM, App Store Connect's .p8) whose identifier is ID (an [OfferKey] of APP's
+        registration holds its public key): a new nonce, the time now, and the signature (ECDSA
+        P-256, SHA-256, base64 of DER) over Apple's fields joined by U+2063. --username is the
+        payment's applicationUsername (StoreKit 2's appAccountToken), when the payment will carry one.
+        Prints what SKPaymentDiscount and Product.PurchaseOption.promotionalOffer take.
+        """
+    let keyFile: String
+    let keyID: String
+    let username: String?
+    let app: String
+    let product: String
+    let offer: String
+
+    init(_ arguments: inout ArgumentList) throws(UsageError) {
+        guard let keyFile = try arguments.option("--key") else { throw UsageError("sign-offer needs --key FILE") }
+        guard let keyID = try arguments.option("--key-id") else { throw UsageError("sign-offer needs --key-id ID") }
+        self.keyFile = keyFile
+        self.keyID = keyID
+        username = try arguments.option("--username")
+        app = try arguments.positional("APP")
+        product = try arguments.positional("PRODUCT")
+        offer = try arguments.positional("OFFER")
+    }
+
+    /// Not sent: the command answers locally.
+    var request: (command: ControlCommand, arguments: [String]) { (.status, []) }
+
+    func answerLocally() throws(LocalFailure) -> JSONValue? {
+        guard let pem = FileManager.default.contents(atPath: keyFile) else { throw LocalFailure(message: "cannot read \(keyFile)") }
+        let key: SigningKey
+        do {
+            key = try SigningKey(pem: Array(pem))
+        } catch {
+            throw LocalFailure(message: "\(keyFile): \(error)")
+        }
+        let nonce = UUID().uuidString.lowercased()
+        let timestamp = Int64(Date().timeIntervalSince1970 * 1000)
+        let payload = PromotionalOfferSignature.payload(appBundleID: app, keyID: keyID, productID: product, offerID: offer,
+                                                        appAccountToken: username, nonce: nonce, timestamp: timestamp)
+        let signature: [UInt8]
+        do {
+            signature = try key.signatureDER(over: payload)
+        } catch {
+            throw LocalFailure(message: "cannot sign: \(error)")
+        }
+        return .object([
+            ("offerIdentifier", .string(offer)), ("keyIdentifier", .string(keyID)), ("nonce", .string(nonce)),
+            ("timestamp", .int(timestamp)), ("signature", .string(Data(signature).base64EncodedString())),
+        ])
+    }
+
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }

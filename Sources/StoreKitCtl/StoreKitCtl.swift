@@ -20,10 +20,18 @@ protocol Subcommand: Sendable {
     func renderTable(_ json: JSONValue) -> String
     /// Binary output instead of text (`certificate --der`); nil for text.
     func renderBytes(_ json: JSONValue) -> [UInt8]?
+    /// The answer of a command that needs no daemon (`sign-offer`); nil: ask the daemon (`request`).
+    func answerLocally() throws(LocalFailure) -> JSONValue?
+}
+
+/// Why a command run without the daemon failed.
+struct LocalFailure: Error {
+    var message: String
 }
 
 extension Subcommand {
     func renderBytes(_ json: JSONValue) -> [UInt8]? { nil }
+    func answerLocally() throws(LocalFailure) -> JSONValue? { nil }
 }
 
 enum OutputFormat: String {
@@ -39,7 +47,7 @@ public enum StoreKitCtl {
         InterruptedCommand.self, AskToBuyCommand.self, StorefrontCommand.self, PromoteCommand.self,
         ClockCommand.self, EntitlementsCommand.self, HistoryCommand.self, SubscriptionsCommand.self,
         SwitchesCommand.self, ClearCommand.self, ResetCommand.self, BackupCommand.self,
-        MigrateCommand.self, CertificateCommand.self, RotateKeyCommand.self, ReceiptCommand.self,
+        MigrateCommand.self, CertificateCommand.self, RotateKeyCommand.self, ReceiptCommand.self, SignOfferCommand.self,
     ]
 
     static var globalUsage: String {
@@ -99,6 +107,15 @@ public enum StoreKitCtl {
         } catch {
             writeStandardError("storekitctl: \(error.message)\n\n\(usage)")
             return 64
+        }
+        do throws(LocalFailure) {
+            if let answer = try command.answerLocally() {
+                print(format == .json ? answer.serialized() : command.renderTable(answer), terminator: format == .json ? "\n" : "")
+                return 0
+            }
+        } catch {
+            writeStandardError("storekitctl: \(error.message)\n")
+            return 1
         }
         let path = socket ?? SocketLocation.controlSocket(environment: ProcessInfo.processInfo.environment)
         do {

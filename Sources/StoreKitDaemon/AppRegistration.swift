@@ -1,3 +1,5 @@
+import StoreKitSigning
+
 /// One app the daemon serves, from an `apps.d/*.conf` file's `[App]` section.
 public struct AppRegistration: Sendable, Equatable {
     /// `ID=`: reverse-DNS identifier, characters `[A-Za-z0-9._-]`, at most 255 bytes.
@@ -20,6 +22,8 @@ public struct AppRegistration: Sendable, Equatable {
     public var catalogLine: Int
     /// `[HostedContent]` sections: content products of the app come with, one per product.
     public var hostedContent: [HostedContent] = []
+    /// `[OfferKey]` sections: the keys the app's promotional offers are signed with, by key id.
+    public var offerKeys: [String: OfferKey] = [:]
 
     public init(id: String, catalogPath: String, executable: String? = nil, observerUnit: String? = nil,
                 environment: SigningEnvironment = .xcode, version: String = "1.0",
@@ -73,6 +77,21 @@ public struct AppRegistration: Sendable, Equatable {
         default:
             return false
         }
+    }
+}
+
+/// A key the developer signs promotional offers with (`[OfferKey]`: `ID=` the key identifier
+/// App Store Connect gave it, `Key=` a PEM file with its public key, or its private key — the
+/// `.p8` — which must then be readable by no other user).
+public struct OfferKey: Sendable, Equatable {
+    public var id: String
+    public var path: String
+    public var key: OfferVerificationKey
+    public var file: String
+    public var line: Int
+
+    public static func == (lhs: OfferKey, rhs: OfferKey) -> Bool {
+        lhs.id == rhs.id && lhs.path == rhs.path && lhs.key === rhs.key
     }
 }
 

@@ -8,6 +8,7 @@ import Glibc
 import StoreKitConnection
 import StoreKitPosix
 import StoreKitPostgres
+import StoreKitSigning
 
 extension DaemonConfiguration {
     /// Loads `configFile` (if nil or missing when `required == false`: built-in defaults), then
@@ -171,7 +172,17 @@ extension AppRegistration {
     init(parsing file: ConfigFile, configDirectory: String) throws(ConfigError) {
         var header: ConfigFile.Section?
         var content: [HostedContent] = []
+        var offerKeys: [String: OfferKey] = [:]
         for section in file.sections {
+            if section.name == "OfferKey" {
+                let key = try OfferKey(parsing: section, file: file.path, configDirectory: configDirectory)
+                if let first = offerKeys[key.id] {
+                    throw ConfigError(file: file.path, line: section.line,
+                                      message: "second [OfferKey] with ID=\(key.id) (the first is at line \(first.line))")
+                }
+                offerKeys[key.id] = key
+                continue
+            }
             if section.name == "HostedContent" {
                 let parsed = try HostedContent(parsing: section, file: file.path, configDirectory: configDirectory)
                 if let first = content.first(where: { $0.productID == parsed.productID }) {
@@ -240,6 +251,48 @@ extension AppRegistration {
         self.init(id: id.value, catalogPath: catalog.value, executable: executable, observerUnit: observerUnit,
                   environment: environment, version: version, file: file.path, line: id.line, catalogLine: catalog.line)
         hostedContent = content
+        self.offerKeys = offerKeys
+    }
+}
+
+extension OfferKey {
+    /// Reads one `[OfferKey]` section and its key file.
+    init(parsing section: ConfigFile.Section, file: String, configDirectory: String) throws(ConfigError) {
+        var id: String?
+        var path: (value: String, line: Int)?
+        for entry in section.entries {
+            let value = ValueParser(file: file, entry: entry)
+            switch entry.key {
+            case "ID":
+                guard !entry.value.isEmpty, entry.value.utf8.count <= 255 else { throw value.invalid("expected the key's identifier") }
+                id = entry.value
+            case "Key":
+                guard !entry.value.isEmpty else { throw value.invalid("expected a PEM file, relative to the config dir or absolute") }
+                path = (DaemonConfiguration.normalizedPath(entry.value.hasPrefix("/") ? entry.value : configDirectory + "/" + entry.value),
+                        entry.line)
+            default:
+                throw ConfigError(file: file, line: entry.line, message: "unknown key '\(entry.key)' in section [OfferKey]")
+            }
+        }
+        guard let id else { throw ConfigError(file: file, line: section.line, message: "missing required key ID= in section [OfferKey]") }
+        guard let path else { throw ConfigError(file: file, line: section.line, message: "missing required key Key= in section [OfferKey]") }
+        guard let data = FileManager.default.contents(atPath: path.value) else {
+            throw ConfigError(file: file, line: path.line,
+                              message: "cannot read the offer key \(path.value) (missing, or not readable by storekitd's user)")
+        }
+        let bytes = Array(data)
+        let key: OfferVerificationKey
+        do {
+            key = try OfferVerificationKey(pem: bytes)
+        } catch {
+            throw ConfigError(file: file, line: path.line, message: "\(path.value) is not a P-256 key in PEM: \(error)")
+        }
+        if key.heldPrivateKey, let mode = try? FileSystem.status(of: path.value).st_mode, mode & 0o077 != 0 {
+            throw ConfigError(file: file, line: path.line, message: "\(path.value) holds the private key, and other users may read it "
+                              + "(mode \(String(mode & 0o7777, radix: 8))): make it 0600 (owned by storekitd's user), or give the "
+                              + "public key only (openssl ec -in KEY.p8 -pubout)")
+        }
+        self.init(id: id, path: path.value, key: key, file: file, line: section.line)
     }
 }
 

@@ -73,6 +73,16 @@ extension Server {
             output.reply(session, .result(id, .ok))
         case .addPayment(let payment):
             guard writesAllowed(payment.requestID, session, &output) else { return }
+            // A promotional offer's signature is checked here, where the keys are; not for a
+            // payment sent again whose key already made its transaction (it is answered as before).
+            if let discount = payment.discount, let registration = configuration.app(app),
+               try !answeredBefore(payment, uid: uid, app: app),
+               let refusal = registration.offerSignatureRefusal(discount, productID: payment.productID,
+                                                                applicationUsername: payment.applicationUsername,
+                                                                nowMilliseconds: WallClock.milliseconds()) {
+                apply(refusal, requestID: payment.requestID, session: session, into: &output)
+                return
+            }
             let outcome = try engine.addPayment(uid: uid, app: app, payment: payment)
             apply(outcome, requestID: payment.requestID, session: session, into: &output)
         case .finish(let id, let transactionID):
@@ -181,6 +191,12 @@ extension Server {
             output.reply(session, .controlResult(requestID: id, code: result.code, message: result.message,
                                                  json: result.json.serialized()))
         }
+    }
+
+    /// Whether the payment's key already made a transaction (a payment sent again).
+    func answeredBefore(_ payment: ClientMessage.AddPayment, uid: UInt32, app: String) throws(LedgerError) -> Bool {
+        guard !payment.key.isEmpty else { return false }
+        return try engine.store.transaction(uid: uid, app: app, paymentKey: payment.key) != nil
     }
 
     /// The hosted content a transaction gives its owner: a purchased or restored, unrevoked

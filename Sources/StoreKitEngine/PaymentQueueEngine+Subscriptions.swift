@@ -25,8 +25,14 @@ extension PaymentQueueEngine {
 
     /// Applies a `purchased` transaction of an auto-renewable product to the buyer's subscription
     /// in its group; sets the record's `expiresDate` (and `originalID` for a chain that exists).
+    /// A `promotion` (a promotional offer the payment carried, checked) sets the length of a
+    /// period that starts now: a free trial or a pay-up-front offer lasts its periods; pay as you
+    /// go keeps the product's period (its periods are the product's, at another price, and the
+    /// store keeps no prices). An offer bought while subscribed to the same product changes no
+    /// period of it here.
     func applySubscriptionPurchase(
-        _ record: inout TransactionRecord, product: CatalogProduct, catalog: Catalog, at now: Int64
+        _ record: inout TransactionRecord, product: CatalogProduct, catalog: Catalog, at now: Int64,
+        promotion: SubscriptionOffer? = nil
     ) throws(LedgerError) {
         let groupID = product.subscriptionGroupID ?? product.id
         let period = product.subscriptionPeriod ?? Self.defaultPeriod
@@ -41,7 +47,7 @@ extension PaymentQueueEngine {
                 record.expiresDate = current.expiresDate
             } else if Self.switchesImmediately(from: catalog.product(current.productID), to: product) {
                 // Upgrade, or crossgrade to the same period: the new subscription starts now.
-                let end = clock.rate.end(of: period, from: now)
+                let end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
                 current.productID = product.id
                 current.quantity = record.quantity
                 current.status = .active
@@ -65,10 +71,10 @@ extension PaymentQueueEngine {
         // A new subscription, or a resubscription in a group the buyer had before (same original).
         let originalID = existing?.originalID ?? record.id
         if record.originalID == nil, originalID != record.id { record.originalID = originalID }
-        var end = clock.rate.end(of: period, from: now)
+        var end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
         var offerPeriodsLeft = 0
         // Introductory offers: once per group, for a buyer who never subscribed in it.
-        if existing == nil, let offer = product.introductoryOffer, let offerPeriod = offer.period {
+        if existing == nil, promotion == nil, let offer = product.introductoryOffer, let offerPeriod = offer.period {
             if offer.paymentMode == SubscriptionOffer.payAsYouGo {
                 end = clock.rate.end(of: offerPeriod, from: now)
                 offerPeriodsLeft = max(offer.periodCount - 1, 0)
@@ -82,6 +88,13 @@ extension PaymentQueueEngine {
             quantity: record.quantity, applicationUsername: record.applicationUsername, status: .active,
             periodStart: now, expiresDate: end, autoRenew: true, offerPeriodsLeft: offerPeriodsLeft, due: end,
             lastTransactionID: record.id, renewals: existing?.renewals ?? 0))
+    }
+
+    /// The end of a period that starts at `start` with a promotional offer: its periods for a free
+    /// trial or a pay-up-front offer; nil (the product's period) for pay as you go.
+    func offerEnd(_ offer: SubscriptionOffer, from start: Int64) -> Int64? {
+        guard offer.paymentMode != SubscriptionOffer.payAsYouGo, let offerPeriod = offer.period else { return nil }
+        return clock.rate.end(of: offerPeriod, times: offer.periodCount, from: start)
     }
 
     /// Upgrades (a higher level: a smaller `groupNumber`) and crossgrades of the same period switch

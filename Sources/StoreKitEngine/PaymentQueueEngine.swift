@@ -124,7 +124,7 @@ public final class PaymentQueueEngine {
         guard payment.productID.utf8.count <= Limits.identifierBytes else {
             return .storeKit(.storeProductNotAvailable, "a product identifier of \(payment.productID.utf8.count) bytes is not in the store")
         }
-        guard catalog.product(payment.productID) != nil else {
+        guard let product = catalog.product(payment.productID) else {
             return .storeKit(.storeProductNotAvailable, "product \(payment.productID) is not available in the store")
         }
         guard Self.quantityRange.contains(payment.quantity) else {
@@ -144,6 +144,13 @@ public final class PaymentQueueEngine {
         if let key, let existing = try store.transaction(uid: uid, app: app, paymentKey: key) {
             return .ok(value: existing.id)
         }
+        var promotion: SubscriptionOffer?
+        if let discount = payment.discount {
+            switch try promotionalOffer(discount.offerID, of: product, uid: uid, app: app) {
+            case .success(let offer): promotion = offer
+            case .failure(let refusal): return refusal.outcome
+            }
+        }
         let unfinished = try store.unfinishedCount(of: QueueKey(uid: uid, app: app))
         guard unfinished < limits.unfinishedPerQueue else {
             return .refused(.quotaExceeded, "the queue holds \(unfinished) unfinished transactions, the most allowed "
@@ -151,7 +158,31 @@ public final class PaymentQueueEngine {
         }
         return try process(uid: uid, app: app, productID: payment.productID, quantity: payment.quantity,
                            applicationUsername: payment.applicationUsername, paymentKey: key,
-                           simulatesAskToBuy: payment.simulatesAskToBuy)
+                           simulatesAskToBuy: payment.simulatesAskToBuy, promotion: promotion)
+    }
+
+    /// A refusal of a payment, as StoreKit reports it (`SKError`).
+    public struct PaymentRefusal: Error {
+        public var outcome: Outcome
+    }
+
+    /// The promotional offer `offerID` of `product`, when `uid` may have it: the product is an
+    /// auto-renewable subscription whose catalogue lists the offer (`adHocOffers`), and the buyer
+    /// is a current or lapsed subscriber of its group (as the App Store decides eligibility; the
+    /// app decides anything more). The signature is checked before, by whoever holds the keys.
+    public func promotionalOffer(_ offerID: String, of product: CatalogProduct, uid: UInt32, app: String) throws(LedgerError)
+        -> Result<SubscriptionOffer, PaymentRefusal>
+    {
+        guard product.kind == .autoRenewable, let offer = product.promotionalOffers.first(where: { $0.id == offerID }) else {
+            return .failure(PaymentRefusal(outcome: .storeKit(.invalidOfferIdentifier,
+                "\(product.id) has no promotional offer \(offerID)")))
+        }
+        let groupID = product.subscriptionGroupID ?? product.id
+        guard try store.subscription(uid: uid, app: app, groupID: groupID) != nil else {
+            return .failure(PaymentRefusal(outcome: .storeKit(.ineligibleForOffer,
+                "promotional offers are for current and lapsed subscribers, and uid \(uid) never subscribed in group \(groupID)")))
+        }
+        return .success(offer)
     }
 
     /// The simulated payment processor: decides a valid new payment, in this order — a failure
@@ -160,7 +191,7 @@ public final class PaymentQueueEngine {
     /// (`failed` until `resolve`), else `purchased`. Observers see `purchasing`, then the decision.
     func process(
         uid: UInt32, app: String, productID: String, quantity: Int32, applicationUsername: String?,
-        paymentKey: String?, simulatesAskToBuy: Bool
+        paymentKey: String?, simulatesAskToBuy: Bool, promotion: SubscriptionOffer? = nil
     ) throws(LedgerError) -> Outcome {
         synchronize()
         guard let catalog = catalogs[app], let product = catalog.product(productID) else {
@@ -205,7 +236,7 @@ public final class PaymentQueueEngine {
         } else {
             record.state = .purchased
             if product.kind == .autoRenewable {
-                try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now)
+                try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: promotion)
             }
         }
         record.sequence = try store.nextSequence(uid: uid, app: app)

@@ -57,7 +57,7 @@ public final class SigningKey: @unchecked Sendable {
     }
 
     /// An ECDSA signature with SHA-256 over `data`, DER-encoded (`ECDSA-Sig-Value`).
-    func signatureDER(over data: [UInt8]) throws(SigningError) -> [UInt8] {
+    public func signatureDER(over data: [UInt8]) throws(SigningError) -> [UInt8] {
         guard let context = EVP_MD_CTX_new() else { throw .openSSL("Cannot make a digest context") }
         defer { EVP_MD_CTX_free(context) }
         guard EVP_DigestSignInit(context, nil, sha256 ?? EVP_sha256(), nil, pointer) == 1 else { throw .openSSL("Cannot start signing") }

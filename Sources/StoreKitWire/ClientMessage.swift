@@ -45,10 +45,14 @@ public enum ClientMessage: Sendable, Equatable {
         public var applicationUsername: String?
         public var hasRequestData: Bool
         public var simulatesAskToBuy: Bool
+        /// A signed promotional offer (`SKPaymentDiscount`, StoreKit 2's `.promotionalOffer`;
+        /// version 3).
+        public var discount: Discount?
 
         public init(
             requestID: UInt32, key: String, productID: String, quantity: Int32,
-            applicationUsername: String? = nil, hasRequestData: Bool = false, simulatesAskToBuy: Bool = false
+            applicationUsername: String? = nil, hasRequestData: Bool = false, simulatesAskToBuy: Bool = false,
+            discount: Discount? = nil
         ) {
             self.requestID = requestID
             self.key = key
@@ -57,6 +61,29 @@ public enum ClientMessage: Sendable, Equatable {
             self.applicationUsername = applicationUsername
             self.hasRequestData = hasRequestData
             self.simulatesAskToBuy = simulatesAskToBuy
+            self.discount = discount
+        }
+    }
+
+    /// A promotional offer with the developer's signature, as `SKPaymentDiscount` holds it.
+    public struct Discount: Sendable, Equatable {
+        /// The offer's identifier in the catalogue (`adHocOffers[].offerID`).
+        public var offerID: String
+        /// The identifier of the key that signed it (an `[OfferKey]` of the app's registration).
+        public var keyID: String
+        /// The UUID the signature was made with, as text.
+        public var nonce: String
+        /// The signature: base64 of the DER ECDSA signature.
+        public var signature: String
+        /// When the signature was made, milliseconds since 1970.
+        public var timestamp: Int64
+
+        public init(offerID: String, keyID: String, nonce: String, signature: String, timestamp: Int64) {
+            self.offerID = offerID
+            self.keyID = keyID
+            self.nonce = nonce
+            self.signature = signature
+            self.timestamp = timestamp
         }
     }
 
@@ -98,6 +125,18 @@ public enum ClientMessage: Sendable, Equatable {
             writer.optionalString(payment.applicationUsername)
             writer.bool(payment.hasRequestData)
             writer.bool(payment.simulatesAskToBuy)
+            if version >= ProtocolVersion.hostedContent {
+                if let discount = payment.discount {
+                    writer.u8(1)
+                    writer.string(discount.offerID)
+                    writer.string(discount.keyID)
+                    writer.string(discount.nonce)
+                    writer.string(discount.signature)
+                    writer.i64(discount.timestamp)
+                } else {
+                    writer.u8(0)
+                }
+            }
         case .finish(let id, let transactionID):
             writer.u8(Tag.finish.rawValue); writer.u32(id); writer.u64(transactionID)
         case .restore(let id, let username):
@@ -148,10 +187,20 @@ public enum ClientMessage: Sendable, Equatable {
         case .unsubscribe:
             message = .unsubscribe(requestID: try reader.u32())
         case .addPayment:
-            message = .addPayment(AddPayment(
+            var payment = AddPayment(
                 requestID: try reader.u32(), key: try reader.string(), productID: try reader.string(),
                 quantity: try reader.i32(), applicationUsername: try reader.optionalString(),
-                hasRequestData: try reader.bool(), simulatesAskToBuy: try reader.bool()))
+                hasRequestData: try reader.bool(), simulatesAskToBuy: try reader.bool())
+            if version >= ProtocolVersion.hostedContent {
+                switch try reader.u8() {
+                case 0: break
+                case 1:
+                    payment.discount = Discount(offerID: try reader.string(), keyID: try reader.string(), nonce: try reader.string(),
+                                                signature: try reader.string(), timestamp: try reader.i64())
+                case let other: throw WireError(.invalidValue("optional marker \(other)"))
+                }
+            }
+            message = .addPayment(payment)
         case .finish:
             message = .finish(requestID: try reader.u32(), transactionID: try reader.u64())
         case .restore:
@@ -190,7 +239,8 @@ public enum ClientMessage: Sendable, Equatable {
 /// `TransactionRecord`, no offers in a `ProductRecord`, no `history`, `subscriptionStatus`,
 /// `appTransaction` or `receipt`), `unfinished` answered in one frame. Version 2 added signed
 /// data. Version 3 is today's: hosted content (`content`, `openContent`, the welcome's list of
-/// downloadable products); every message version 2 has is encoded the same in it.
+/// downloadable products) and signed promotional offers (`addPayment`'s `discount`); every
+/// message the daemon sends in version 2 is encoded the same in it.
 /// The daemon serves every version in `served` (docs/protocol.md §13 has the policy).
 public enum ProtocolVersion {
     /// The version this build's clients speak.

@@ -265,7 +265,9 @@ final class RequestHarness {
     static func strings(of message: ClientMessage) -> [String] {
         switch message {
         case .hello(_, let app): [app]
-        case .addPayment(let payment): [payment.key, payment.productID] + (payment.applicationUsername.map { [$0] } ?? [])
+        case .addPayment(let payment):
+            [payment.key, payment.productID] + (payment.applicationUsername.map { [$0] } ?? [])
+                + (payment.discount.map { [$0.offerID, $0.keyID, $0.nonce, $0.signature] } ?? [])
         case .restore(_, let name): name.map { [$0] } ?? []
         case .products(_, let identifiers): identifiers
         case .control(_, let command, let arguments): [command] + arguments

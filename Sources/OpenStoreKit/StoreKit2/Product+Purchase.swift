@@ -13,18 +13,22 @@ extension Product {
         var quantity = 1
         var token: UUID?
         var askToBuy = false
+        var discount: ClientMessage.Discount?
         for option in options {
             switch option.value {
             case .quantity(let value): quantity = value
             case .appAccountToken(let value): token = value
             case .simulatesAskToBuyInSandbox(let value): askToBuy = value
+            case .promotionalOffer(let offerID, let keyID, let nonce, let signature, let timestamp):
+                discount = ClientMessage.Discount(offerID: offerID, keyID: keyID, nonce: nonce.uuidString.lowercased(),
+                                                  signature: signature.base64EncodedString(), timestamp: Int64(timestamp))
             }
         }
         guard (1...10).contains(quantity) else { throw PurchaseError.invalidQuantity }
 
         let payment = ClientMessage.AddPayment(
             requestID: 0, key: SKPaymentQueue.idempotencyKey(), productID: id, quantity: Int32(quantity),
-            applicationUsername: token?.uuidString, simulatesAskToBuy: askToBuy)
+            applicationUsername: token?.uuidString, simulatesAskToBuy: askToBuy, discount: discount)
         let feed = TransactionFeed.shared
         feed.beginPurchase(of: id)
         let reply: ServerMessage
