@@ -1,3 +1,4 @@
+import FoundationEssentials
 /// The command line, consumed as options and positionals are recognised.
 struct ArgumentList {
     private var items: [String]

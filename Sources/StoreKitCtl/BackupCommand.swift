@@ -1,3 +1,4 @@
+import FoundationEssentials
 import StoreKitWire
 
 /// `storekitctl backup FILE`: an online, consistent copy of the daemon's database.

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import StoreKitWire
 
 /// `storekitctl status`: the daemon's counters.

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import StoreKitWire
 
 /// `storekitctl migrate CONNINFO`: the daemon copies its SQLite ledger into PostgreSQL.

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import StoreKitWire
 
 // The simulated store's commands (what Xcode's SKTestSession can do), one type per command.

@@ -1,3 +1,6 @@
+// Every file of this module imports FoundationEssentials itself: since the module uses
+// StoreKitSigning (sign-offer), a file that does not gets an autolink of the whole Foundation
+// (and ICU) instead, which storekitd (the same binary) would then load (PurchaseFlowTests).
 import FoundationEssentials
 import Glibc
 import StoreKitConnection

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import StoreKitWire
 
 /// Renders rows as aligned text columns.

@@ -149,7 +149,7 @@ extension Server {
                 let logger = self.logger
                 output.journal.append {
                     logger.info("uid \(uid) of \(app) asked for the content of \(content.productID) \(content.version) "
-                                + "(transaction \(transactionID))",
+                                + "(transaction \(transactionID))", id: .contentRequested,
                                 fields: [("STOREKIT_APP", app), ("STOREKIT_UID", String(uid)), ("STOREKIT_PRODUCT", content.productID),
                                          ("STOREKIT_TRANSACTION_ID", String(transactionID))])
                 }

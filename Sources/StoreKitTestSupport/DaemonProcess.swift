@@ -161,7 +161,11 @@ public final class DaemonProcess: @unchecked Sendable {
                     timeout: Double = 20) throws -> ProcessResult {
         let ledgerPath = ledger ?? directory.file("ledger-\(uid ?? 0)")
         var environment = clientEnvironment
-        if let dataHome { environment["XDG_DATA_HOME"] = dataHome }
+        if let dataHome {
+            // Another user's app keeps its receipt and downloads in a home of its own.
+            environment["XDG_DATA_HOME"] = dataHome
+            environment["XDG_CACHE_HOME"] = dataHome + "/cache"
+        }
         return try ProcessRunner.run(Paths.binary("storekit-example-app"), ["--ledger", ledgerPath] + arguments,
                                      environment: environment, uid: uid, timeout: timeout)
     }

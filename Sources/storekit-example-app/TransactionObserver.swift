@@ -76,7 +76,7 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
                 // longer be downloaded. A redelivery of a granted transaction does not download again.
                 let toDownload = transaction.downloads.filter { $0.state != .finished }
                 if !toDownload.isEmpty, !ledger.contains(id) {
-                    Output.line(event: "updated", transaction, extra: ["downloading": toDownload.map(\.contentIdentifier)])
+                    // Told as download events; the transaction's line comes with its grant.
                     awaitingContent[id] = transaction
                     queue.start(toDownload)
                     continue

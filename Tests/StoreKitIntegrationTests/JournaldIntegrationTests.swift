@@ -58,7 +58,8 @@ struct JournaldIntegrationTests {
         let entries = jsonPart.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }
-        // The whole life: purchasing, purchased, finished — each a structured entry with a MESSAGE_ID.
+        // The whole life: purchasing, purchased, its content asked for, finished — each a structured
+        // entry with a MESSAGE_ID.
         let states = entries.compactMap { $0["STOREKIT_STATE"] as? String }
         #expect(states == ["purchasing", "purchased", "finished"], "states: \(states)")
         for entry in entries {
@@ -68,7 +69,7 @@ struct JournaldIntegrationTests {
             #expect((entry["MESSAGE_ID"] as? String)?.count == 32)
         }
         let ids = Set(entries.compactMap { $0["MESSAGE_ID"] as? String })
-        #expect(ids.count == 2, "state change and finish have their own MESSAGE_IDs")
+        #expect(ids.count == 3, "state change, the request for the level pack's hosted content and finish have their own MESSAGE_IDs")
 
         // journalctl -x fills the catalog text with the entry's fields.
         #expect(output.contains("Subject: Transaction \(id) is now purchased"))

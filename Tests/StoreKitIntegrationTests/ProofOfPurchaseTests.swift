@@ -15,7 +15,7 @@ struct ProofOfPurchaseTests {
         let daemon = try DaemonProcess()
         let registration = daemon.directory.file("config/apps.d/com.example.game.conf")
         var text = try String(contentsOfFile: registration, encoding: .utf8)
-        text += "\nEnvironment=\(environment)\n"
+        text = text.replacingOccurrences(of: "[App]\n", with: "[App]\nEnvironment=\(environment)\n")
         try text.write(toFile: registration, atomically: true, encoding: .utf8)
         try daemon.start()
         try daemon.ctl(["certificate"]).stdout.write(toFile: daemon.directory.file("root.pem"), atomically: true, encoding: .utf8)
