@@ -86,6 +86,17 @@ final class ContentDownloader: @unchecked Sendable {
         do {
             var connection = try connect()
             let manifest = try fetchManifest(&connection)
+            // One process of the app copies a product's content at a time (an observer beside a
+            // buyer may both be given the transaction): the other waits, then finds it in place.
+            guard let lock = try lockContent(productID: productID, version: version) else {
+                finish(stopped: stopRequest.withLock { $0 } ?? .pause, staging: staging, copied: 0, total: manifest.length)
+                return
+            }
+            defer { close(lock) }
+            if installedMatches(manifest) {
+                finishInstalled(productID: productID)
+                return
+            }
             let total = manifest.length
             var copied: UInt64 = 0
             let started = Date()
@@ -109,14 +120,8 @@ final class ContentDownloader: @unchecked Sendable {
                 }
             }
             try install(manifest, from: staging)
-            download.withProgress {
-                $0.state = .finished
-                $0.progress = 1
-                $0.timeRemaining = 0
-                $0.error = nil
-                $0.contentURL = Self.finalURL(app: app, productID: productID)
-                $0.worker = nil
-            }
+            finishInstalled(productID: productID)
+            return
         } catch {
             download.withProgress {
                 $0.state = .failed
@@ -126,6 +131,66 @@ final class ContentDownloader: @unchecked Sendable {
             }
         }
         tell()
+    }
+
+    private func finishInstalled(productID: String) {
+        download.withProgress {
+            $0.state = .finished
+            $0.progress = 1
+            $0.timeRemaining = 0
+            $0.error = nil
+            $0.contentURL = Self.finalURL(app: app, productID: productID)
+            $0.worker = nil
+        }
+        tell()
+    }
+
+    /// Takes the app's lock of this content (`flock` on `.locks/PRODUCT-VERSION.lock` in the
+    /// downloads folder), waiting while another process of the app holds it; nil when a pause or cancel
+    /// came meanwhile. The lock goes with the descriptor returned.
+    private func lockContent(productID: String, version: String) throws(Failure) -> Int32? {
+        // Lock files stay (removing one while another process waits on it would let a third take
+        // a lock of its own on a new file): one small file per product, in `.locks/`.
+        let directory = Self.downloadsDirectory(app: app).appendingPathComponent(".locks", isDirectory: true)
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw Failure(error: error)
+        }
+        let path = directory.appendingPathComponent("\(productID)-\(version).lock").path
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw posix(errno, "cannot open \(path)") }
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                let code = errno
+                close(fd)
+                throw posix(code, "cannot lock \(path)")
+            }
+            if stopRequest.withLock({ $0 }) != nil {
+                close(fd)
+                return nil
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        return fd
+    }
+
+    /// Whether the content at `contentURL` is this manifest's, whole: its `ContentInfo.plist`
+    /// names the product and version, and every file matches its SHA-256 (another process of the
+    /// app, or an earlier purchase, put it there).
+    private func installedMatches(_ manifest: ContentManifest) -> Bool {
+        let final = Self.finalURL(app: app, productID: manifest.productID)
+        guard let data = FileManager.default.contents(atPath: final.appendingPathComponent("ContentInfo.plist").path),
+              let info = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any],
+              info["ContentVersion"] as? String == manifest.version, info["IAPProductIdentifier"] as? String == manifest.productID
+        else { return false }
+        for file in manifest.files {
+            let fd = Glibc.open(final.appendingPathComponent("Contents").appendingPathComponent(file.path).path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return false }
+            defer { close(fd) }
+            guard case .success(let digest) = SHA256Stream.digest(ofFile: fd), digest == file.sha256 else { return false }
+        }
+        return true
     }
 
     /// A stop asked for while copying: paused keeps the copy, cancelled deletes it.

@@ -127,8 +127,9 @@ final class TransactionObserver: NSObject, SKPaymentTransactionObserver {
                 if let error = download.error { event["error"] = error.localizedDescription }
                 Output.event(event)
                 // Neither granted nor finished: the transaction comes back at the next launch, and
-                // its download goes on from what was copied.
-                awaitingContent.removeValue(forKey: id)
+                // its download goes on from what was copied. (A download this run did not wait for
+                // is cancelled when its transaction is finished without it: granted before.)
+                guard awaitingContent.removeValue(forKey: id) != nil else { continue }
                 if case .purchase = goal, ownTransactions.contains(id) { exit(download.state == .paused ? 4 : 3) }
                 if download.state == .paused, pausesDownloads { exit(4) }
                 if case .restore = goal { exit(3) }

@@ -78,11 +78,12 @@ struct ClientMessageTests {
     @Test("a boolean byte other than 0 or 1 is rejected", arguments: [2, 0x7F, 0xFF] as [UInt8])
     func badBool(byte: UInt8) {
         let body = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode()
+        // Version 3 ends addPayment with the discount's optional marker, after the two booleans.
         var badRequestData = body
-        badRequestData[body.count - 2] = byte
+        badRequestData[body.count - 3] = byte
         #expect(throws: WireError(.invalidValue("boolean byte \(byte)"))) { try ClientMessage.decode(badRequestData) }
         var badAskToBuy = body
-        badAskToBuy[body.count - 1] = byte
+        badAskToBuy[body.count - 2] = byte
         #expect(throws: WireError(.invalidValue("boolean byte \(byte)"))) { try ClientMessage.decode(badAskToBuy) }
     }
 
@@ -92,9 +93,13 @@ struct ClientMessageTests {
         restore[restore.count - 1] = byte
         #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(restore) }
 
-        // The marker of addPayment's applicationUsername sits before the two booleans.
+        // The marker of addPayment's applicationUsername sits before the two booleans; the
+        // discount's is the last byte (version 3).
         var payment = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode()
-        payment[payment.count - 3] = byte
+        payment[payment.count - 4] = byte
         #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(payment) }
+        var discount = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode()
+        discount[discount.count - 1] = byte
+        #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(discount) }
     }
 }
