@@ -342,7 +342,9 @@ open class SKPaymentQueue: NSObject {
 
     /// There is no code redemption sheet on Linux.
     open func presentCodeRedemptionSheet() {}
-    /// There is no price consent sheet on Linux.
+    /// Shows the price-consent sheet a delegate put off (`paymentQueueShouldShowPriceConsent(_:)`
+    /// answered false). There is no sheet on Linux: the subscriber answers with `storekitctl
+    /// price-consent`, so this does nothing.
     open func showPriceConsentIfNeeded() {}
 
     // MARK: Delivery
@@ -392,6 +394,16 @@ open class SKPaymentQueue: NSObject {
                     decision.added = true
                     queue.add(payment)
                 }
+            }
+        }
+        handlers.priceConsent = { _ in
+            // The App Store would show its consent sheet; the delegate is asked first, on the
+            // callback queue, as there. There is no sheet on Linux: the subscriber answers with
+            // `storekitctl price-consent`, whatever the delegate says.
+            guard let queue = reference.queue else { return }
+            let box = UncheckedDelivery(queue: queue, prepare: {}, body: { _, _ in })
+            SKPaymentQueue.callbackQueue.async {
+                _ = box.queue.delegate?.paymentQueueShouldShowPriceConsent(box.queue)
             }
         }
         connection.setHandlers(handlers)

@@ -20,6 +20,7 @@ final class StoreConnection: Sendable {
         var storefrontChanged: @Sendable (String, String) -> Void = { _, _ in }
         var revoked: @Sendable ([String]) -> Void = { _ in }
         var promoted: @Sendable (ProductRecord) -> Void = { _ in }
+        var priceConsent: @Sendable (String) -> Void = { _ in }
         var connected: @Sendable (String, String) -> Void = { _, _ in }
     }
 
@@ -332,6 +333,8 @@ final class StoreConnection: Sendable {
             for handler in handlers { handler.revoked(productIDs) }
         case .promotedPurchase(let product):
             for handler in handlers { handler.promoted(product) }
+        case .priceConsent(let productID):
+            for handler in handlers { handler.priceConsent(productID) }
         case .result(let id, _, _, _, _), .products(let id, _, _), .transactions(let id, _), .controlResult(let id, _, _, _),
              .subscriptionStatus(let id, _), .signed(let id, _), .receipt(let id, _), .content(let id, _),
              .contentFile(let id, _, _):

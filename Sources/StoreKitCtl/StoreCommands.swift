@@ -154,6 +154,54 @@ struct AutoRenewCommand: Subcommand {
     func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
 }
 
+/// `storekitctl price-increase`.
+struct PriceIncreaseCommand: Subcommand {
+    static let name = "price-increase"
+    static let summary = "raise a subscription's price so that it needs the subscriber's consent"
+    static let usage = """
+        Usage: storekitctl price-increase TRANSACTION [-o json]
+               storekitctl price-increase APP PRODUCT [--uid N] [-o json]
+
+        Raises the price of a renewing subscription in a way that needs the subscriber's consent:
+        the app's observers are told (paymentQueueShouldShowPriceConsent(_:); again at each
+        launch while unanswered), its renewal info says priceIncreaseStatus 0. Answer with
+        price-consent; unanswered at the renewal, the subscription expires (expirationIntent 3).
+        """
+    var arguments: [String] = []
+    init(_ list: inout ArgumentList) throws(UsageError) {
+        arguments = try subscriptionArguments(&list)
+    }
+    var request: (command: ControlCommand, arguments: [String]) { (.priceIncrease, arguments) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
+}
+
+/// `storekitctl price-consent`.
+struct PriceConsentCommand: Subcommand {
+    static let name = "price-consent"
+    static let summary = "the subscriber agrees to or declines a price increase"
+    static let usage = """
+        Usage: storekitctl price-consent yes|no TRANSACTION [-o json]
+               storekitctl price-consent yes|no APP PRODUCT [--uid N] [-o json]
+
+        The subscriber's answer to a price increase (price-increase), as the App Store's consent
+        sheet takes it: yes renews at the next renewal (priceIncreaseStatus 1); no turns auto-renew
+        off, so the subscription expires at the end of its period (expirationIntent 3).
+        """
+    var arguments: [String] = []
+    init(_ list: inout ArgumentList) throws(UsageError) {
+        let uid = try list.number("--uid")
+        let answer = try list.positional("yes|no")
+        switch answer.lowercased() {
+        case "yes": arguments = ["agreed=yes"]
+        case "no": arguments = ["agreed=no"]
+        default: throw UsageError("price-consent takes yes or no, not '\(answer)'")
+        }
+        arguments += try subscriptionArguments(&list, uid: uid)
+    }
+    var request: (command: ControlCommand, arguments: [String]) { (.priceConsent, arguments) }
+    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
+}
+
 /// `storekitctl subscriptions`.
 struct SubscriptionsCommand: Subcommand {
     static let name = "subscriptions"

@@ -46,7 +46,7 @@ public enum StoreKitCtl {
     static let subcommands: [any Subcommand.Type] = [
         StatusCommand.self, AppsCommand.self, ProductsCommand.self, ContentCommand.self, TransactionsCommand.self, BuyCommand.self,
         ApproveCommand.self, DeclineCommand.self, RefundCommand.self, ExpireCommand.self, RenewCommand.self,
-        AutoRenewCommand.self, BillingIssueCommand.self, ResolveCommand.self, FailNextCommand.self,
+        AutoRenewCommand.self, PriceIncreaseCommand.self, PriceConsentCommand.self, BillingIssueCommand.self, ResolveCommand.self, FailNextCommand.self,
         InterruptedCommand.self, AskToBuyCommand.self, StorefrontCommand.self, PromoteCommand.self,
         ClockCommand.self, EntitlementsCommand.self, HistoryCommand.self, SubscriptionsCommand.self,
         SwitchesCommand.self, ClearCommand.self, ResetCommand.self, BackupCommand.self,
@@ -62,8 +62,9 @@ public enum StoreKitCtl {
             Commands:
 
             """
+        let width = (subcommands.map { $0.name.count }.max() ?? 12) + 2
         for command in subcommands {
-            text += "  " + command.name.padded(to: 14) + command.summary + "\n"
+            text += "  " + command.name.padded(to: width) + command.summary + "\n"
         }
         text += """
 

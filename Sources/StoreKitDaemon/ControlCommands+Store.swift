@@ -25,6 +25,15 @@ extension ControlCommands {
             return try onSubscription(arguments, returning: .subscription) { selector throws(LedgerError) in
                 try engine.setAutoRenew(on, selector)
             }
+        case .priceIncrease:
+            return try onSubscription(arguments, returning: .subscription) { selector throws(LedgerError) in
+                try engine.requestPriceConsent(selector)
+            }
+        case .priceConsent:
+            guard let agreed = flag(arguments, "agreed") else { return .failure(.invalidArgument, "price-consent needs agreed=yes|no") }
+            return try onSubscription(arguments, returning: .subscription) { selector throws(LedgerError) in
+                try engine.answerPriceConsent(agreed, selector)
+            }
         case .billingIssue:
             guard let on = flag(arguments, "enabled") else { return .failure(.invalidArgument, "billing-issue needs enabled=on|off") }
             let grace = flag(arguments, "grace")
@@ -208,6 +217,9 @@ extension ControlCommands {
             members.append(("billingRetryExpiresDate", .string(RFC3339.string(milliseconds: retry))))
         }
         if let due = subscription.due { members.append(("nextEventDate", .string(RFC3339.string(milliseconds: due)))) }
+        if let increase = try? engine.priceIncrease(of: subscription.originalID) {
+            members.append(("priceIncrease", .string(increase.rawValue)))
+        }
         do {
             members.append(("signedRenewalInfo", .string(try server.proof.signedRenewalInfo(
                 subscription, engine: engine, configuration: configuration))))

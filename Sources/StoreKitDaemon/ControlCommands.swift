@@ -64,7 +64,8 @@ struct ControlCommands {
         case .certificate: return certificate()
         case .rotateKey: return rotateKey(arguments)
         case .receipt: return try receipt(arguments)
-        case .approve, .decline, .resolve, .refund, .expire, .renew, .autoRenew, .billingIssue, .interrupted, .askToBuy,
+        case .approve, .decline, .resolve, .refund, .expire, .renew, .autoRenew, .priceIncrease, .priceConsent, .billingIssue,
+             .interrupted, .askToBuy,
              .failNext, .switches, .reset, .storefront, .promote, .clock, .entitlements, .history, .subscriptions, .clear:
             return try storeCommand(command, arguments)
         }

@@ -203,7 +203,8 @@ public final class ProofOfPurchase {
                               configuration: DaemonConfiguration) throws -> [SubscriptionStatusRecord] {
         let environment = (configuration.app(app)?.environment ?? .xcode).rawValue
         return try engine.subscriptionStatuses(uid: uid, app: app, groupID: groupID.isEmpty ? nil : groupID).map { status in
-            let renewalInfo = engine.renewalInfoPayload(status.subscription, environment: environment, signedDate: Self.now)
+            let renewalInfo = engine.renewalInfoPayload(status.subscription, environment: environment, signedDate: Self.now,
+                                                        priceIncrease: try engine.priceIncrease(of: status.subscription.originalID))
             return SubscriptionStatusRecord(
                 groupID: status.subscription.groupID, state: status.state,
                 transaction: try signed([status.latest], engine: engine, configuration: configuration)[0],
@@ -215,7 +216,8 @@ public final class ProofOfPurchase {
     func signedRenewalInfo(_ subscription: Subscription, engine: PaymentQueueEngine,
                            configuration: DaemonConfiguration) throws(SigningError) -> String {
         let environment = (configuration.app(subscription.app)?.environment ?? .xcode).rawValue
-        let payload = engine.renewalInfoPayload(subscription, environment: environment, signedDate: Self.now)
+        let payload = engine.renewalInfoPayload(subscription, environment: environment, signedDate: Self.now,
+                                                priceIncrease: try? engine.priceIncrease(of: subscription.originalID))
         return try identity.signJWS(payload: payload.serializedBytes())
     }
 

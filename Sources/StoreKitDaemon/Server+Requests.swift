@@ -61,8 +61,12 @@ extension Server {
                 output.reply(session, .updated(page))
                 start += page.count
             }
-            // Promotions offered while nobody observed are offered now, once.
+            // Promotions offered while nobody observed are offered now, once; price increases
+            // waiting for consent are told at every registration until answered.
             for product in try engine.takePromotions(queue) { output.reply(session, .promotedPurchase(product)) }
+            if session.version >= ProtocolVersion.hostedContent {
+                for productID in try engine.pendingPriceConsents(queue) { output.reply(session, .priceConsent(productID: productID)) }
+            }
             output.reply(session, .result(id, .ok, value: UInt64(unfinished.count)))
         case .unsubscribe(let id):
             if session.subscribed {

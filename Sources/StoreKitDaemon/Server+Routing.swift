@@ -48,6 +48,13 @@ extension Server {
         case .promoted(let key, let product):
             queue = key
             message = .promotedPurchase(product)
+        case .priceConsent(let key, let productID):
+            // Version 3 only: older clients know no such message (they are told nothing).
+            let frame = Frame.encode(body: ServerMessage.priceConsent(productID: productID).encode())
+            for token in observers[key] ?? [] where (sessions[token]?.version ?? 0) >= ProtocolVersion.hostedContent {
+                output.append(token, frame)
+            }
+            return
         case .storefrontChanged(let country, let identifier):
             let frame = Frame.encode(body: ServerMessage.storefrontChanged(countryCode: country, identifier: identifier).encode())
             for session in sessions.values where session.subscribed { output.append(session.token, frame) }

@@ -13,6 +13,9 @@ public enum Effect: Equatable, Sendable {
     case storefrontChanged(countryCode: String, identifier: String)
     /// Offer a promoted purchase (`paymentQueue(_:shouldAddStorePayment:for:)`) to the queue's observers.
     case promoted(QueueKey, ProductRecord)
+    /// A price increase of the queue's subscription to a product waits for the subscriber's consent
+    /// (`paymentQueueShouldShowPriceConsent(_:)`).
+    case priceConsent(QueueKey, String)
 }
 
 /// The answer to one request plus the effects to deliver once it is durable.

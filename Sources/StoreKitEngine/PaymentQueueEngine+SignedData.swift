@@ -112,7 +112,10 @@ extension PaymentQueueEngine {
     }
 
     /// Apple's `JWSRenewalInfo` for a subscription.
-    public func renewalInfoPayload(_ subscription: Subscription, environment: String, signedDate: Int64) -> JSONValue {
+    /// `priceIncrease`: where a price increase of it stands (`priceIncreaseStatus`, and
+    /// `expirationIntent` 3 when it ended for want of consent).
+    public func renewalInfoPayload(_ subscription: Subscription, environment: String, signedDate: Int64,
+                                   priceIncrease: PriceIncrease? = nil) -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("originalTransactionId", .string(String(subscription.originalID))),
             ("productId", .string(subscription.productID)),
@@ -127,9 +130,15 @@ extension PaymentQueueEngine {
         if let grace = subscription.gracePeriodEnd, subscription.status == .gracePeriod {
             members.append(("gracePeriodExpiresDate", .int(grace)))
         }
-        // expirationIntent: 1 the customer cancelled (auto-renew off), 2 a billing error.
+        // expirationIntent: 1 the customer cancelled (auto-renew off), 2 a billing error, 3 no
+        // consent to a price increase.
         if subscription.status == .expired {
-            members.append(("expirationIntent", .int(subscription.autoRenew ? 2 : 1)))
+            members.append(("expirationIntent", .int(priceIncrease == .declined ? 3 : subscription.autoRenew ? 2 : 1)))
+        }
+        switch priceIncrease {
+        case .pending: members.append(("priceIncreaseStatus", .int(0)))
+        case .agreed: members.append(("priceIncreaseStatus", .int(1)))
+        case .declined, nil: break
         }
         return .object(members)
     }

@@ -83,6 +83,8 @@ extension PaymentQueueEngine {
             }
         }
         record.expiresDate = end
+        // A new run of the subscription starts at today's price: no increase of an earlier run waits.
+        if existing != nil { try setPriceIncrease(nil, of: originalID) }
         try saveSubscription(StoreSubscription(
             originalID: originalID, uid: record.uid, app: record.app, groupID: groupID, productID: product.id,
             quantity: record.quantity, applicationUsername: record.applicationUsername, status: .active,
@@ -124,6 +126,12 @@ extension PaymentQueueEngine {
         var subscription = subscription
         switch subscription.status {
         case .active:
+            if subscription.autoRenew, try !priceIncreaseAllowsRenewal(&subscription) {
+                subscription.status = .expired
+                subscription.due = nil
+                try saveSubscription(subscription)
+                return []
+            }
             guard subscription.autoRenew else {
                 subscription.status = .expired
                 subscription.due = nil
@@ -314,7 +322,7 @@ extension PaymentQueueEngine {
         return .ok(value: subscription.lastTransactionID, effects)
     }
 
-    private func refusal(_ selector: SubscriptionSelector) throws(LedgerError) -> Outcome {
+    func refusal(_ selector: SubscriptionSelector) throws(LedgerError) -> Outcome {
         if case .refused(let outcome) = try locate(selector) { return outcome }
         return .refused(.invalidArgument, "no such subscription")
     }

@@ -12,6 +12,8 @@ public enum ControlCommand: String, Sendable, CaseIterable {
     case failNext = "fail-next"
     case switches, reset, storefront, promote, clock, entitlements, history, subscriptions, clear
     case content
+    case priceIncrease = "price-increase"
+    case priceConsent = "price-consent"
 
     /// Commands that only read: they run even while the daemon's writes are stopped. (`clock` and
     /// `storefront` read unless given `advance`/`rate` or `set`.)

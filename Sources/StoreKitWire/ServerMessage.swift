@@ -30,11 +30,14 @@ public enum ServerMessage: Sendable, Equatable {
     /// Reply to `openContent`: the file's descriptor came with this frame's first byte
     /// (SCM_RIGHTS); `length` is its size as the manifest lists it.
     case contentFile(requestID: UInt32, file: UInt32, length: UInt64)
+    /// A price increase of the buyer's subscription to `productID` waits for consent
+    /// (`paymentQueueShouldShowPriceConsent(_:)`; version 3): pushed to observers.
+    case priceConsent(productID: String)
 
     enum Tag: UInt8 {
         case welcome = 128, result, updated, removed, products, transactions, controlResult,
              storefrontChanged, entitlementsRevoked, promotedPurchase, subscriptionStatus, signed, receipt,
-             content, contentFile
+             content, contentFile, priceConsent
     }
 
     /// The most transaction bytes the daemon puts in one `updated` or `transactions` frame (a
@@ -96,6 +99,8 @@ public enum ServerMessage: Sendable, Equatable {
             writer.u8(Tag.content.rawValue); writer.u32(id); manifest.encode(into: &writer)
         case .contentFile(let id, let file, let length):
             writer.u8(Tag.contentFile.rawValue); writer.u32(id); writer.u32(file); writer.u64(length)
+        case .priceConsent(let productID):
+            writer.u8(Tag.priceConsent.rawValue); writer.string(productID)
         }
     }
 
@@ -177,6 +182,8 @@ public enum ServerMessage: Sendable, Equatable {
             message = .content(requestID: try reader.u32(), manifest: try ContentManifest.decode(from: &reader))
         case .contentFile:
             message = .contentFile(requestID: try reader.u32(), file: try reader.u32(), length: try reader.u64())
+        case .priceConsent:
+            message = .priceConsent(productID: try reader.string())
         }
         try reader.expectEnd()
         return message

@@ -234,7 +234,7 @@ final class RequestHarness {
                         check(stored?.uid == record.uid && stored?.app == record.app, "transaction \(record.id) is not stored as announced")
                     }
                 }
-            case .revoked, .storefrontChanged, .promoted:
+            case .revoked, .storefrontChanged, .promoted, .priceConsent:
                 break
             }
         }

@@ -3,10 +3,10 @@ import Testing
 
 @Suite("ServerMessage encoding")
 struct ServerMessageTests {
-    @Test("the samples cover every server message type (128…142) and every result code")
+    @Test("the samples cover every server message type (128…143) and every result code")
     func samplesCoverEveryType() {
         let types = Set(WireSamples.serverMessages.map { $0.encode()[0] })
-        #expect(types == Set(128...142))
+        #expect(types == Set(128...143))
         var codes = Set<UInt16>()
         for case .result(_, let code, _, _, _) in WireSamples.serverMessages { codes.insert(code.rawValue) }
         #expect(codes == Set(ResultCode.allCases.map(\.rawValue)))
@@ -53,7 +53,7 @@ struct ServerMessageTests {
     }
 
     @Test("unknown type bytes, including every client type, are rejected",
-          arguments: [0, 1, 10, 15, 17, 127, 143, 144, 200, 255] as [UInt8])
+          arguments: [0, 1, 10, 15, 17, 127, 144, 145, 200, 255] as [UInt8])
     func unknownType(type: UInt8) {
         #expect(throws: WireError(.unknownMessageType(type))) { try ServerMessage.decode([type]) }
     }

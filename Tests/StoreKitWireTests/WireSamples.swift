@@ -127,6 +127,8 @@ enum WireSamples {
         ])),
         .contentFile(requestID: 9, file: 0, length: 0),
         .contentFile(requestID: .max, file: .max, length: .max),
+        .priceConsent(productID: "com.example.game.premium.monthly"),
+        .priceConsent(productID: unicode),
     ] + ResultCode.allCases.map { code in
         .result(requestID: .max, code: code, detail: -1, value: .max, message: unicode)
     }

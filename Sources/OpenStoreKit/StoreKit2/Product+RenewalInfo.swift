@@ -18,7 +18,8 @@ extension Product.SubscriptionInfo {
         public let gracePeriodExpirationDate: Date?
         /// Whether the store is retrying a failed renewal.
         public let isInBillingRetry: Bool
-        /// Whether the user agreed to a price increase (storekitd never raises prices).
+        /// Whether a price increase waits for the subscriber's consent, or was agreed
+        /// (`storekitctl price-increase`, `price-consent`).
         public let priceIncreaseStatus: PriceIncreaseStatus
         /// When the store signed the renewal info.
         public let signedDate: Date
@@ -44,7 +45,11 @@ extension Product.SubscriptionInfo {
             expirationReason = payload?.int("expirationIntent").map(ExpirationReason.init(rawValue:))
             gracePeriodExpirationDate = payload?.date("gracePeriodExpiresDate")
             isInBillingRetry = payload?.bool("isInBillingRetryPeriod") ?? (state == .inBillingRetryPeriod)
-            priceIncreaseStatus = .noIncreasePending
+            switch payload?.int("priceIncreaseStatus") {
+            case 0: priceIncreaseStatus = .pending
+            case 1: priceIncreaseStatus = .agreed
+            default: priceIncreaseStatus = .noIncreasePending
+            }
             signedDate = payload?.date("signedDate") ?? start
             environment = payload?.string("environment").map(AppStore.Environment.init(rawValue:)) ?? .xcode
             recentSubscriptionStartDate = payload?.date("recentSubscriptionStartDate") ?? start
