@@ -26,6 +26,9 @@ open class SKTestTransaction: @unchecked Sendable {
     public let pendingAskToBuyConfirmation: Bool
     /// It was interrupted, or its subscription has a billing issue, until resolved.
     public let hasPurchaseIssue: Bool
+    /// Whether the subscription it belongs to has a price increase waiting for the subscriber's
+    /// consent (`storekitctl price-increase`, answered with `price-consent`).
+    public let isPendingPriceIncreaseConsent: Bool
     // Beyond Apple's SKTestTransaction (docs/storekittest.md):
     /// It was refunded (`cancelDate` is set).
     public let refunded: Bool
@@ -69,6 +72,7 @@ open class SKTestTransaction: @unchecked Sendable {
         // An interrupted purchase is failed with storekitd's "interrupted" message until resolved.
         let interrupted = stateName == "failed" && (json["error"]?["message"]?.string?.contains("interrupted") ?? false)
         hasPurchaseIssue = interrupted || subscriptionState == "billingRetry" || subscriptionState == "gracePeriod"
+        isPendingPriceIncreaseConsent = subscription?["priceIncrease"]?.string == "pending"
     }
 
     private static func date(_ text: String) -> Date? {

@@ -63,5 +63,23 @@ struct PriceConsentClientTests {
         #expect(try daemon.ctl(["price-consent", "yes", String(transaction.id)]).status == 0)
         #expect(try await status() == .agreed)
     }
+
+    @Test("SKTestTransaction.isPendingPriceIncreaseConsent follows the subscription's increase")
+    func testTransactionSaysPending() async throws {
+        let session = try SKTestSession(configurationFileNamed: "Store")
+        session.clearTransactions()
+        let product = try #require(try await Product.products(for: ["com.example.game.premium.monthly"]).first)
+        guard case .success(let verification) = try await product.purchase() else { throw CancellationError() }
+        let transaction = try verification.payloadValue
+        await transaction.finish()
+        func pending() -> Bool? {
+            session.allTransactions().first { $0.identifier == Int(transaction.id) }?.isPendingPriceIncreaseConsent
+        }
+        #expect(pending() == false)
+        _ = try session.daemon.control(.priceIncrease, ["id=\(transaction.id)"])
+        #expect(pending() == true)
+        _ = try session.daemon.control(.priceConsent, ["agreed=yes", "id=\(transaction.id)"])
+        #expect(pending() == false)
+    }
 }
 }
