@@ -136,9 +136,9 @@ extension PaymentQueueEngine {
             members.append(("expirationIntent", .int(priceIncrease == .declined ? 3 : subscription.autoRenew ? 2 : 1)))
         }
         switch priceIncrease {
-        case .pending: members.append(("priceIncreaseStatus", .int(0)))
-        case .agreed: members.append(("priceIncreaseStatus", .int(1)))
-        case .declined, nil: break
+        case .pending where subscription.status.isLive: members.append(("priceIncreaseStatus", .int(0)))
+        case .agreed where subscription.status.isLive: members.append(("priceIncreaseStatus", .int(1)))
+        default: break
         }
         return .object(members)
     }

@@ -207,6 +207,8 @@ extension PaymentQueueEngine {
             applicationUsername: subscription.applicationUsername, expiresDate: end)
         try store.insert(record)
         try store.markRenewal(transactionID: record.id)
+        // A period at the new price starts: a price increase (agreed, or forced with `renew`) is done.
+        try setPriceIncrease(nil, of: subscription.originalID)
         subscription.productID = productID
         subscription.nextProductID = nil
         subscription.status = .active
@@ -309,6 +311,8 @@ extension PaymentQueueEngine {
             return .refused(.invalidArgument, "the subscription to \(subscription.productID) is \(subscription.status.name)")
         }
         subscription.autoRenew = on
+        // Turning auto-renew back on after declining a price increase renews at the new price.
+        if on, try priceIncrease(of: subscription.originalID) == .declined { try setPriceIncrease(.agreed, of: subscription.originalID) }
         try saveSubscription(subscription)
         return .ok(value: subscription.originalID)
     }

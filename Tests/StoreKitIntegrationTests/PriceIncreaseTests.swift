@@ -85,6 +85,24 @@ import Testing
         #expect(renewed["state"] as? String == "subscribed", "\(renewed)")
     }
 
+    @Test("auto-renew turned on again after declining agrees; a forced renewal starts the period at the new price")
+    func turnedBackOnOrForced() throws {
+        let (daemon, _, bought) = try Self.subscriber()
+        defer { daemon.remove() }
+        #expect(try daemon.ctl(["price-increase", String(bought.id)]).status == 0)
+        #expect(try daemon.ctl(["price-consent", "no", String(bought.id)]).status == 0)
+        #expect(try daemon.ctl(["auto-renew", "on", String(bought.id)]).status == 0)
+        #expect(try Self.renewalInfo(daemon)["priceIncreaseStatus"] as? Int == 1)
+        _ = try daemon.ctlOK(["clock", "advance", "1mo"])
+        let renewed = try #require((try daemon.ctlJSON(["subscriptions"]) as? [[String: Any]])?.first)
+        #expect(renewed["state"] as? String == "subscribed" && renewed["priceIncrease"] == nil, "\(renewed)")
+
+        #expect(try daemon.ctl(["price-increase", String(bought.id)]).status == 0)
+        _ = try daemon.ctlOK(["renew", String(bought.id)])
+        let forced = try #require((try daemon.ctlJSON(["subscriptions"]) as? [[String: Any]])?.first)
+        #expect(forced["priceIncrease"] == nil, "\(forced)")
+    }
+
     @Test("a subscription that does not renew has no price to raise; an answer with no increase waiting is refused")
     func refusals() throws {
         let (daemon, client, bought) = try Self.subscriber()
