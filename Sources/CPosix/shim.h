@@ -131,12 +131,12 @@ static inline int storekit_bind_unix_dgram(const char *path) {
 /* Receives one datagram with any SCM_RIGHTS fds (a fake service manager's notify socket).
    Returns the byte count or -1; *n_fds is set to the number of fds stored in fds. */
 static inline ssize_t storekit_recv_with_fds(int fd, char *buffer, size_t length, int *fds, int max_fds, int *n_fds) {
-    char control[CMSG_SPACE(sizeof(int) * 253)];
+    union { struct cmsghdr align; char buffer[CMSG_SPACE(sizeof(int) * 253)]; } control;
     struct iovec iov = { buffer, length };
     struct msghdr message;
     memset(&message, 0, sizeof(message));
     message.msg_iov = &iov; message.msg_iovlen = 1;
-    message.msg_control = control; message.msg_controllen = sizeof(control);
+    message.msg_control = control.buffer; message.msg_controllen = sizeof(control.buffer);
     ssize_t count = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
     *n_fds = 0;
     if (count < 0) return -1;
@@ -154,17 +154,24 @@ static inline ssize_t storekit_recv_with_fds(int fd, char *buffer, size_t length
 /* Sends `length` bytes on a stream socket with one descriptor attached to the first byte
    (SCM_RIGHTS), without SIGPIPE. Returns the bytes sent or -1. */
 static inline ssize_t storekit_send_with_fd(int socket, const void *buffer, size_t length, int fd) {
-    char control[CMSG_SPACE(sizeof(int))];
+    union { struct cmsghdr align; char buffer[CMSG_SPACE(sizeof(int))]; } control;
     struct iovec iov = { (void *)buffer, length };
     struct msghdr message;
     memset(&message, 0, sizeof(message));
-    memset(control, 0, sizeof(control));
+    memset(&control, 0, sizeof(control));
     message.msg_iov = &iov; message.msg_iovlen = 1;
-    message.msg_control = control; message.msg_controllen = sizeof(control);
+    message.msg_control = control.buffer; message.msg_controllen = sizeof(control.buffer);
     struct cmsghdr *c = CMSG_FIRSTHDR(&message);
     c->cmsg_level = SOL_SOCKET; c->cmsg_type = SCM_RIGHTS; c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &fd, sizeof(int));
     return sendmsg(socket, &message, MSG_NOSIGNAL);
+}
+/* Bytes written to a Unix stream socket that its peer has not read yet (SIOCOUTQ), or -1. */
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
+static inline int storekit_unread_output(int fd) {
+    int count = 0;
+    return ioctl(fd, SIOCOUTQ, &count) == 0 ? count : -1;
 }
 /* pidfd_open(2) through syscall(2): glibc 2.36 has no wrapper in its headers here. */
 #include <sys/syscall.h>

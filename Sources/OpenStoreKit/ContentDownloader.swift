@@ -68,15 +68,33 @@ final class ContentDownloader: @unchecked Sendable {
         downloadsDirectory(app: app).appendingPathComponent(".\(productID)-\(version).partial", isDirectory: true)
     }
 
-    /// Deletes what a cancelled download copied.
+    /// Deletes what a cancelled download copied, unless a process of the app is copying into it
+    /// now (it holds the content's lock).
     static func discardStaging(app: String, productID: String, version: String) {
+        let lock = lockURL(app: app, productID: productID, version: version).path
+        let fd = Glibc.open(lock, O_RDWR | O_CLOEXEC)
+        if fd >= 0 {
+            defer { close(fd) }
+            guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return }
+        }
         try? FileManager.default.removeItem(at: stagingURL(app: app, productID: productID, version: version))
+    }
+
+    /// The lock file of a product's content (`downloads/.locks/PRODUCT-VERSION.lock`).
+    static func lockURL(app: String, productID: String, version: String) -> URL {
+        downloadsDirectory(app: app).appendingPathComponent(".locks", isDirectory: true)
+            .appendingPathComponent("\(productID)-\(version).lock")
     }
 
     // MARK: The copy
 
     private struct Failure: Error {
         var error: any Error
+    }
+
+    /// A pause or cancel asked for while waiting for storekitd.
+    private struct StopAsked: Error {
+        var stop: Stop
     }
 
     private func run() {
@@ -89,7 +107,9 @@ final class ContentDownloader: @unchecked Sendable {
             // One process of the app copies a product's content at a time (an observer beside a
             // buyer may both be given the transaction): the other waits, then finds it in place.
             guard let lock = try lockContent(productID: productID, version: version) else {
-                finish(stopped: stopRequest.withLock { $0 } ?? .pause, staging: staging, copied: 0, total: manifest.length)
+                // Another process holds the lock and is copying into the staging folder: it is not
+                // this one's to delete.
+                finish(stopped: stopRequest.withLock { $0 } ?? .pause, staging: nil, copied: nil, total: manifest.length)
                 return
             }
             defer { close(lock) }
@@ -123,6 +143,11 @@ final class ContentDownloader: @unchecked Sendable {
             finishInstalled(productID: productID)
             return
         } catch {
+            if let asked = error.error as? StopAsked {
+                // Stopped before anything was copied this run: nothing to delete without the lock.
+                finish(stopped: asked.stop, staging: nil, copied: nil, total: 0)
+                return
+            }
             download.withProgress {
                 $0.state = .failed
                 $0.error = error.error
@@ -151,13 +176,13 @@ final class ContentDownloader: @unchecked Sendable {
     private func lockContent(productID: String, version: String) throws(Failure) -> Int32? {
         // Lock files stay (removing one while another process waits on it would let a third take
         // a lock of its own on a new file): one small file per product, in `.locks/`.
-        let directory = Self.downloadsDirectory(app: app).appendingPathComponent(".locks", isDirectory: true)
+        let lockFile = Self.lockURL(app: app, productID: productID, version: version)
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: lockFile.deletingLastPathComponent(), withIntermediateDirectories: true)
         } catch {
             throw Failure(error: error)
         }
-        let path = directory.appendingPathComponent("\(productID)-\(version).lock").path
+        let path = lockFile.path
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw posix(errno, "cannot open \(path)") }
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -194,13 +219,19 @@ final class ContentDownloader: @unchecked Sendable {
     }
 
     /// A stop asked for while copying: paused keeps the copy, cancelled deletes it.
-    private func finish(stopped: Stop, staging: URL, copied: UInt64, total: UInt64) {
-        if stopped == .cancel { try? FileManager.default.removeItem(at: staging) }
+    /// `staging`: the staging folder, when this worker holds the content's lock (a cancel deletes
+    /// it); `copied`: how far it got, nil to leave the progress as it was.
+    private func finish(stopped: Stop, staging: URL?, copied: UInt64?, total: UInt64) {
+        if stopped == .cancel, let staging { try? FileManager.default.removeItem(at: staging) }
         download.withProgress {
             $0.state = stopped == .cancel ? .cancelled : .paused
             $0.timeRemaining = SKDownloadTimeRemainingUnknown
             $0.worker = nil
-            $0.progress = stopped == .cancel || total == 0 ? 0 : Float(Double(copied) / Double(total))
+            if stopped == .cancel {
+                $0.progress = 0
+            } else if let copied, total > 0 {
+                $0.progress = Float(Double(copied) / Double(total))
+            }
         }
         tell()
     }
@@ -303,13 +334,40 @@ final class ContentDownloader: @unchecked Sendable {
             let info: [String: Any] = ["ContentVersion": manifest.version, "IAPProductIdentifier": manifest.productID]
             let data = try PropertyListSerialization.data(fromPropertyList: info, format: .xml, options: 0)
             try data.write(to: staging.appendingPathComponent("ContentInfo.plist"), options: .atomic)
+            // On disk before it is in place (the app may finish the transaction once it is):
+            // the package's folders, then the rename, then the downloads folder that holds it.
+            try Self.syncTree(staging)
             if FileManager.default.fileExists(atPath: final.path) { try FileManager.default.removeItem(at: final) }
             guard rename(staging.path, final.path) == 0 else { throw posix(errno, "cannot move the content to \(final.path)") }
+            Self.sync(final.deletingLastPathComponent().path)
         } catch let failure as Failure {
             throw failure
         } catch {
             throw Failure(error: error)
         }
+    }
+
+    /// fsync of a file or folder, best effort.
+    static func sync(_ path: String) {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+
+    /// fsync of `ContentInfo.plist` and every folder of the package (its files were synced as
+    /// they were copied).
+    static func syncTree(_ root: URL) throws {
+        sync(root.appendingPathComponent("ContentInfo.plist").path)
+        var folders = [root.path]
+        if let walker = FileManager.default.enumerator(atPath: root.path) {
+            while let relative = walker.nextObject() as? String {
+                var isFolder: ObjCBool = false
+                let path = root.path + "/" + relative
+                if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue { folders.append(path) }
+            }
+        }
+        for folder in folders { sync(folder) }
     }
 
     // MARK: Talking to storekitd
@@ -338,6 +396,7 @@ final class ContentDownloader: @unchecked Sendable {
                                                  userInfo: [NSLocalizedDescriptionKey: "Cannot connect to the store: \(error)"]))
                 }
             }
+            if let stop = stopRequest.withLock({ $0 }) { throw Failure(error: StopAsked(stop: stop)) }
             Thread.sleep(forTimeInterval: backoff * Double.random(in: 0.5...1.5))
             backoff = min(backoff * 2, 1)
         }
@@ -361,6 +420,8 @@ final class ContentDownloader: @unchecked Sendable {
                         continue   // pushes are not this connection's business (it does not subscribe)
                     }
                 }
+            } catch let refusal as Failure {
+                throw refusal   // the daemon's answer: not a connection to make again
             } catch {
                 attempts += 1
                 guard attempts < 100 else {

@@ -139,10 +139,14 @@ public struct HostedContent: Sendable, Equatable {
     func openFile(_ index: Int) -> Result<Int32, ContentUnavailable> {
         let entry = files[index]
         let path = directory + "/" + entry.path
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        // Non-blocking: a FIFO put in a file's place must not hold the serving loop.
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard fd >= 0 else { return .failure(ContentUnavailable(message: "cannot open \(path): \(Errno(rawValue: errno))")) }
         var status = stat()
-        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG, UInt64(status.st_size) == entry.length else {
+        // The very file that was listed (device and inode), not another put in its place (a
+        // symbolic link to something else the daemon may read), of the length listed.
+        guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG, UInt64(status.st_size) == entry.length,
+              index >= stamps.count || (UInt64(status.st_dev) == stamps[index].device && UInt64(status.st_ino) == stamps[index].inode) else {
             close(fd)
             return .failure(ContentUnavailable(
                 message: "\(path) changed since the configuration was loaded (reload storekitd to list it again)"))

@@ -163,6 +163,13 @@ extension Server {
         case .openContent(let id, let transactionID, let file):
             switch try ownedContent(transactionID, uid: uid, app: app) {
             case .success(let content):
+                // A connection that asks for files faster than it reads them holds the daemon's
+                // descriptors (and the kernel's, for those sent and unread): a few at a time.
+                guard session.descriptorsOnTheirWay() < Self.descriptorsPerConnection else {
+                    output.reply(session, .result(id, .quotaExceeded,
+                        "\(Self.descriptorsPerConnection) content files are on their way to this connection already: read them first"))
+                    return
+                }
                 guard Int(file) < content.files.count else {
                     output.reply(session, .result(id, .invalidArgument,
                                                   "the content of \(content.productID) has \(content.files.count) files, no file \(file)"))
@@ -171,7 +178,7 @@ extension Server {
                 switch content.openFile(Int(file)) {
                 case .success(let fd):
                     output.reply(session, .contentFile(requestID: id, file: file, length: content.files[Int(file)].length),
-                                 passing: PassedDescriptor(adopting: fd))
+                                 passing: PassedDescriptor(adopting: fd, countedIn: session.descriptorsHeld))
                 case .failure(let unavailable):
                     let logger = self.logger
                     output.journal.append {
@@ -196,6 +203,10 @@ extension Server {
                                                  json: result.json.serialized()))
         }
     }
+
+    /// Content files one connection may have on their way (opened for its replies, not yet read
+    /// into its socket's buffer).
+    static let descriptorsPerConnection = 16
 
     /// Whether the payment's key already made a transaction (a payment sent again).
     func answeredBefore(_ payment: ClientMessage.AddPayment, uid: UInt32, app: String) throws(LedgerError) -> Bool {

@@ -1,4 +1,6 @@
+import CPosix
 import StoreKitPosix
+import Synchronization
 import StoreKitWire
 #if canImport(Glibc)
 import Glibc
@@ -59,6 +61,18 @@ final class Session {
     /// When its queued output last moved (or appeared on an empty queue), monotonic ms.
     var lastSendProgress: Int64
     private let account: OutputAccount
+    /// Descriptors of content files made for its replies and not yet closed.
+    let descriptorsHeld = DescriptorCount()
+    /// Descriptors sent since its socket was last seen read to the end: the peer may not have
+    /// taken them yet (they count against the daemon's user in the kernel until it does).
+    var descriptorsSent = 0
+
+    /// Descriptors that may be on their way to the peer: held here, or sent and perhaps unread.
+    /// What was sent is known to be taken once the peer has read everything written (SIOCOUTQ 0).
+    func descriptorsOnTheirWay() -> Int {
+        if descriptorsSent > 0, storekit_unread_output(fd) == 0 { descriptorsSent = 0 }
+        return descriptorsHeld.value.load(ordering: .relaxed) + descriptorsSent
+    }
 
     init(token: UInt64, socket: consuming Socket, kind: SocketKind, peer: PeerCredentials, maximumFrameSize: Int, account: OutputAccount) {
         self.token = token
@@ -124,7 +138,10 @@ final class Session {
             }
             switch result {
             case .success(.transferred(let count)):
-                if attached != nil { passing.removeFirst() }   // sent with the first of these bytes: closed when released
+                if attached != nil {
+                    passing.removeFirst()   // sent with the first of these bytes: closed when released
+                    descriptorsSent += 1
+                }
                 outputOffset += count
                 account.queued -= count
                 lastSendProgress = Monotonic.milliseconds()
@@ -139,12 +156,27 @@ final class Session {
 }
 
 /// A descriptor the daemon opened to pass to a client (a hosted content file): closed when the
-/// last reference goes, sent or not (the client holds its own duplicate once it is sent).
+/// last reference goes, sent or not (the client holds its own duplicate once it is sent), and
+/// counted meanwhile against its session's `descriptorsHeld`.
 final class PassedDescriptor: @unchecked Sendable {
     let fd: Int32
+    private let count: DescriptorCount
 
-    init(adopting fd: Int32) { self.fd = fd }
+    init(adopting fd: Int32, countedIn count: DescriptorCount) {
+        self.fd = fd
+        self.count = count
+        count.value.add(1, ordering: .relaxed)
+    }
 
-    deinit { _ = Glibc.close(fd) }
+    deinit {
+        _ = Glibc.close(fd)
+        count.value.subtract(1, ordering: .relaxed)
+    }
+}
+
+/// How many descriptors made for a session's replies are still open (queued, in the gate, or
+/// being sent): what one connection may make the daemon hold is bounded by it.
+final class DescriptorCount: Sendable {
+    let value = Atomic<Int>(0)
 }
 

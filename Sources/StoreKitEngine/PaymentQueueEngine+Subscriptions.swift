@@ -42,11 +42,15 @@ extension PaymentQueueEngine {
             current.autoRenew = true
             if current.productID == product.id {
                 // Already subscribed: nothing changes but the wish to renew, and any pending downgrade is dropped.
+                // Buying it again after declining a price increase agrees to it.
+                if try priceIncrease(of: current.originalID) == .declined { try setPriceIncrease(.agreed, of: current.originalID) }
                 current.nextProductID = nil
                 current.lastTransactionID = record.id
                 record.expiresDate = current.expiresDate
             } else if Self.switchesImmediately(from: catalog.product(current.productID), to: product) {
-                // Upgrade, or crossgrade to the same period: the new subscription starts now.
+                // Upgrade, or crossgrade to the same period: the new subscription starts now, at
+                // its own price (a price increase of the product left is over).
+                try setPriceIncrease(nil, of: current.originalID)
                 let end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
                 current.productID = product.id
                 current.quantity = record.quantity
@@ -135,6 +139,8 @@ extension PaymentQueueEngine {
             guard subscription.autoRenew else {
                 subscription.status = .expired
                 subscription.due = nil
+                // Turned off by the subscriber (not a declined increase): no increase waits any more.
+                if try priceIncrease(of: subscription.originalID) == .pending { try setPriceIncrease(nil, of: subscription.originalID) }
                 try saveSubscription(subscription)
                 return []
             }

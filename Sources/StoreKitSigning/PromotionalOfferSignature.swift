@@ -41,8 +41,12 @@ public final class OfferVerificationKey: @unchecked Sendable {
         }
         pointer = key
         heldPrivateKey = isPrivate
-        guard EVP_PKEY_get_base_id(key) == EVP_PKEY_EC, EVP_PKEY_get_bits(key) == 256 else {
-            throw SigningError("The key is not a P-256 key")
+        var group = [CChar](repeating: 0, count: 64)
+        var length = 0
+        guard EVP_PKEY_get_base_id(key) == EVP_PKEY_EC,
+              EVP_PKEY_get_group_name(key, &group, group.count, &length) == 1,
+              String(decoding: group.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "prime256v1" else {
+            throw SigningError("The key is not a P-256 (prime256v1) key")
         }
     }
 

@@ -354,3 +354,48 @@ extension HostedContentTests {
         #expect(try String(contentsOfFile: Self.finalFolder(daemon) + "/Contents/b.txt", encoding: .utf8) == "SECOND\n")
     }
 }
+
+extension HostedContentTests {
+    @Test("a connection that asks for files faster than it reads them gets 16, then quotaExceeded until it reads them")
+    func descriptorsOnTheirWayAreBounded() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let client = try Client(daemon)
+        _ = try client.subscribe()
+        let purchase = try client.buy(Self.pack)
+        client.connection.acceptsDescriptors = true
+        let first = client.makeRequestID()
+        for offset in 0..<40 {
+            try client.connection.send(.openContent(requestID: first + UInt32(offset), transactionID: purchase.id, file: 0))
+        }
+        for _ in 1..<40 { _ = client.makeRequestID() }
+        // Not read while the daemon answers (40 small requests take it milliseconds): what it
+        // sends stays unread in this socket.
+        Thread.sleep(forTimeInterval: 1)
+        var files = 0
+        var refused = 0
+        while files + refused < 40 {
+            switch try client.connection.receive() {
+            case .contentFile: files += 1
+            case .result(_, .quotaExceeded, _, _, _): refused += 1
+            case let other: Issue.record("unexpected \(other)")
+            }
+        }
+        #expect(files == HostedContentTests.descriptorsPerConnection && refused == 40 - files, "\(files) files, \(refused) refused")
+        var descriptors: [Int32] = []
+        while let fd = client.connection.takeDescriptor() { descriptors.append(fd) }
+        #expect(descriptors.count == files)
+        for fd in descriptors { close(fd) }
+        // Everything read: the next asks are answered again.
+        let again = client.makeRequestID()
+        try client.connection.send(.openContent(requestID: again, transactionID: purchase.id, file: 0))
+        guard case .contentFile(again, 0, _) = try client.connection.receive() else {
+            Issue.record("not answered after the files were read")
+            return
+        }
+        if let fd = client.connection.takeDescriptor() { close(fd) }
+    }
+
+    static let descriptorsPerConnection = 16
+}
