@@ -394,7 +394,8 @@ echo "== g. an update for a uid with no observer starts that uid's observer inst
 # acts as com.example.game, so the registration naming its observer is com.example.game's), reload.
 UNIT=storekit-example-app-observer@1001.service
 IN cp /usr/share/doc/storekit-examples/examples/storekit-example-app-observer@.service /etc/systemd/system/
-IN sh -c 'printf "\n# The observer, started per buyer uid.\nObserverUnit=storekit-example-app-observer@.service\n" >> /etc/storekitd/apps.d/com.example.game.conf'
+# Into the [App] section (the file goes on with the level pack's [HostedContent]).
+IN sed -i 's|^\[App\]$|[App]\n# The observer, started per buyer uid.\nObserverUnit=storekit-example-app-observer@.service|' /etc/storekitd/apps.d/com.example.game.conf
 IN systemctl daemon-reload
 IN systemctl reload storekitd.service
 before=$(IN systemctl is-active "$UNIT")
