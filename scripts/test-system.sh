@@ -307,6 +307,20 @@ sk2_ok() {
         <"$WORK/sk2.out" | grep -q True
 }
 check "b. uid 1000's StoreKit 2 app (storekit2-example-app) buys a level pack, verifies its signed transaction, grants it" "$(tail -c 400 "$WORK/sk2.out" | tr '\n' ' ')" sk2_ok
+# The level pack's hosted content, read by the sandboxed daemon from /etc/storekitd/content and
+# passed as descriptors: restoring it, the StoreKit 1 app downloads it into uid 1000's cache
+# before it finishes the restored transaction.
+AS 1000 timeout 60 storekit-example-app restore >"$WORK/restore-content.out" 2>"$WORK/restore-content.err" || true
+CONTENT=$(IN getent passwd 1000 | cut -d: -f6)/.cache/storekit/com.example.game/downloads/com.example.game.level_pack
+content_ok() {
+    json "any(l.get('event') == 'download' and l.get('state') == 'finished' for l in lines) and any(l.get('event') == 'removed' and l.get('state') == 'restored' for l in lines)" \
+        <"$WORK/restore-content.out" | grep -q True &&
+        IN diff -r /etc/storekitd/content/level_pack "$CONTENT/Contents" >/dev/null &&
+        [ "$(IN stat -c %u "$CONTENT/Contents/README.txt")" = 1000 ]
+}
+check "b. uid 1000's app restores the level pack and downloads its hosted content (from /etc/storekitd/content through the hardened unit) before it finishes" \
+    "$(grep '"download"' "$WORK/restore-content.out" | tail -n 1 | head -c 300); $(head -c 300 "$WORK/restore-content.err" | tr '\n' ' '); $(IN ls -l "$CONTENT/Contents" 2>&1 | tr '\n' ' ' | head -c 300)" \
+    content_ok
 
 # ---------------------------------------------------------------------------------------------
 echo "== c. journal fields and catalog text"
