@@ -38,6 +38,7 @@ final class ContentDownloader: @unchecked Sendable {
 
     /// Starts copying on a new thread.
     func start() {
+        CryptoLibrary.keepUntilExit()
         let thread = Thread { [self] in run() }
         thread.name = "OpenStoreKit.download"
         thread.start()

@@ -1,5 +1,6 @@
 import Foundation
 import StoreKitConnection
+import StoreKitSigning
 import StoreKitWire
 import Synchronization
 
@@ -107,7 +108,11 @@ final class StoreConnection: Sendable {
     /// Drops the current connection, if any: the connection thread connects again, to the socket
     /// configured now, and re-sends what is unanswered.
     func reconnect() {
-        if let socket = state.withLock({ $0.socket }) { _ = shutdown(socket.connection.fd, Int32(SHUT_RDWR)) }
+        // Under the lock: the connection thread closes the socket only after it has taken it out
+        // of the state, so the number shut down here is never one reused for another file.
+        state.withLock { state in
+            if let socket = state.socket { _ = shutdown(socket.fd, Int32(SHUT_RDWR)) }
+        }
     }
 
     /// The hosted content of `productID`, as the daemon's last welcome listed it (nil before
@@ -183,6 +188,7 @@ final class StoreConnection: Sendable {
             return !state.started
         }
         guard start else { return }
+        CryptoLibrary.keepUntilExit()
         let thread = Thread { [self] in run() }
         thread.name = "OpenStoreKit.connection"
         thread.start()
@@ -394,6 +400,12 @@ extension WireConnection {
     /// Shares one connection between the reader thread (receives) and writers (send under a lock).
     final class Box: @unchecked Sendable {
         let connection: WireConnection
-        init(_ connection: WireConnection) { self.connection = connection }
+        /// The socket's number, read once: `reconnect()` shuts it down from another thread,
+        /// under the state lock, while the box is the current socket (closed only after).
+        let fd: Int32
+        init(_ connection: WireConnection) {
+            self.connection = connection
+            fd = connection.fd
+        }
     }
 }

@@ -91,3 +91,16 @@ public final class SHA256Stream {
 public struct FileReadError: Error, Sendable {
     public let errno: Int32
 }
+
+/// libcrypto as a library linked into apps uses it: from threads of its own, which the app does
+/// not stop before it exits.
+public enum CryptoLibrary {
+    /// Keeps libcrypto's state until the process is gone: by default OpenSSL frees it in an
+    /// `atexit` handler, and a thread of this library hashing or verifying meanwhile (a download,
+    /// the connection's signature checks) would crash an app calling `exit()` in a callback.
+    public static func keepUntilExit() {
+        _ = initialized
+    }
+
+    private static let initialized: Bool = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_NO_ATEXIT), nil) == 1
+}
