@@ -87,6 +87,8 @@ struct ControlCommands {
             // In a fleet sharing a PostgreSQL ledger: this host's name and how uids become accounts.
             ("host", .optional(engine.store.fleetIdentity?.host)),
             ("accountFrom", .optional(engine.store.fleetIdentity?.accountFrom)),
+            // [Family]: each family's members by user name.
+            ("families", .array(configuration.families.map { .array($0.members.map { .string($0) }) })),
         ]))
     }
 

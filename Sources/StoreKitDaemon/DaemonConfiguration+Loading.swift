@@ -98,6 +98,9 @@ extension DaemonConfiguration {
                 for entry in section.entries {
                     try apply(entry, section: section.name, file: file.path)
                 }
+            case "Family":
+                families.append(try Family(parsing: section, file: file.path))
+                familyGroups = try Family.groups(families)
             case "App":
                 throw ConfigError(file: file.path, line: section.line,
                                   message: "unknown section [App] (app registrations belong in apps.d/*.conf)")
@@ -193,7 +196,7 @@ extension AppRegistration {
                 continue
             }
             guard section.name == "App" else {
-                let hint = ["Daemon", "Store", "Limits", "Observers"].contains(section.name) ? " (it belongs in storekitd.conf)" : ""
+                let hint = ["Daemon", "Store", "Limits", "Observers", "Family"].contains(section.name) ? " (it belongs in storekitd.conf)" : ""
                 throw ConfigError(file: file.path, line: section.line, message: "unknown section [\(section.name)]\(hint)")
             }
             if let first = header {
@@ -332,7 +335,7 @@ extension HostedContent {
 // MARK: - Values
 
 /// Parses one `Key=Value`, producing errors that point at its line.
-private struct ValueParser {
+struct ValueParser {
     let file: String
     let entry: ConfigFile.Entry
 

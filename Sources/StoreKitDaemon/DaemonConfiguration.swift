@@ -2,6 +2,7 @@
 //
 // Loading and path resolution are in DaemonConfiguration+Loading.swift. Catalogue paths are only
 // resolved here; reading the catalogues is the caller's job (errors via AppRegistration.catalogError).
+import StoreKitEngine
 import StoreKitPostgres
 #if canImport(Glibc)
 import Glibc
@@ -78,6 +79,11 @@ public struct DaemonConfiguration: Sendable, Equatable {
         return PersonUIDs.fromLoginDefinitions(path: loginDefinitions)
     }
 
+    // [Family], each section one family (they add up across storekitd.conf and its drop-ins)
+    public var families: [Family]
+    /// The families' uids, checked: no buyer in two of them.
+    public var familyGroups: FamilyGroups
+
     /// App registrations from apps.d, sorted by id.
     public var apps: [AppRegistration]
     /// Every file read, in the order read.
@@ -109,6 +115,8 @@ public struct DaemonConfiguration: Sendable, Equatable {
         maxUnfinishedPerQueue = 10_000
         observerActivationInterval = TimeSpan(seconds: 30)
         observerUIDRange = nil
+        families = []
+        familyGroups = FamilyGroups()
         apps = []
         sourceFiles = []
     }

@@ -36,6 +36,10 @@ extension Server {
             configuration = newConfiguration
             observerUIDs = newConfiguration.observerUIDs()
             engine.limits = Self.engineLimits(newConfiguration)
+            if newConfiguration.familyGroups != engine.families {
+                engine.families = newConfiguration.familyGroups
+                familiesDueAt = Monotonic.milliseconds()
+            }
             engine.replaceCatalogs(catalogs)
             proof.forgetReceipts()   // a product's kind or an app's version may have changed
             logger.notice("Reloaded configuration: \(catalogs.count) app\(catalogs.count == 1 ? "" : "s")", id: .reloaded)

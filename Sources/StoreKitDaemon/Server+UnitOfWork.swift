@@ -227,11 +227,12 @@ extension Server {
 
     func executeReceived() {
         let fireScheduled = writesStoppedReason == nil && scheduledEventDue
-        guard !received.isEmpty || fireScheduled || fleetChangesDue else { return }
+        let familiesDue = writesStoppedReason == nil && familiesDueAt.map { $0 <= Monotonic.milliseconds() } ?? false
+        guard !received.isEmpty || fireScheduled || fleetChangesDue || familiesDue else { return }
         let fleetChangesWereDue = fleetChangesDue
         var batch = takeFairShare()
         // Every waiting request waits for its uid's heavy signing work: no unit of work now.
-        guard !batch.isEmpty || fireScheduled || fleetChangesDue else { return }
+        guard !batch.isEmpty || fireScheduled || fleetChangesDue || familiesDue else { return }
         // Requests of sessions over their output mark wait (in order) until the session reads.
         var held: [(Session, ClientMessage)] = []
         var heldTokens = Set<UInt64>()
@@ -280,9 +281,27 @@ extension Server {
                 for effect in try engine.fireDueEvents() { route(effect, into: &output) }
             }
         }
+        // The families' copies, once they changed: a failure tries again a second later.
+        func applyFamilies(into output: inout UnitOutput) {
+            guard familiesDue else { return }
+            let applied = isolated(&output, onFailure: { _, _ in }) { (output: inout UnitOutput) throws(LedgerError) in
+                guard let effects = try engine.applyFamilies() else { return }
+                for effect in effects { route(effect, into: &output) }
+                let shared = effects.reduce(0) { if case .updated(_, let records) = $1 { $0 + records.count } else { $0 } }
+                let revoked = effects.count { if case .revoked = $0 { true } else { false } }
+                let families = engine.families.groups.count
+                let logger = self.logger
+                output.journal.append {
+                    logger.notice("Families applied (\(families) famil\(families == 1 ? "y" : "ies")): \(shared) purchases shared, "
+                                  + "\(revoked) queues lost shared purchases", id: .reloaded)
+                }
+            }
+            familiesDueAt = applied ? nil : Monotonic.milliseconds() + 1000
+        }
         let plan = ledger.readsAhead ? readAhead(for: batch) : ReadAhead()
         do {
             try ledger.begin(readingAhead: plan)
+            applyFamilies(into: &output)
             fireDueEvents(into: &output)
             readChangesElsewhere(into: &output)
             // Optimistically without a savepoint per request (two statements each): a failure
@@ -308,6 +327,8 @@ extension Server {
                     fleetChangesDue = fleetChangesWereDue
                     try ledger.begin(readingAhead: plan)
                     optimistic = false
+                    if familiesDue { familiesDueAt = 0 }
+                    applyFamilies(into: &output)
                     fireDueEvents(into: &output)
                     readChangesElsewhere(into: &output)
                 }
@@ -337,6 +358,7 @@ extension Server {
             ledger.rollback()
             undoSubscriptions(output.subscriptions)
             fleetChangesDue = fleetChangesWereDue && ledger.unreachable == nil
+            if familiesDue { familiesDueAt = Monotonic.milliseconds() + 1000 }
             statusStale = true   // STATUS= may now say the database is unreachable
             let code = ledger.resultCode(for: error)
             if ledger.isPartOfOutage(error) {

@@ -105,6 +105,9 @@ public final class Server {
     let fleet: (any LedgerChangeFeed)?
     /// Another daemon of the fleet changed something: read it in the next unit of work.
     var fleetChangesDue = false
+    /// When the families of the configuration are next brought into the ledger (monotonic ms;
+    /// nil: they are in it). Due at start and after a reload; a failure tries again a second later.
+    var familiesDueAt: Int64? = 0
     var sessions: [UInt64: Session] = [:]
     var observers: [QueueKey: Set<UInt64>] = [:]
     var connectionsPerUID: [UInt32: Int] = [:]
@@ -168,6 +171,7 @@ public final class Server {
         self.proof = proof
         self.ledger = LedgerDriver(store: engine.store, logger: logger)
         engine.limits = Self.engineLimits(configuration)
+        engine.families = configuration.familyGroups
         self.configuration = configuration
         self.observerUIDs = configuration.observerUIDs()
         self.logger = logger
@@ -265,6 +269,7 @@ public final class Server {
         var timeout: Int64 = 1000
         if let interval = notifier.watchdogPingInterval { timeout = min(timeout, interval) }
         if let resume = nextPacedResume { timeout = min(timeout, max(resume - Monotonic.milliseconds(), 0)) }
+        if writesStoppedReason == nil, let due = familiesDueAt { timeout = min(timeout, max(due - Monotonic.milliseconds(), 0)) }
         // A due event waits for room at the signer like any unit of work: its wake-up ends the wait.
         if writesStoppedReason == nil, signerHasRoom, let due = try? engine.millisecondsUntilNextEvent() {
             timeout = min(timeout, max(due, 0))

@@ -21,6 +21,10 @@ extension PaymentQueueEngine {
         guard record.revocationDate == nil else {
             return .refused(.invalidArgument, "transaction \(transactionID) was already refunded")
         }
+        if let purchase = try familyPurchase(of: record) {
+            return .refused(.invalidArgument, "transaction \(transactionID) is uid \(record.uid)'s through Family Sharing: "
+                            + "refund the purchase, transaction \(purchase.id) of uid \(purchase.uid)")
+        }
         let now = clock.now()
         let sequence = try store.nextSequence(uid: record.uid, app: record.app)
         guard try store.setRevocation(id: transactionID, date: now, reason: reason, sequence: sequence) else {
@@ -48,7 +52,9 @@ extension PaymentQueueEngine {
     /// What a refund of `record` takes back with it: a refund returns the money for a purchase, so
     /// every copy of that purchase loses it. Refunding a purchase revokes its restored copies (on
     /// every host of a fleet); refunding a restored copy revokes the purchase it restored and its
-    /// other copies. Renewals of a subscription are purchases of their own and are not included.
+    /// other copies. Renewals of a subscription are purchases of their own and are not included;
+    /// but the family copies of a subscription follow its refunded renewal (the family loses what
+    /// the purchaser lost).
     private func alsoRevoked(byRefundOf record: TransactionRecord) throws(LedgerError) -> [TransactionRecord] {
         var purchase = record
         if record.state == .restored, let originalID = record.originalID, originalID != record.id {
@@ -57,6 +63,7 @@ extension PaymentQueueEngine {
         }
         var found: [TransactionRecord] = purchase.id == record.id ? [] : [purchase]
         found += try store.restoredCopies(of: purchase.id).filter { $0.id != record.id }
+        found += try familyCopiesRevoked(byRefundOf: record)
         return found.filter { $0.revocationDate == nil && ($0.state == .purchased || $0.state == .restored) }
     }
 
@@ -108,8 +115,9 @@ extension PaymentQueueEngine {
     // MARK: Read-outs
 
     /// StoreKit 2's `currentEntitlements` for one buyer and app: the latest unrevoked transaction
-    /// of each non-consumable and non-renewing subscription, and the current transaction of each
-    /// subscription group the buyer is subscribed to (or in its grace period). Ordered by id.
+    /// of each non-consumable and non-renewing subscription (family copies among them), and the
+    /// current transaction of each subscription group the buyer is subscribed to (or in its grace
+    /// period), or the family shares with them. Ordered by id.
     public func entitlements(uid: UInt32, app: String) throws(LedgerError) -> [TransactionRecord] {
         guard let catalog = catalogs[app] else { return [] }
         let history = try store.all(uid: uid, app: app)
@@ -126,6 +134,16 @@ extension PaymentQueueEngine {
                 current.expiresDate = current.expiresDate ?? subscription.expiresDate
                 result.append(current)
             }
+        }
+        // A subscription the family shares, while the purchaser's is entitled (unless the buyer's
+        // own subscription of the group is).
+        for (copy, subscription) in try familySubscriptions(uid: uid, app: app, history: history)
+        where subscription.status.isEntitled && copy.revocationDate == nil {
+            let ownGroups = result.compactMap { catalog.product($0.productID).map { $0.subscriptionGroupID ?? $0.id } }
+            guard !ownGroups.contains(subscription.groupID) else { continue }
+            var current = copy
+            current.expiresDate = subscription.expiresDate
+            result.append(current)
         }
         return result.sorted { $0.id < $1.id }
     }

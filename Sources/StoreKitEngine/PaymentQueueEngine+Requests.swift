@@ -27,7 +27,7 @@ extension PaymentQueueEngine {
                                        originalID: record.originalID) else {
                 return .refused(.invalidArgument, "transaction \(record.id) is no longer deferred")
             }
-            return .ok(value: record.id, [.updated(QueueKey(uid: record.uid, app: record.app), [record])])
+            return .ok(value: record.id, [.updated(QueueKey(uid: record.uid, app: record.app), [record])] + (try shareWithFamily(record)))
         }
     }
 
@@ -104,7 +104,7 @@ extension PaymentQueueEngine {
             }
             purchase.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             try store.insert(purchase)
-            return .ok(value: purchase.id, [.updated(QueueKey(uid: record.uid, app: record.app), [purchase])])
+            return .ok(value: purchase.id, [.updated(QueueKey(uid: record.uid, app: record.app), [purchase])] + (try shareWithFamily(purchase)))
         }
         if case .found(let subscription) = try locate(.transaction(transactionID)),
            subscription.status == .billingRetry || subscription.status == .gracePeriod {

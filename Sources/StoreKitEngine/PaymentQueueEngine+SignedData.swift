@@ -49,7 +49,7 @@ extension PaymentQueueEngine {
             ("originalPurchaseDate", .int(try originalPurchaseDate(of: record))),
             ("quantity", .int(Int64(record.quantity))),
             ("type", .string(Self.typeName(product?.kind))),
-            ("inAppOwnershipType", .string("PURCHASED")),
+            ("inAppOwnershipType", .string(try isFamilyCopy(record) ? "FAMILY_SHARED" : "PURCHASED")),
             ("signedDate", .int(signedDate)),
             ("environment", .string(environment)),
             ("transactionReason", .string(try isRenewal(record, kind: product?.kind) ? "RENEWAL" : "PURCHASE")),
@@ -99,16 +99,24 @@ extension PaymentQueueEngine {
         var result: [SubscriptionStatus] = []
         for subscription in try store.subscriptions(uid: uid, app: app) where groupID == nil || subscription.groupID == groupID {
             guard let latest = try store.transaction(id: subscription.lastTransactionID) else { continue }
-            let state: SubscriptionStatusRecord.State = switch subscription.status {
-            case .active: .subscribed
-            case .expired: .expired
-            case .billingRetry: .inBillingRetryPeriod
-            case .gracePeriod: .inGracePeriod
-            case .revoked: .revoked
-            }
-            result.append(SubscriptionStatus(subscription: subscription, state: state, latest: latest))
+            result.append(SubscriptionStatus(subscription: subscription, state: Self.statusState(subscription.status), latest: latest))
+        }
+        // The family's subscriptions the buyer shares, each with the buyer's latest copy of it.
+        for (copy, subscription) in try familySubscriptions(uid: uid, app: app, history: try store.all(uid: uid, app: app))
+        where groupID == nil || subscription.groupID == groupID {
+            result.append(SubscriptionStatus(subscription: subscription, state: Self.statusState(subscription.status), latest: copy))
         }
         return result
+    }
+
+    static func statusState(_ status: Subscription.Status) -> SubscriptionStatusRecord.State {
+        switch status {
+        case .active: .subscribed
+        case .expired: .expired
+        case .billingRetry: .inBillingRetryPeriod
+        case .gracePeriod: .inGracePeriod
+        case .revoked: .revoked
+        }
     }
 
     /// Apple's `JWSRenewalInfo` for a subscription.

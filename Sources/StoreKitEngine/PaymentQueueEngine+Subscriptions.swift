@@ -226,7 +226,7 @@ extension PaymentQueueEngine {
         subscription.lastTransactionID = record.id
         subscription.renewals += 1
         try saveSubscription(subscription)
-        return [.updated(QueueKey(uid: subscription.uid, app: subscription.app), [record])]
+        return [.updated(QueueKey(uid: subscription.uid, app: subscription.app), [record])] + (try shareWithFamily(record))
     }
 
     // MARK: Control (storekitctl expire, renew, auto-renew)

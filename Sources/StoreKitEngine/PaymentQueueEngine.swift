@@ -23,6 +23,9 @@ public final class PaymentQueueEngine {
 
     /// Set by the daemon from its configuration (and again on reload).
     public var limits = Limits()
+    /// The families of the configuration (`[Family]`); `applyFamilies()` brings the ledger's
+    /// family copies in line after they change.
+    public var families = FamilyGroups()
     public let store: any Ledger
     public private(set) var catalogs: [String: Catalog]
     public var clock: StoreClock
@@ -241,7 +244,7 @@ public final class PaymentQueueEngine {
         }
         record.sequence = try store.nextSequence(uid: uid, app: app)
         try store.insert(record, paymentKey: paymentKey)
-        return .ok(value: record.id, [.updated(queue, [purchasing]), .updated(queue, [record])])
+        return .ok(value: record.id, [.updated(queue, [purchasing]), .updated(queue, [record])] + (try shareWithFamily(record)))
     }
 
     static let interruptedMessage = "The purchase was interrupted: the buyer must act (storekitctl resolve) before it completes"
@@ -302,7 +305,8 @@ public final class PaymentQueueEngine {
     // MARK: Restore
 
     /// Creates a new `restored` transaction for every finished, unrevoked purchase of a
-    /// non-consumable or auto-renewable product that has no unfinished restore pending.
+    /// non-consumable or auto-renewable product that has no unfinished restore pending, and a
+    /// family copy of what the buyer's family shares (`restoreFromFamily`).
     public func restore(uid: UInt32, app: String, applicationUsername: String?) throws(LedgerError) -> Outcome {
         guard let catalog = catalogs[app] else {
             return .refused(.unknownApp, "app \(app) is not registered")
@@ -337,6 +341,11 @@ public final class PaymentQueueEngine {
                 expiresDate: latestExpiry[productID] ?? original.expiresDate)
             try store.insert(record)
             restored.append(record)
+        }
+        // What the family shares is restored with the buyer's own (a restore asked for one
+        // account of the app's, `applicationUsername`, restores that account's purchases only).
+        if applicationUsername == nil {
+            restored += try restoreFromFamily(uid: uid, app: app, pending: pendingRestores)
         }
         let effects: [Effect] = restored.isEmpty ? [] : [.updated(QueueKey(uid: uid, app: app), restored)]
         return .ok(value: UInt64(restored.count), effects)

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import StoreKitPosix
 
 /// Who this daemon is in a fleet sharing one PostgreSQL ledger: the host's name and how a local
 /// uid becomes an account (`[Store] HostName=`, `AccountFrom=`). A uid means nothing on another
@@ -68,7 +69,7 @@ final class AccountDirectory {
 
     func account(of uid: UInt32) -> String {
         if let known = accounts[uid] { return known }
-        let account = source == .userName ? (Self.userName(of: uid) ?? "#\(uid)") : "#\(uid)"
+        let account = source == .userName ? (UserDatabase.name(of: uid) ?? "#\(uid)") : "#\(uid)"
         remember(uid: uid, account: account)
         return account
     }
@@ -79,7 +80,7 @@ final class AccountDirectory {
         if account.hasPrefix("#") {
             uid = UInt32(account.dropFirst())
         } else if source == .userName {
-            uid = Self.uid(ofUser: account)
+            uid = UserDatabase.uid(named: account)
         }
         if uid == nil || Self.standInUIDs.contains(uid!) {
             uid = nextStandIn
@@ -92,23 +93,5 @@ final class AccountDirectory {
     private func remember(uid: UInt32, account: String) {
         accounts[uid] = account
         uids[account] = uid
-    }
-
-    static func userName(of uid: UInt32) -> String? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16_384)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else {
-            return nil
-        }
-        return String(cString: name)
-    }
-
-    static func uid(ofUser name: String) -> UInt32? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16_384)
-        guard getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return entry.pw_uid
     }
 }

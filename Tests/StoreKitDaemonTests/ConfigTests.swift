@@ -521,4 +521,44 @@ extension DaemonConfiguration {
         copy.sourceFiles = sourceFiles
         return copy
     }
+
+    // MARK: [Family]
+
+    @Test("[Family] sections name members by user name; each is one family, across the file and its drop-ins")
+    func familiesLoad() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/storekitd.conf"
+            try write("[Family]\nMembers=root daemon\nMembers=bin\n", to: path)
+            try write("[Family]\nMembers=sys sync\n", to: path + ".d/10-second.conf")
+            let config = try DaemonConfiguration.load(configFile: path, required: true)
+            #expect(config.families.map(\.members) == [["root", "daemon", "bin"], ["sys", "sync"]])
+            #expect(config.families.map(\.uids) == [[0, 1, 2], [3, 4]])
+            #expect(config.familyGroups.groups == [[0, 1, 2], [3, 4]])
+            #expect(config.familyGroups.others(of: 1) == [0, 2])
+            #expect(DaemonConfiguration.defaults.families.isEmpty)
+        }
+    }
+
+    @Test("a [Family] naming no such user, one member, seven, a uid twice, or an unknown key is refused with its line")
+    func badFamiliesAreRefused() throws {
+        try withTemporaryDirectory { dir in
+            let path = dir + "/storekitd.conf"
+            let cases: [(text: String, line: Int, message: String)] = [
+                ("[Family]\nMembers=root no-such-user-here\n", 2, "no user 'no-such-user-here' on this host"),
+                ("[Family]\nMembers=root\n", 1, "at least two members"),
+                ("[Family]\nMembers=root daemon\nMembers=\nMembers=bin\n", 1, "at least two members"),
+                ("[Family]\nMembers=root daemon bin sys sync games man\n", 1, "at most 6 members, this one 7"),
+                ("[Family]\nMembers=root 0\n", 2, "no user '0'"),
+                ("[Family]\nMembers=root daemon root\n", 2, "already a member as 'root'"),
+                ("[Family]\nMembers=root daemon\n\n[Family]\nMembers=bin daemon\n", 4, "'daemon' (uid 1) is already in the family at"),
+                ("[Family]\nName=Smiths\nMembers=root daemon\n", 2, "unknown key 'Name' in section [Family]"),
+            ]
+            for example in cases {
+                try write(example.text, to: path)
+                let error = try #require(loadError(path), "\(example.text) must be refused")
+                #expect(error.line == example.line, "\(example.text): \(error.message)")
+                #expect(error.message.contains(example.message), "\(example.text): \(error.message)")
+            }
+        }
+    }
 }

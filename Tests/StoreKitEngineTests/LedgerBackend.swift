@@ -43,3 +43,19 @@ enum LedgerBackend: String, CaseIterable, Sendable, CustomTestStringConvertible 
         (store as? PostgresLedger)?.close()
     }
 }
+
+extension Ledger {
+    /// Runs `body` in one unit of work, as the daemon does: committed when it returns, rolled
+    /// back when it throws.
+    func inUnit<T>(_ body: () throws -> T) throws -> T {
+        try begin()
+        do {
+            let result = try body()
+            try commit()
+            return result
+        } catch {
+            rollback()
+            throw error
+        }
+    }
+}

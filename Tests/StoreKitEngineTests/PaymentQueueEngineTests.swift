@@ -35,15 +35,7 @@ private final class EngineFixture {
 
     /// Runs `body` in one unit of work, as the daemon does, and commits it.
     func unit<T>(_ body: (PaymentQueueEngine) throws -> T) throws -> T {
-        try store.begin()
-        do {
-            let result = try body(engine)
-            try store.commit()
-            return result
-        } catch {
-            store.rollback()
-            throw error
-        }
+        try store.inUnit { try body(engine) }
     }
 
     func add(_ productID: String, uid: UInt32 = player, app: String = game, key: String = "", quantity: Int32 = 1,

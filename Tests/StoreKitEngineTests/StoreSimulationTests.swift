@@ -41,15 +41,7 @@ private final class StoreFixture {
     }
 
     func unit<T>(_ body: (PaymentQueueEngine) throws -> T) throws -> T {
-        try store.begin()
-        do {
-            let result = try body(engine)
-            try store.commit()
-            return result
-        } catch {
-            store.rollback()
-            throw error
-        }
+        try store.inUnit { try body(engine) }
     }
 
     @discardableResult
