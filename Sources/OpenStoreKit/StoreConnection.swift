@@ -26,10 +26,13 @@ final class StoreConnection: Sendable {
     }
 
     /// The parts of the library that hear pushes: StoreKit 1's payment queue and StoreKit 2's
-    /// transaction feed. The connection is subscribed while either of them observes.
+    /// feeds. The connection is subscribed while any of them observes.
     enum Listener: Hashable, Sendable {
         case paymentQueue
         case transactionFeed
+        /// `Storefront.updates` and `Product.SubscriptionInfo.Status.updates`.
+        case storefrontFeed
+        case statusFeed
     }
 
     typealias Completion = @Sendable (Result<ServerMessage, SKError>) -> Void

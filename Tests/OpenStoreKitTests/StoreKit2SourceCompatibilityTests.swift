@@ -98,6 +98,21 @@ private final class Store {
         return app.originalAppVersion + app.bundleID + app.appVersion
     }
 
+    /// The live sequences and status lookups apps use beside `Transaction.updates`.
+    nonisolated func watchStorefrontAndStatuses() -> [Task<Void, Never>] {
+        [
+            Task { for await storefront in Storefront.updates { print(storefront.countryCode, storefront.id) } },
+            Task {
+                for await status in Product.SubscriptionInfo.Status.updates {
+                    if case .verified(let transaction) = status.transaction, transaction.ownershipType == .familyShared {
+                        print("shared by the family", status.state, await transaction.subscriptionStatus?.state as Any)
+                    }
+                }
+            },
+            Task { _ = try? await Product.SubscriptionInfo.status(transactionID: 1)?.renewalInfo },
+        ]
+    }
+
     func explain(_ error: any Error) -> String {
         switch error {
         case Product.PurchaseError.invalidQuantity: "quantity"
