@@ -73,10 +73,18 @@ struct PromotionalOfferClientTests {
         }
         try await verification.payloadValue.finish()
 
-        let forged = Product.PurchaseOption.promotionalOffer(
-            offerID: Self.offer, keyID: Self.keyID, nonce: UUID(), signature: try #require(Data(base64Encoded: signed.signature)),
-            timestamp: signed.timestamp)
+        // The same, in the Signature form (StoreKit 2 since iOS 17.4): a nonce it was not made for.
+        let forged = Product.PurchaseOption.promotionalOffer(offerID: Self.offer, signature: Product.SubscriptionOffer.Signature(
+            keyID: Self.keyID, nonce: UUID(), timestamp: signed.timestamp, signature: try #require(Data(base64Encoded: signed.signature))))
         await #expect(throws: Product.PurchaseError.invalidOfferSignature) { _ = try await product.purchase(options: [forged]) }
+        let again = try store.sign()
+        let signature = Product.SubscriptionOffer.Signature(keyID: Self.keyID, nonce: again.nonce, timestamp: again.timestamp,
+                                                            signature: try #require(Data(base64Encoded: again.signature)))
+        guard case .success(let second) = try await product.purchase(options: [.promotionalOffer(offerID: Self.offer, signature: signature)]) else {
+            Issue.record("the offer in the Signature form was not bought")
+            return
+        }
+        try await second.payloadValue.finish()
 
         let other = try store.sign("no.such.offer")
         let unknown = Product.PurchaseOption.promotionalOffer(
