@@ -170,9 +170,24 @@ public final class ProofOfPurchase {
     }
 
     /// What `record`'s JWS says (Apple's `JWSTransactionDecodedPayload`); nil when it is not signed.
+    /// It carries device verification for this machine and the app (`deviceVerificationNonce`,
+    /// `deviceVerification`: SHA-384 of the nonce and `AppStore.deviceVerificationID`), as the
+    /// app transaction does.
     func payload(for record: TransactionRecord, engine: PaymentQueueEngine, configuration: DaemonConfiguration) throws -> JSONValue? {
         let environment = configuration.app(record.app)?.environment ?? .xcode
-        return try engine.transactionPayload(record, environment: environment.rawValue, signedDate: Self.now)
+        guard case .object(var members)? = try engine.transactionPayload(record, environment: environment.rawValue, signedDate: Self.now) else {
+            return nil
+        }
+        members += try Self.deviceVerification(app: record.app)
+        return .object(members)
+    }
+
+    /// A new nonce and the device verification made with it for `app` on this machine.
+    static func deviceVerification(app: String) throws -> [(String, JSONValue)] {
+        let nonce = UUID().uuidString.lowercased()
+        let device = try DeviceIdentifier.forApp(app)
+        return [("deviceVerificationNonce", .string(nonce)),
+                ("deviceVerification", .string(Data(Digest.deviceVerification(nonce: nonce, deviceIdentifier: device)).base64EncodedString()))]
     }
 
     /// Keeps `record`'s JWS for the next time it leaves, unless the key was rotated since
@@ -236,8 +251,6 @@ public final class ProofOfPurchase {
         let registration = configuration.app(app)
         let environment = registration?.environment ?? .xcode
         let version = registration?.version ?? "1.0"
-        let nonce = UUID().uuidString.lowercased()
-        let device = try DeviceIdentifier.forApp(app)
         let payload: JSONValue = .object([
             ("receiptType", .string(environment.rawValue)),
             ("bundleId", .string(app)),
@@ -245,8 +258,7 @@ public final class ProofOfPurchase {
             ("originalApplicationVersion", .string(version)),
             ("receiptCreationDate", .int(engine.clock.now())),
             ("originalPurchaseDate", .int(try firstSeen(uid: uid, app: app, engine: engine))),
-            ("deviceVerificationNonce", .string(nonce)),
-            ("deviceVerification", .string(Data(Digest.deviceVerification(nonce: nonce, deviceIdentifier: device)).base64EncodedString())),
+        ] + (try Self.deviceVerification(app: app)) + [
             ("signedDate", .int(Self.now)),
             ("environment", .string(environment.rawValue)),
         ])

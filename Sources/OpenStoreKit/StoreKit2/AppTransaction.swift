@@ -2,7 +2,7 @@ import Foundation
 import StoreKitWire
 
 /// The signed record of the user's acquisition of the app (Apple's `AppTransaction` fields).
-public struct AppTransaction: Hashable, Sendable, JWSRepresentable {
+public struct AppTransaction: Hashable, Sendable, JWSRepresentable, DeviceVerified {
     /// The app's identifier (the bundle ID on Apple platforms, the registered app ID here).
     public let bundleID: String
     /// The app version the record was made for.

@@ -6,7 +6,7 @@ import StoreKitWire
 /// Values come from the transaction's signed payload (Apple's `JWSTransaction` fields); what a
 /// payload lacks is taken from storekitd's record of the transaction. Deliver the content, then
 /// call `finish()`.
-public struct Transaction: Identifiable, Hashable, Sendable, JWSRepresentable {
+public struct Transaction: Identifiable, Hashable, Sendable, JWSRepresentable, DeviceVerified {
     /// The transaction's identifier.
     public let id: UInt64
     /// The identifier of the original purchase (itself for a first purchase; the first one for
@@ -56,6 +56,12 @@ public struct Transaction: Identifiable, Hashable, Sendable, JWSRepresentable {
     public let offerType: OfferType?
     /// The identifier of the promotional offer or offer code used, if any.
     public let offerID: String?
+    /// The device verification of the payload: SHA-384 of `deviceVerificationNonce`'s lowercase
+    /// string followed by `AppStore.deviceVerificationID`'s, for the machine and app it was
+    /// signed for (empty when the payload has none).
+    public let deviceVerification: Data
+    /// The nonce the device verification was made with.
+    public let deviceVerificationNonce: UUID
     /// The transaction as JSON: its signed payload.
     public let jsonRepresentation: Data
     /// The compact JWS the transaction came in (empty when the store sent none).
@@ -121,6 +127,8 @@ extension Transaction {
         currency = payload?.string("currency").map { Locale.Currency($0) }
         offerType = payload?.int("offerType").map(OfferType.init(rawValue:))
         offerID = payload?.string("offerIdentifier")
+        deviceVerification = payload?.string("deviceVerification").flatMap { Data(base64Encoded: $0) } ?? Data()
+        deviceVerificationNonce = payload?.uuid("deviceVerificationNonce") ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         jwsRepresentation = record.jwsRepresentation ?? ""
         jsonRepresentation = payload?.json ?? Self.json(of: record)
     }

@@ -58,6 +58,23 @@ extension VerificationResult {
     public var signedDate: Date {
         (unsafePayloadValue as? any JWSRepresentable)?.signedDate ?? Date(timeIntervalSince1970: 0)
     }
+
+    /// The device verification of a transaction or app transaction (see
+    /// `Transaction.deviceVerification`); empty for renewal info, which carries none.
+    public var deviceVerification: Data {
+        (unsafePayloadValue as? any DeviceVerified)?.deviceVerification ?? Data()
+    }
+
+    /// The nonce the device verification was made with (all zeros where there is none).
+    public var deviceVerificationNonce: UUID {
+        (unsafePayloadValue as? any DeviceVerified)?.deviceVerificationNonce ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    }
+}
+
+/// Signed values made for one device (`Transaction`, `AppTransaction`).
+protocol DeviceVerified {
+    var deviceVerification: Data { get }
+    var deviceVerificationNonce: UUID { get }
 }
 
 /// The StoreKit 2 values that come from a compact JWS (`Transaction`, `RenewalInfo`, `AppTransaction`).
