@@ -165,4 +165,5 @@ public enum MessageID: String, Sendable, CaseIterable {
     case signingKeyExposed = "6c3b1d2e9f0a4b7c8d5e1f2a3b4c5d6e"
     case contentUnavailable = "6c3b1d2e9f0a4b7c8d5e1f2a3b4c5d6f"
     case contentRequested = "6c3b1d2e9f0a4b7c8d5e1f2a3b4c5d70"
+    case entitlementsRevoked = "6c3b1d2e9f0a4b7c8d5e1f2a3b4c5d71"
 }

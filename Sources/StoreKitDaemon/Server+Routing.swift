@@ -48,7 +48,7 @@ extension Server {
             let logger = self.logger
             output.journal.append {
                 logger.info("Uid \(key.uid) lost \(productIDs.joined(separator: ", ")) of \(key.app) (refund or Family Sharing)",
-                            id: .stateChanged, fields: [("STOREKIT_APP", key.app), ("STOREKIT_UID", String(key.uid)),
+                            id: .entitlementsRevoked, fields: [("STOREKIT_APP", key.app), ("STOREKIT_UID", String(key.uid)),
                                                         ("STOREKIT_PRODUCT", productIDs.joined(separator: " "))])
             }
         case .promoted(let key, let product):

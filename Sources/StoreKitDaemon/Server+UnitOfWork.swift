@@ -288,7 +288,7 @@ extension Server {
                 guard let effects = try engine.applyFamilies() else { return }
                 for effect in effects { route(effect, into: &output) }
                 let shared = effects.reduce(0) { if case .updated(_, let records) = $1 { $0 + records.count } else { $0 } }
-                let revoked = effects.count { if case .revoked = $0 { true } else { false } }
+                let revoked = Set(effects.compactMap { if case .revoked(let queue, _) = $0 { queue } else { nil } }).count
                 let families = engine.families.groups.count
                 let logger = self.logger
                 output.journal.append {

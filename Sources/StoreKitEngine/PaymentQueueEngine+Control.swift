@@ -63,7 +63,7 @@ extension PaymentQueueEngine {
         }
         var found: [TransactionRecord] = purchase.id == record.id ? [] : [purchase]
         found += try store.restoredCopies(of: purchase.id).filter { $0.id != record.id }
-        found += try familyCopiesRevoked(byRefundOf: record)
+        found = try withFamilyCopies(found, revokedByRefundOf: record)
         return found.filter { $0.revocationDate == nil && ($0.state == .purchased || $0.state == .restored) }
     }
 
@@ -135,12 +135,11 @@ extension PaymentQueueEngine {
                 result.append(current)
             }
         }
-        // A subscription the family shares, while the purchaser's is entitled (unless the buyer's
-        // own subscription of the group is).
+        // A subscription the family shares, while the purchaser's is entitled (beside the buyer's
+        // own of the group, if any: Apple lists a status for each, and the app serves the
+        // highest level of service among them).
         for (copy, subscription) in try familySubscriptions(uid: uid, app: app, history: history)
         where subscription.status.isEntitled && copy.revocationDate == nil {
-            let ownGroups = result.compactMap { catalog.product($0.productID).map { $0.subscriptionGroupID ?? $0.id } }
-            guard !ownGroups.contains(subscription.groupID) else { continue }
             var current = copy
             current.expiresDate = subscription.expiresDate
             result.append(current)

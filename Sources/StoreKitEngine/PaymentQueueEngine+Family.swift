@@ -147,11 +147,10 @@ extension PaymentQueueEngine {
         guard let catalog = catalogs[app] else { return [] }
         var result: [(root: UInt64, record: TransactionRecord, expires: Int64?)] = []
         for member in members where member != uid {
-            var seen = Set<UInt64>()
             for record in try store.all(uid: member, app: app)
             where record.state == .purchased && record.revocationDate == nil {
                 guard let product = catalog.product(record.productID), isShareable(product),
-                      product.kind == .nonConsumable, seen.insert(record.id).inserted else { continue }
+                      product.kind == .nonConsumable else { continue }
                 result.append((record.id, record, nil))
             }
             for subscription in try store.subscriptions(uid: member, app: app) where subscription.status.isEntitled {
@@ -216,14 +215,22 @@ extension PaymentQueueEngine {
         return products.isEmpty ? [] : [.revoked(queue, products)]
     }
 
-    /// The family copies a refund of `record` (a purchase of a shareable subscription's renewal
-    /// or upgrade, whose copies name the subscription's original) takes back with it.
-    func familyCopiesRevoked(byRefundOf record: TransactionRecord) throws(LedgerError) -> [TransactionRecord] {
-        guard record.state == .purchased, let product = catalogs[record.app]?.product(record.productID),
-              product.kind == .autoRenewable else { return [] }
-        let root = try familyRoot(of: record, product: product)
-        guard root != record.id else { return [] }
-        return try store.restoredCopies(of: root).filter { $0.uid != record.uid }
+    /// What a refund of `record` revokes, given the copies a refund revokes (`copies`): for a
+    /// subscription, its family copies (which name the subscription's original) go when the
+    /// refund ends the subscription (it refunds its current transaction: the family loses it
+    /// with the purchaser), and stay when it does not (an earlier period's refund leaves the
+    /// running subscription, and the family's access, as they are).
+    func withFamilyCopies(_ copies: [TransactionRecord], revokedByRefundOf record: TransactionRecord) throws(LedgerError) -> [TransactionRecord] {
+        guard let product = catalogs[record.app]?.product(record.productID), product.kind == .autoRenewable,
+              let subscription = try store.subscription(uid: record.uid, app: record.app, groupID: product.subscriptionGroupID ?? product.id)
+        else { return copies }
+        if subscription.lastTransactionID == record.id {
+            let family = try store.restoredCopies(of: subscription.originalID).filter { $0.uid != record.uid }
+            return copies + family.filter { copy in !copies.contains { $0.id == copy.id } }
+        }
+        var kept: [TransactionRecord] = []
+        for copy in copies where try familyPurchase(of: copy) == nil { kept.append(copy) }
+        return kept
     }
 
     /// Each shareable subscription `uid` has had through the family in

@@ -140,6 +140,11 @@ import Testing
         let subscription = try #require(try family.store.subscriptions(uid: Self.parent, app: Self.app).first)
         #expect(try family.engine.entitlements(uid: Self.child, app: Self.app).first?.expiresDate == subscription.expiresDate)
 
+        // A refund of the first period (not the current one) leaves the subscription and the family's access.
+        let earlier = try family.unit { try $0.refund(transactionID: purchase.id) }
+        #expect(earlier.code == .ok && Self.revoked(earlier.effects)[Self.child] == nil, "\(earlier.effects)")
+        #expect(try family.entitled(Self.child) == [SampleCatalog.monthly])
+
         // A refund of the renewal revokes the subscription and, with it, the family's copies.
         let refund = try family.unit { try $0.refund(transactionID: subscription.lastTransactionID) }
         #expect(Self.revoked(refund.effects)[Self.child] == [SampleCatalog.monthly])
