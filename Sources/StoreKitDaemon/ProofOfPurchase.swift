@@ -4,6 +4,7 @@ import Glibc
 #endif
 import StoreKitEngine
 import StoreKitLedger
+import StoreKitPosix
 import StoreKitSigning
 import StoreKitWire
 
@@ -179,7 +180,19 @@ public final class ProofOfPurchase {
             return nil
         }
         members += try Self.deviceVerification(app: record.app)
+        members.append(("appTransactionId", .string(Self.appTransactionID(uid: record.uid, app: record.app, engine: engine))))
         return .object(members)
+    }
+
+    /// The id of the user's "download" of `app` (Apple's `appTransactionId`): the same for every
+    /// transaction and the app transaction of (account, app), on every host of a fleet that
+    /// names accounts alike; a decimal number, as Apple's. Made from the account and the app
+    /// (SHA-384, first 63 bits), not stored.
+    static func appTransactionID(uid: UInt32, app: String, engine: PaymentQueueEngine) -> String {
+        let account = engine.store.fleetIdentity?.accountFrom == "uid" ? "#\(uid)" : (UserDatabase.name(of: uid) ?? "#\(uid)")
+        let digest = Digest.sha384(Array("appTransactionId\u{0}\(app)\u{0}\(account)".utf8))
+        let value = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } & 0x7fff_ffff_ffff_ffff
+        return String(value)
     }
 
     /// A new nonce and the device verification made with it for `app` on this machine.
@@ -258,6 +271,7 @@ public final class ProofOfPurchase {
             ("originalApplicationVersion", .string(version)),
             ("receiptCreationDate", .int(engine.clock.now())),
             ("originalPurchaseDate", .int(try firstSeen(uid: uid, app: app, engine: engine))),
+            ("appTransactionId", .string(Self.appTransactionID(uid: uid, app: app, engine: engine))),
         ] + (try Self.deviceVerification(app: app)) + [
             ("signedDate", .int(Self.now)),
             ("environment", .string(environment.rawValue)),

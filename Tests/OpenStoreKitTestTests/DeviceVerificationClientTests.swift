@@ -20,7 +20,7 @@ struct DeviceVerificationClientTests {
         return try Data(contentsOf: URL(fileURLWithPath: input + ".out"))
     }
 
-    @Test("a transaction and the app transaction carry device verification for this machine and app; each transaction its own nonce")
+    @Test("a transaction and the app transaction carry device verification for this machine and app, each transaction its own nonce, and one appTransactionID")
     func transactionsCarryDeviceVerification() async throws {
         let session = try SKTestSession(configurationFileNamed: "Store")
         session.clearTransactions()
@@ -45,6 +45,14 @@ struct DeviceVerificationClientTests {
         #expect(appTransaction.deviceVerification
                 == (try Self.sha384(appTransaction.deviceVerificationNonce.uuidString.lowercased() + device.uuidString.lowercased())))
         #expect(app.deviceVerification == appTransaction.deviceVerification)
+        // One id for the user's "download" of the app, in the app transaction and every transaction.
+        #expect(!appTransaction.appTransactionID.isEmpty && UInt64(appTransaction.appTransactionID) != nil,
+                "a decimal number, as Apple's: \(appTransaction.appTransactionID)")
+        for await result in Transaction.all {
+            #expect(result.unsafePayloadValue.appTransactionID == appTransaction.appTransactionID)
+        }
+        // What Apple's Xcode and sandbox environments leave out, and a store without preorders.
+        #expect(appTransaction.appID == nil && appTransaction.appVersionID == nil && appTransaction.preorderDate == nil)
     }
 }
 }

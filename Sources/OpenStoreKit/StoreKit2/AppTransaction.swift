@@ -19,8 +19,16 @@ public struct AppTransaction: Hashable, Sendable, JWSRepresentable, DeviceVerifi
     public let deviceVerification: Data
     /// The nonce the device verification was made with.
     public let deviceVerificationNonce: UUID
-    /// The identifier of the user's acquisition of the app.
+    /// The identifier of the user's acquisition of the app: the same in each of the user's
+    /// transactions of the app (`Transaction.appTransactionID`).
     public let appTransactionID: String
+    /// The App Store's identifier of the app; nil, as in Apple's Xcode and sandbox environments
+    /// (storekitd signs for those two only).
+    public let appID: UInt64?
+    /// The App Store's identifier of the app's version; nil, as `appID`.
+    public let appVersionID: UInt64?
+    /// When the user preordered the app; nil: the simulated store sells no preorders.
+    public let preorderDate: Date?
     /// The app transaction as JSON: its signed payload.
     public let jsonRepresentation: Data
     /// The compact JWS it came in.
@@ -38,6 +46,9 @@ public struct AppTransaction: Hashable, Sendable, JWSRepresentable, DeviceVerifi
         deviceVerification = payload?.string("deviceVerification").flatMap { Data(base64Encoded: $0) } ?? Data()
         deviceVerificationNonce = payload?.uuid("deviceVerificationNonce") ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         appTransactionID = payload?.string("appTransactionId") ?? ""
+        appID = payload?.uint64("appAppleId")
+        appVersionID = payload?.uint64("versionExternalIdentifier")
+        preorderDate = payload?.date("preorderDate")
         jsonRepresentation = payload?.json ?? Data()
         jwsRepresentation = jws
     }

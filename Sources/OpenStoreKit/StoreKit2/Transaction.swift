@@ -62,6 +62,8 @@ public struct Transaction: Identifiable, Hashable, Sendable, JWSRepresentable, D
     public let deviceVerification: Data
     /// The nonce the device verification was made with.
     public let deviceVerificationNonce: UUID
+    /// The identifier of the user's acquisition of the app (`AppTransaction.appTransactionID`).
+    public let appTransactionID: String
     /// The transaction as JSON: its signed payload.
     public let jsonRepresentation: Data
     /// The compact JWS the transaction came in (empty when the store sent none).
@@ -129,6 +131,7 @@ extension Transaction {
         offerID = payload?.string("offerIdentifier")
         deviceVerification = payload?.string("deviceVerification").flatMap { Data(base64Encoded: $0) } ?? Data()
         deviceVerificationNonce = payload?.uuid("deviceVerificationNonce") ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        appTransactionID = payload?.string("appTransactionId") ?? ""
         jwsRepresentation = record.jwsRepresentation ?? ""
         jsonRepresentation = payload?.json ?? Self.json(of: record)
     }
