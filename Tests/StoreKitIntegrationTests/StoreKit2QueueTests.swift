@@ -24,7 +24,13 @@ import Testing
         #expect(records.map { String($0.id) } == [purchase.id])
         #expect(events(try daemon.app(["list"]).stdout).isEmpty)
         #expect(try daemon.storeKit2List("unfinished").isEmpty)
-        #expect(try daemon.storeKit2List("all") == [purchase.id], "finished, still in the history")
+        // A finished consumable leaves the history StoreKit 2 shows, as Apple's does by default;
+        // an app that opts in (SKIncludeConsumableInAppPurchaseHistory) still sees it.
+        #expect(try daemon.storeKit2List("all").isEmpty, "a finished consumable is not in Transaction.all by default")
+        #expect(try daemon.storeKit2List("all", environment: ["SKIncludeConsumableInAppPurchaseHistory": "YES"]) == [purchase.id],
+                "finished, still in the history of an app that opted in")
+        _ = try daemon.ctlOK(["refund", purchase.id])
+        #expect(try daemon.storeKit2List("all") == [purchase.id], "a refunded consumable is in the history")
     }
 
     @Test func aTransactionFinishedThroughStoreKit1LeavesStoreKit2sUnfinished() throws {

@@ -72,9 +72,9 @@ final class StoreKit2App {
 
 extension DaemonProcess {
     /// Runs `storekit2-example-app ARGS` to completion; its JSON events.
-    func storeKit2App(_ arguments: [String]) throws -> [JSONObject] {
+    func storeKit2App(_ arguments: [String], environment extra: [String: String] = [:]) throws -> [JSONObject] {
         let result = try ProcessRunner.run(Paths.binary("storekit2-example-app"), arguments,
-                                           environment: clientEnvironment, timeout: appTimeout)
+                                           environment: clientEnvironment.merging(extra) { $1 }, timeout: appTimeout)
         guard result.status == 0 else {
             throw IntegrationFailure("storekit2-example-app \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stdout) \(result.stderr)")
         }
@@ -82,8 +82,8 @@ extension DaemonProcess {
     }
 
     /// `storekit2-example-app list WHAT`: the transaction ids listed.
-    func storeKit2List(_ what: String) throws -> [String] {
-        try storeKit2App(["list", what]).filter { $0["event"] as? String == "transaction" }.compactMap { $0[string: "transactionIdentifier"] }
+    func storeKit2List(_ what: String, environment: [String: String] = [:]) throws -> [String] {
+        try storeKit2App(["list", what], environment: environment).filter { $0["event"] as? String == "transaction" }.compactMap { $0[string: "transactionIdentifier"] }
     }
 
     /// `storekitctl buy` for the sample app's buyer: a purchase made outside the app.

@@ -16,9 +16,10 @@ extension Transaction {
         })
     }
 
-    /// Every transaction of the user for this app, finished or not, oldest first.
+    /// Every transaction of the user for this app, finished or not, oldest first; finished
+    /// consumables only when refunded, unless the app opted in (`SKIncludeConsumableInAppPurchaseHistory`).
     public static var all: Transactions {
-        Transactions(source: .snapshot { await TransactionResults.results(for: (try? await history()) ?? []) })
+        Transactions(source: .snapshot { await TransactionResults.results(for: await ConsumableHistory.shown((try? await history()) ?? [])) })
     }
 
     /// The transactions that entitle the user now: the latest unrefunded purchase of each
@@ -38,10 +39,11 @@ extension Transaction {
         await Entitlements.current().first { $0.unsafePayloadValue.productID == productID }
     }
 
-    /// The user's latest transaction for `productID`, if any.
+    /// The user's latest transaction for `productID`, if any (of a consumable, as `all` shows them).
     public static func latest(for productID: String) async -> VerificationResult<Transaction>? {
-        guard let records = try? await history() else { return nil }
-        guard let latest = records.filter({ $0.productID == productID && $0.isTransaction }).max(by: { $0.id < $1.id }) else {
+        guard let history = try? await history() else { return nil }
+        let records = await ConsumableHistory.shown(history.filter { $0.productID == productID })
+        guard let latest = records.filter({ $0.isTransaction }).max(by: { $0.id < $1.id }) else {
             return nil
         }
         return await TransactionResults.result(for: latest)
