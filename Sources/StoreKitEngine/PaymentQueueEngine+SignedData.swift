@@ -61,6 +61,9 @@ extension PaymentQueueEngine {
         if product?.kind == .autoRenewable {
             members.append(("subscriptionGroupIdentifier", .string(product?.subscriptionGroupID ?? record.productID)))
             members.append(("webOrderLineItemId", .string(String(record.id))))
+            // The offer the period was bought or renewed with (a restored or family copy, made
+            // later, names none).
+            if record.state == .purchased, let offer = try offer(of: record.id) { members += offer.payloadMembers }
         }
         if let expires = record.expiresDate { members.append(("expiresDate", .int(expires))) }
         if let revoked = record.revocationDate {

@@ -64,6 +64,7 @@ extension PaymentQueueEngine {
                 current.billingRetryEnd = nil
                 current.lastTransactionID = record.id
                 record.expiresDate = end
+                if let promotion { try recordOffer(promotion, type: .promotional, of: record.id) }
             } else {
                 // Downgrade, or crossgrade to another period: takes effect at the next renewal.
                 current.nextProductID = product.id
@@ -77,8 +78,10 @@ extension PaymentQueueEngine {
         if record.originalID == nil, originalID != record.id { record.originalID = originalID }
         var end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
         var offerPeriodsLeft = 0
+        if let promotion { try recordOffer(promotion, type: .promotional, of: record.id) }
         // Introductory offers: once per group, for a buyer who never subscribed in it.
         if existing == nil, promotion == nil, let offer = product.introductoryOffer, let offerPeriod = offer.period {
+            try recordOffer(offer, type: .introductory, of: record.id)
             if offer.paymentMode == SubscriptionOffer.payAsYouGo {
                 end = clock.rate.end(of: offerPeriod, from: now)
                 offerPeriodsLeft = max(offer.periodCount - 1, 0)
@@ -198,9 +201,11 @@ extension PaymentQueueEngine {
             return []
         }
         var period = product.subscriptionPeriod ?? Self.defaultPeriod
+        var introductory: SubscriptionOffer?
         if subscription.offerPeriodsLeft > 0, productID == subscription.productID,
-           let offerPeriod = product.introductoryOffer?.period {
+           let offer = product.introductoryOffer, let offerPeriod = offer.period {
             period = offerPeriod
+            introductory = offer
             subscription.offerPeriodsLeft -= 1
         } else {
             subscription.offerPeriodsLeft = 0
@@ -213,6 +218,8 @@ extension PaymentQueueEngine {
             applicationUsername: subscription.applicationUsername, expiresDate: end)
         try store.insert(record)
         try store.markRenewal(transactionID: record.id)
+        // A pay-as-you-go introductory offer goes on for its periods: each renewal is at its price.
+        if let introductory { try recordOffer(introductory, type: .introductory, of: record.id) }
         // A period at the new price starts: a price increase (agreed, or forced with `renew`) is done.
         try setPriceIncrease(nil, of: subscription.originalID)
         subscription.productID = productID

@@ -62,6 +62,9 @@ struct LiveSequenceTests {
         guard case .success(let verification) = try await monthly.purchase() else { throw CancellationError() }
         let transaction = try verification.payloadValue
         await transaction.finish()
+        // The first subscription of the group: the catalogue's week of free trial.
+        #expect(transaction.offer?.type == .introductory && transaction.offer?.paymentMode == .freeTrial)
+        #expect(transaction.offer?.period?.value == 1 && transaction.offer?.period?.unit == .week && transaction.offer?.id == nil)
         #expect(try await collected.wait { statuses in statuses.contains { $0.state == .subscribed } }, "\(collected.all.map(\.state))")
         let subscribed = try #require(collected.all.first { $0.state == .subscribed })
         #expect(try subscribed.transaction.payloadValue.originalID == transaction.originalID)

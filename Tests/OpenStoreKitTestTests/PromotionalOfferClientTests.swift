@@ -71,7 +71,10 @@ struct PromotionalOfferClientTests {
             Issue.record("the offer was not bought")
             return
         }
-        try await verification.payloadValue.finish()
+        let bought = try verification.payloadValue
+        #expect(bought.offer?.type == .promotional && bought.offer?.id == Self.offer, "\(String(describing: bought.offer))")
+        #expect(bought.offerType == .promotional && bought.offerID == Self.offer)
+        await bought.finish()
 
         // The same, in the Signature form (StoreKit 2 since iOS 17.4): a nonce it was not made for.
         let forged = Product.PurchaseOption.promotionalOffer(offerID: Self.offer, signature: Product.SubscriptionOffer.Signature(

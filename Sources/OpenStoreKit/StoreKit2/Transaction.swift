@@ -56,6 +56,8 @@ public struct Transaction: Identifiable, Hashable, Sendable, JWSRepresentable, D
     public let offerType: OfferType?
     /// The identifier of the promotional offer or offer code used, if any.
     public let offerID: String?
+    /// The offer the transaction was bought or renewed with, if any.
+    public let offer: Offer?
     /// The device verification of the payload: SHA-384 of `deviceVerificationNonce`'s lowercase
     /// string followed by `AppStore.deviceVerificationID`'s, for the machine and app it was
     /// signed for (empty when the payload has none).
@@ -129,6 +131,7 @@ extension Transaction {
         currency = payload?.string("currency").map { Locale.Currency($0) }
         offerType = payload?.int("offerType").map(OfferType.init(rawValue:))
         offerID = payload?.string("offerIdentifier")
+        offer = Offer(payload: payload)
         deviceVerification = payload?.string("deviceVerification").flatMap { Data(base64Encoded: $0) } ?? Data()
         deviceVerificationNonce = payload?.uuid("deviceVerificationNonce") ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         appTransactionID = payload?.string("appTransactionId") ?? ""

@@ -1,0 +1,69 @@
+import StoreKitLedger
+import StoreKitWire
+
+// The offer a subscription's transaction was bought or renewed with (an introductory offer, or a
+// promotional one): kept per transaction in the ledger's settings (`offer.ID`, in both ledgers and
+// a fleet, with no change to their tables), and told in its signed payload as Apple's are
+// (`offerType`, `offerIdentifier`, `offerDiscountType`, `offerPeriod`).
+
+/// The offer of one transaction.
+public struct TransactionOffer: Sendable, Equatable {
+    /// Apple's `offerType`: 1 introductory, 2 promotional (3 an offer code, 4 win-back: never made here).
+    public enum Kind: Int, Sendable {
+        case introductory = 1
+        case promotional = 2
+    }
+
+    public var kind: Kind
+    /// The promotional offer's identifier (nil for an introductory offer).
+    public var id: String?
+    /// Apple's `offerDiscountType`: `FREE_TRIAL`, `PAY_AS_YOU_GO` or `PAY_UP_FRONT`.
+    public var discountType: String
+    /// The offer's whole length (`P1W`; `P3M` for three monthly periods), as Apple's `offerPeriod`.
+    public var period: String?
+
+    init(_ offer: SubscriptionOffer, kind: Kind) {
+        self.kind = kind
+        id = kind == .promotional ? offer.id : nil
+        discountType = switch offer.paymentMode {
+        case SubscriptionOffer.freeTrial: "FREE_TRIAL"
+        case SubscriptionOffer.payUpFront: "PAY_UP_FRONT"
+        default: "PAY_AS_YOU_GO"
+        }
+        period = offer.period.map { "P\($0.value * max(offer.periodCount, 1))\($0.unit.designator)" }
+    }
+
+    /// `KIND\tID\tDISCOUNT\tPERIOD`, as the setting holds it.
+    var stored: String { "\(kind.rawValue)\t\(id ?? "")\t\(discountType)\t\(period ?? "")" }
+
+    init?(stored text: String) {
+        let parts = text.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 4, let number = Int(parts[0]), let kind = Kind(rawValue: number) else { return nil }
+        self.kind = kind
+        id = parts[1].isEmpty ? nil : parts[1]
+        discountType = parts[2]
+        period = parts[3].isEmpty ? nil : parts[3]
+    }
+
+    /// The members of a signed transaction that name it.
+    var payloadMembers: [(String, JSONValue)] {
+        var members: [(String, JSONValue)] = [("offerType", .int(Int64(kind.rawValue))), ("offerDiscountType", .string(discountType))]
+        if let id { members.append(("offerIdentifier", .string(id))) }
+        if let period { members.append(("offerPeriod", .string(period))) }
+        return members
+    }
+}
+
+extension PaymentQueueEngine {
+    static func offerKey(_ transactionID: UInt64) -> String { "offer.\(transactionID)" }
+
+    /// Keeps the offer transaction `transactionID` was bought or renewed with.
+    func recordOffer(_ offer: SubscriptionOffer, type: TransactionOffer.Kind, of transactionID: UInt64) throws(LedgerError) {
+        try store.setSetting(Self.offerKey(transactionID), TransactionOffer(offer, kind: type).stored)
+    }
+
+    /// The offer transaction `transactionID` was bought or renewed with, if any.
+    public func offer(of transactionID: UInt64) throws(LedgerError) -> TransactionOffer? {
+        try store.setting(Self.offerKey(transactionID)).flatMap(TransactionOffer.init(stored:))
+    }
+}

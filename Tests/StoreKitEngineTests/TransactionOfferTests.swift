@@ -1,0 +1,83 @@
+import StoreKitEngine
+import StoreKitLedger
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// The offer a subscription's transaction was bought or renewed with, kept per transaction and
+/// told in its signed payload as Apple's (`offerType`, `offerIdentifier`, `offerDiscountType`,
+/// `offerPeriod`), on each ledger.
+@Suite struct TransactionOfferTests {
+    static let app = "com.example.game"
+    static let buyer: UInt32 = 1000
+    static let comeback = "com.example.game.premium.monthly.comeback"
+
+    final class Store {
+        let directory = TemporaryDirectory("skoffer")
+        let store: any Ledger
+        let engine: PaymentQueueEngine
+
+        init(_ backend: LedgerBackend) throws {
+            store = try backend.place(in: directory).open()
+            engine = PaymentQueueEngine(store: store, catalogs: [app: try Catalog.load(path: SampleCatalog.path)])
+        }
+
+        deinit {
+            try? LedgerBackend.close(store)
+            directory.remove()
+        }
+
+        func buy(_ productID: String, offer: String? = nil) throws -> TransactionRecord {
+            let discount = offer.map { ClientMessage.Discount(offerID: $0, keyID: "KEY", nonce: "n", signature: "s", timestamp: 0) }
+            let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: productID, quantity: 1, discount: discount)
+            let outcome = try store.inUnit { try engine.addPayment(uid: buyer, app: app, payment: payment) }
+            #expect(outcome.code == .ok, "\(outcome.message)")
+            return try #require(try store.transaction(id: outcome.value))
+        }
+
+        /// The payload's members that name an offer.
+        func offerMembers(_ record: TransactionRecord) throws -> [String: String] {
+            guard case .object(let members)? = try engine.transactionPayload(record, environment: "Xcode", signedDate: 0) else { return [:] }
+            var result: [String: String] = [:]
+            for (key, value) in members where key.hasPrefix("offer") {
+                switch value {
+                case .string(let text): result[key] = text
+                case .int(let number): result[key] = String(number)
+                default: result[key] = "?"
+                }
+            }
+            return result
+        }
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anIntroductoryOfferIsToldInItsPeriodOnly(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let trial = try store.buy(SampleCatalog.monthly)
+        #expect(try store.offerMembers(trial) == ["offerType": "1", "offerDiscountType": "FREE_TRIAL", "offerPeriod": "P1W"])
+        #expect(try store.engine.offer(of: trial.id)?.kind == .introductory)
+        // The week's free trial over, the renewal is at the product's price: no offer.
+        let renewal = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration("P1W")!) }
+        let renewed = try #require(renewal.effects.compactMap { effect -> TransactionRecord? in
+            if case .updated(_, let records) = effect { return records.first } else { return nil }
+        }.first)
+        #expect(renewed.id != trial.id)
+        #expect(try store.offerMembers(renewed).isEmpty)
+        // Consumables and non-consumables have none.
+        #expect(try store.offerMembers(try store.buy(SampleCatalog.levelPack)).isEmpty)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aPromotionalOfferIsToldWithItsIdentifier(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let first = try store.buy(SampleCatalog.monthly)
+        let subscription = try #require(try store.store.subscriptions(uid: Self.buyer, app: Self.app).first)
+        #expect(try store.store.inUnit { try store.engine.expire(.transaction(subscription.originalID)) }.code == .ok)
+        let comeback = try store.buy(SampleCatalog.monthly, offer: Self.comeback)
+        #expect(comeback.id != first.id)
+        let members = try store.offerMembers(comeback)
+        #expect(members["offerType"] == "2" && members["offerIdentifier"] == Self.comeback, "\(members)")
+        #expect(members["offerDiscountType"] != nil)
+        #expect(try store.engine.offer(of: comeback.id)?.id == Self.comeback)
+    }
+}
