@@ -4,7 +4,7 @@ import StoreKitWire
 // The offer a subscription's transaction was bought or renewed with (an introductory offer, or a
 // promotional one): kept per transaction in the ledger's settings (`offer.ID`, in both ledgers and
 // a fleet, with no change to their tables), and told in its signed payload as Apple's are
-// (`offerType`, `offerIdentifier`, `offerDiscountType`, `offerPeriod`).
+// (`offerType`, `offerIdentifier`, `offerDiscountType`, `offerPeriod`, and the offer's `price`).
 
 /// The offer of one transaction.
 public struct TransactionOffer: Sendable, Equatable {
@@ -21,6 +21,10 @@ public struct TransactionOffer: Sendable, Equatable {
     public var discountType: String
     /// The offer's whole length (`P1W`; `P3M` for three monthly periods), as Apple's `offerPeriod`.
     public var period: String?
+    /// What the period was bought for, in milli-units of the currency (the payload's `price`): 0
+    /// for a free trial, the offer's price of one period (pay as you go) or of the whole offer
+    /// (pay up front).
+    public var priceMillis: Int64
 
     init(_ offer: SubscriptionOffer, kind: Kind) {
         self.kind = kind
@@ -31,18 +35,21 @@ public struct TransactionOffer: Sendable, Equatable {
         default: "PAY_AS_YOU_GO"
         }
         period = offer.period.map { "P\($0.value * max(offer.periodCount, 1))\($0.unit.designator)" }
+        priceMillis = offer.paymentMode == SubscriptionOffer.freeTrial ? 0 : offer.priceCents * 10
     }
 
-    /// `KIND\tID\tDISCOUNT\tPERIOD`, as the setting holds it.
-    var stored: String { "\(kind.rawValue)\t\(id ?? "")\t\(discountType)\t\(period ?? "")" }
+    /// `KIND\tID\tDISCOUNT\tPERIOD\tPRICE`, as the setting holds it.
+    var stored: String { "\(kind.rawValue)\t\(id ?? "")\t\(discountType)\t\(period ?? "")\t\(priceMillis)" }
 
     init?(stored text: String) {
         let parts = text.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 4, let number = Int(parts[0]), let kind = Kind(rawValue: number) else { return nil }
+        guard parts.count == 5, let number = Int(parts[0]), let kind = Kind(rawValue: number),
+              let price = Int64(parts[4]) else { return nil }
         self.kind = kind
         id = parts[1].isEmpty ? nil : parts[1]
         discountType = parts[2]
         period = parts[3].isEmpty ? nil : parts[3]
+        priceMillis = price
     }
 
     /// The members of a signed transaction that name it.

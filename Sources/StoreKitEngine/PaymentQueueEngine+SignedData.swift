@@ -57,13 +57,14 @@ extension PaymentQueueEngine {
             ("storefrontId", .string(Storefronts.identifier(for: storefront))),
             ("currency", .string(currencyCode)),
         ]
-        if let product { members.append(("price", .int(product.priceCents * 10))) }
+        // The offer the period was bought or renewed with, and its price (a restored or family
+        // copy, made later, names none).
+        let offer = product?.kind == .autoRenewable && record.state == .purchased ? try offer(of: record.id) : nil
+        if let product { members.append(("price", .int(offer?.priceMillis ?? product.priceCents * 10))) }
         if product?.kind == .autoRenewable {
             members.append(("subscriptionGroupIdentifier", .string(product?.subscriptionGroupID ?? record.productID)))
             members.append(("webOrderLineItemId", .string(String(record.id))))
-            // The offer the period was bought or renewed with (a restored or family copy, made
-            // later, names none).
-            if record.state == .purchased, let offer = try offer(of: record.id) { members += offer.payloadMembers }
+            if let offer { members += offer.payloadMembers }
         }
         if let expires = record.expiresDate { members.append(("expiresDate", .int(expires))) }
         if let revoked = record.revocationDate {

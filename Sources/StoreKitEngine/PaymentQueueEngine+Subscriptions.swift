@@ -59,7 +59,7 @@ extension PaymentQueueEngine {
                 current.expiresDate = end
                 current.due = end
                 current.nextProductID = nil
-                current.offerPeriodsLeft = 0
+                current.offerPeriodsLeft = Self.promotionalPeriodsLeft(promotion)
                 current.gracePeriodEnd = nil
                 current.billingRetryEnd = nil
                 current.lastTransactionID = record.id
@@ -77,7 +77,7 @@ extension PaymentQueueEngine {
         let originalID = existing?.originalID ?? record.id
         if record.originalID == nil, originalID != record.id { record.originalID = originalID }
         var end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
-        var offerPeriodsLeft = 0
+        var offerPeriodsLeft = Self.promotionalPeriodsLeft(promotion)
         if let promotion { try recordOffer(promotion, type: .promotional, of: record.id) }
         // Introductory offers: once per group, for a buyer who never subscribed in it.
         if existing == nil, promotion == nil, let offer = product.introductoryOffer, let offerPeriod = offer.period {
@@ -97,6 +97,13 @@ extension PaymentQueueEngine {
             quantity: record.quantity, applicationUsername: record.applicationUsername, status: .active,
             periodStart: now, expiresDate: end, autoRenew: true, offerPeriodsLeft: offerPeriodsLeft, due: end,
             lastTransactionID: record.id, renewals: existing?.renewals ?? 0))
+    }
+
+    /// The periods after the first that a promotional offer still gives (pay as you go: its count
+    /// less one; others are one period of their own length).
+    static func promotionalPeriodsLeft(_ promotion: SubscriptionOffer?) -> Int {
+        guard let promotion, promotion.paymentMode == SubscriptionOffer.payAsYouGo else { return 0 }
+        return max(promotion.periodCount - 1, 0)
     }
 
     /// The end of a period that starts at `start` with a promotional offer: its periods for a free
@@ -201,12 +208,20 @@ extension PaymentQueueEngine {
             return []
         }
         var period = product.subscriptionPeriod ?? Self.defaultPeriod
-        var introductory: SubscriptionOffer?
-        if subscription.offerPeriodsLeft > 0, productID == subscription.productID,
-           let offer = product.introductoryOffer, let offerPeriod = offer.period {
-            period = offerPeriod
-            introductory = offer
-            subscription.offerPeriodsLeft -= 1
+        // A pay-as-you-go offer goes on for its periods: each renewal is at its price (a
+        // promotional one in the product's period, an introductory one in its own).
+        var carried: TransactionOffer?
+        if subscription.offerPeriodsLeft > 0, productID == subscription.productID {
+            if let last = try offer(of: subscription.lastTransactionID), last.kind == .promotional {
+                carried = last
+                subscription.offerPeriodsLeft -= 1
+            } else if let offer = product.introductoryOffer, let offerPeriod = offer.period {
+                period = offerPeriod
+                carried = TransactionOffer(offer, kind: .introductory)
+                subscription.offerPeriodsLeft -= 1
+            } else {
+                subscription.offerPeriodsLeft = 0
+            }
         } else {
             subscription.offerPeriodsLeft = 0
         }
@@ -218,8 +233,7 @@ extension PaymentQueueEngine {
             applicationUsername: subscription.applicationUsername, expiresDate: end)
         try store.insert(record)
         try store.markRenewal(transactionID: record.id)
-        // A pay-as-you-go introductory offer goes on for its periods: each renewal is at its price.
-        if let introductory { try recordOffer(introductory, type: .introductory, of: record.id) }
+        if let carried { try store.setSetting(Self.offerKey(record.id), carried.stored) }
         // A period at the new price starts: a price increase (agreed, or forced with `renew`) is done.
         try setPriceIncrease(nil, of: subscription.originalID)
         subscription.productID = productID

@@ -39,7 +39,7 @@ import Testing
         func offerMembers(_ record: TransactionRecord) throws -> [String: String] {
             guard case .object(let members)? = try engine.transactionPayload(record, environment: "Xcode", signedDate: 0) else { return [:] }
             var result: [String: String] = [:]
-            for (key, value) in members where key.hasPrefix("offer") {
+            for (key, value) in members where key.hasPrefix("offer") || key == "price" {
                 switch value {
                 case .string(let text): result[key] = text
                 case .int(let number): result[key] = String(number)
@@ -54,7 +54,7 @@ import Testing
     func anIntroductoryOfferIsToldInItsPeriodOnly(backend: LedgerBackend) throws {
         let store = try Store(backend)
         let trial = try store.buy(SampleCatalog.monthly)
-        #expect(try store.offerMembers(trial) == ["offerType": "1", "offerDiscountType": "FREE_TRIAL", "offerPeriod": "P1W"])
+        #expect(try store.offerMembers(trial) == ["offerType": "1", "offerDiscountType": "FREE_TRIAL", "offerPeriod": "P1W", "price": "0"])
         #expect(try store.engine.offer(of: trial.id)?.kind == .introductory)
         // The week's free trial over, the renewal is at the product's price: no offer.
         let renewal = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration("P1W")!) }
@@ -62,9 +62,9 @@ import Testing
             if case .updated(_, let records) = effect { return records.first } else { return nil }
         }.first)
         #expect(renewed.id != trial.id)
-        #expect(try store.offerMembers(renewed).isEmpty)
+        #expect(try store.offerMembers(renewed) == ["price": "4990"], "the product's price, no offer")
         // Consumables and non-consumables have none.
-        #expect(try store.offerMembers(try store.buy(SampleCatalog.levelPack)).isEmpty)
+        #expect(try store.offerMembers(try store.buy(SampleCatalog.levelPack)).keys.sorted() == ["price"])
     }
 
     @Test(arguments: LedgerBackend.allCases)
@@ -77,7 +77,17 @@ import Testing
         #expect(comeback.id != first.id)
         let members = try store.offerMembers(comeback)
         #expect(members["offerType"] == "2" && members["offerIdentifier"] == Self.comeback, "\(members)")
-        #expect(members["offerDiscountType"] != nil)
+        #expect(members["offerDiscountType"] == "PAY_AS_YOU_GO" && members["offerPeriod"] == "P3M" && members["price"] == "2990",
+                "three months at 2.99 a month: \(members)")
         #expect(try store.engine.offer(of: comeback.id)?.id == Self.comeback)
+        // Pay as you go for three months: the next two renewals are at the offer's price, the third at the product's.
+        var prices: [String] = []
+        for _ in 0..<3 {
+            let renewal = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration("P1M")!) }
+            for case .updated(_, let records) in renewal.effects {
+                for record in records { prices.append(try store.offerMembers(record)["price"] ?? "-") }
+            }
+        }
+        #expect(prices == ["2990", "2990", "4990"], "\(prices)")
     }
 }
