@@ -79,6 +79,7 @@ struct SignOfferCommand: Subcommand {
     static let summary = "sign a promotional offer with an offer key (for tests)"
     static let usage = """
         Usage: storekitctl sign-offer --key FILE --key-id ID [--username NAME] APP PRODUCT OFFER [-o json]
+               storekitctl sign-offer --jws --key FILE --key-id ID [--transaction ID] APP PRODUCT OFFER
 
         Signs promotional offer OFFER of PRODUCT for APP as the app's server would, with the private
         key in FILE (PEM, App Store Connect's .p8) whose identifier is ID (an [OfferKey] of APP's
@@ -86,10 +87,18 @@ struct SignOfferCommand: Subcommand {
         P-256, SHA-256, base64 of DER) over Apple's fields joined by U+2063. --username is the
         payment's applicationUsername (StoreKit 2's appAccountToken), when the payment will carry one.
         Prints what SKPaymentDiscount and Product.PurchaseOption.promotionalOffer take.
+
+        With --jws, prints the offer signed as a compact JWS instead (Apple's version 2, what
+        Product.PurchaseOption.promotionalOffer(_:compactJWS:) takes): ES256, kid ID; claims
+        productId, offerIdentifier, bid, aud "promotional-offer", iat, nonce, iss "storekitctl", and
+        transactionId when --transaction names one of the buyer's transactions (or its
+        appTransactionID).
         """
     let keyFile: String
     let keyID: String
     let username: String?
+    let jws: Bool
+    let transaction: String?
     let app: String
     let product: String
     let offer: String
@@ -100,6 +109,10 @@ struct SignOfferCommand: Subcommand {
         self.keyFile = keyFile
         self.keyID = keyID
         username = try arguments.option("--username")
+        jws = arguments.flag("--jws")
+        transaction = try arguments.option("--transaction")
+        if jws, username != nil { throw UsageError("sign-offer --jws takes no --username (the JWS names none)") }
+        if !jws, transaction != nil { throw UsageError("sign-offer takes --transaction with --jws only") }
         app = try arguments.positional("APP")
         product = try arguments.positional("PRODUCT")
         offer = try arguments.positional("OFFER")
@@ -109,12 +122,12 @@ struct SignOfferCommand: Subcommand {
     var request: (command: ControlCommand, arguments: [String]) { (.status, []) }
 
     func answerLocally() throws(LocalFailure) -> JSONValue? {
-        guard let pem = FileManager.default.contents(atPath: keyFile) else { throw LocalFailure(message: "cannot read \(keyFile)") }
-        let key: SigningKey
-        do {
-            key = try SigningKey(pem: Array(pem))
-        } catch {
-            throw LocalFailure(message: "\(keyFile): \(error)")
+        let key = try readSigningKey(keyFile)
+        if jws {
+            var claims: [(String, JSONValue)] = [("productId", .string(product)), ("offerIdentifier", .string(offer))]
+            if let transaction { claims.append(("transactionId", .string(transaction))) }
+            return .object([("compactJWS", .string(try signRequest(claims, audience: "promotional-offer", app: app,
+                                                                   keyID: keyID, key: key)))])
         }
         let nonce = UUID().uuidString.lowercased()
         let timestamp = Int64(Date().timeIntervalSince1970 * 1000)
@@ -132,5 +145,86 @@ struct SignOfferCommand: Subcommand {
         ])
     }
 
-    func renderTable(_ json: JSONValue) -> String { renderKeyValues(json) }
+    func renderTable(_ json: JSONValue) -> String {
+        if let compact = json["compactJWS"]?.string { return compact + "\n" }
+        return renderKeyValues(json)
+    }
+}
+
+/// The private key in `file` (PEM, App Store Connect's .p8).
+func readSigningKey(_ file: String) throws(LocalFailure) -> SigningKey {
+    guard let pem = FileManager.default.contents(atPath: file) else { throw LocalFailure(message: "cannot read \(file)") }
+    do {
+        return try SigningKey(pem: Array(pem))
+    } catch {
+        throw LocalFailure(message: "\(file): \(error)")
+    }
+}
+
+/// A request signed as Apple's App Store Server Library signs them (`JWSSignatureCreator`):
+/// `claims` with `bid`, `iss`, `aud`, `iat` (seconds) and a new `nonce`, ES256, `kid` in the header.
+func signRequest(_ claims: [(String, JSONValue)], audience: String, app: String, keyID: String,
+                 key: SigningKey) throws(LocalFailure) -> String {
+    let all = claims + [("bid", .string(app)), ("iss", .string("storekitctl")), ("aud", .string(audience)),
+                        ("iat", .int(Int64(Date().timeIntervalSince1970))), ("nonce", .string(UUID().uuidString.lowercased()))]
+    let header: JSONValue = .object([("alg", .string("ES256")), ("kid", .string(keyID)), ("typ", .string("JWT"))])
+    do {
+        return try DeveloperJWS.sign(claims: JSONValue.object(all).serializedBytes(), keyID: keyID, with: key,
+                                     header: header.serializedBytes())
+    } catch {
+        throw LocalFailure(message: "cannot sign: \(error)")
+    }
+}
+
+/// `storekitctl sign-eligibility`: the app's server's decision on an introductory offer, signed
+/// as the server signs it (no daemon involved), for tests.
+struct SignEligibilityCommand: Subcommand {
+    static let name = "sign-eligibility"
+    static let summary = "sign an introductory-offer eligibility with an offer key (for tests)"
+    static let usage = """
+        Usage: storekitctl sign-eligibility --key FILE --key-id ID --transaction ID APP PRODUCT yes|no [-o json]
+
+        Signs, as the app's server would, whether the buyer may have PRODUCT's introductory offer:
+        a compact JWS (ES256, kid ID, with the private key in FILE, PEM) with the claims productId,
+        allowIntroductoryOffer (yes: true, no: false), transactionId (one of the buyer's
+        transactions, or its appTransactionID), bid APP, aud "introductory-offer-eligibility", iat,
+        nonce and iss "storekitctl": what Product.PurchaseOption.introductoryOfferEligibility(compactJWS:)
+        takes. The daemon checks it with the [OfferKey] ID of APP's registration.
+        """
+    let keyFile: String
+    let keyID: String
+    let transaction: String
+    let app: String
+    let product: String
+    let allowed: Bool
+
+    init(_ arguments: inout ArgumentList) throws(UsageError) {
+        guard let keyFile = try arguments.option("--key") else { throw UsageError("sign-eligibility needs --key FILE") }
+        guard let keyID = try arguments.option("--key-id") else { throw UsageError("sign-eligibility needs --key-id ID") }
+        guard let transaction = try arguments.option("--transaction") else {
+            throw UsageError("sign-eligibility needs --transaction ID (one of the buyer's, or its appTransactionID)")
+        }
+        self.keyFile = keyFile
+        self.keyID = keyID
+        self.transaction = transaction
+        app = try arguments.positional("APP")
+        product = try arguments.positional("PRODUCT")
+        switch try arguments.positional("yes|no") {
+        case "yes": allowed = true
+        case "no": allowed = false
+        case let other: throw UsageError("sign-eligibility: expected yes or no, not \(other)")
+        }
+    }
+
+    /// Not sent: the command answers locally.
+    var request: (command: ControlCommand, arguments: [String]) { (.status, []) }
+
+    func answerLocally() throws(LocalFailure) -> JSONValue? {
+        let claims: [(String, JSONValue)] = [("productId", .string(product)), ("allowIntroductoryOffer", .bool(allowed)),
+                                             ("transactionId", .string(transaction))]
+        return .object([("compactJWS", .string(try signRequest(claims, audience: "introductory-offer-eligibility", app: app,
+                                                               keyID: keyID, key: try readSigningKey(keyFile))))])
+    }
+
+    func renderTable(_ json: JSONValue) -> String { (json["compactJWS"]?.string ?? "") + "\n" }
 }

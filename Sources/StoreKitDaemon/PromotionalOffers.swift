@@ -45,3 +45,116 @@ extension AppRegistration {
     /// How far in the future a signature's timestamp may be (the signing server's clock ahead).
     static let clockSkewMilliseconds: Int64 = 5 * 60_000
 }
+
+/// Why a payment's signed request is refused, as StoreKit says it.
+struct SignedRequestRefusal: Error {
+    var outcome: Outcome
+    init(_ code: StoreKitErrorCode, _ message: String) { outcome = .storeKit(code, message) }
+}
+
+/// What a payment's signed requests (version 4's JWS forms) let the engine do, once verified.
+struct SignedPaymentTerms {
+    /// The promotional offer a `.promotionalOffer(_:compactJWS:)` names.
+    var promotionalOfferID: String?
+    /// The app server's word on the introductory offer (`.introductoryOfferEligibility(compactJWS:)`).
+    var introductoryOfferAllowed: Bool?
+}
+
+extension AppRegistration {
+    /// The audiences Apple's signed requests name (`aud`).
+    static let promotionalOfferAudience = "promotional-offer"
+    static let eligibilityAudience = "introductory-offer-eligibility"
+
+    /// Checks a payment's JWS-signed offer and eligibility as the App Store does: ES256 by an
+    /// `[OfferKey]` of this app named by `kid`, for this app (`bid`), product (`productId`) and
+    /// audience (`aud`), made in the last 24 hours (`iat`, seconds; 5 minutes ahead at most), with a
+    /// `nonce`, and, where it names one (`transactionId`, required for eligibility), a transaction
+    /// of this buyer: one of its transactions of the app, or its `appTransactionId`
+    /// (`ownsTransaction`). The terms, or the refusal (`invalidSignature`; `missingOfferParams`
+    /// for a JWS that cannot be read).
+    func signedTerms(of payment: ClientMessage.AddPayment, nowMilliseconds: Int64,
+                     ownsTransaction: (String) -> Bool) -> Result<SignedPaymentTerms, SignedRequestRefusal> {
+        var terms = SignedPaymentTerms()
+        if let jws = payment.offerJWS {
+            switch verifiedClaims(jws, audience: Self.promotionalOfferAudience, productID: payment.productID,
+                                  transactionRequired: false, nowMilliseconds: nowMilliseconds, ownsTransaction: ownsTransaction) {
+            case .failure(let refusal): return .failure(refusal)
+            case .success(let claims):
+                guard case .string(let offerID)? = claims["offerIdentifier"], !offerID.isEmpty else {
+                    return .failure(SignedRequestRefusal(.missingOfferParams, "the signed offer names no offerIdentifier"))
+                }
+                terms.promotionalOfferID = offerID
+            }
+        }
+        if let jws = payment.eligibilityJWS {
+            switch verifiedClaims(jws, audience: Self.eligibilityAudience, productID: payment.productID,
+                                  transactionRequired: true, nowMilliseconds: nowMilliseconds, ownsTransaction: ownsTransaction) {
+            case .failure(let refusal): return .failure(refusal)
+            case .success(let claims):
+                guard case .bool(let allowed)? = claims["allowIntroductoryOffer"] else {
+                    return .failure(SignedRequestRefusal(.missingOfferParams, "the signed eligibility has no allowIntroductoryOffer"))
+                }
+                terms.introductoryOfferAllowed = allowed
+            }
+        }
+        return .success(terms)
+    }
+
+    private func verifiedClaims(_ compact: String, audience: String, productID: String, transactionRequired: Bool,
+                                nowMilliseconds: Int64, ownsTransaction: (String) -> Bool) -> Result<[String: JSONValue], SignedRequestRefusal> {
+        let what = audience == Self.eligibilityAudience ? "signed eligibility" : "signed offer"
+        guard let jws = DeveloperJWS(compact: compact, headerFields: { header in
+            guard case .object(let members)? = try? JSONValue.parse(header) else { return nil }
+            let fields = Dictionary(members, uniquingKeysWith: { first, _ in first })
+            guard case .string(let alg)? = fields["alg"] else { return nil }
+            if case .string(let kid)? = fields["kid"] { return (alg, kid) }
+            return (alg, nil)
+        }) else {
+            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) is not a compact JWS signed ES256 with a kid"))
+        }
+        guard let key = offerKeys[jws.keyID] else {
+            return .failure(SignedRequestRefusal(.invalidSignature, "key \(jws.keyID) signs no requests of \(id) (no [OfferKey] with that ID)"))
+        }
+        guard jws.isSigned(by: key.key) else {
+            return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) does not verify with key \(jws.keyID)"))
+        }
+        guard case .object(let members)? = try? JSONValue.parse(jws.payload) else {
+            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what)'s claims are not a JSON object"))
+        }
+        let claims = Dictionary(members, uniquingKeysWith: { first, _ in first })
+        func text(_ name: String) -> String? { if case .string(let value)? = claims[name] { value } else { nil } }
+        guard text("aud") == audience else {
+            return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) is for \(text("aud") ?? "no audience"), not \(audience)"))
+        }
+        guard text("bid") == id else {
+            return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) is for app \(text("bid") ?? "(none)"), not \(id)"))
+        }
+        guard text("productId") == productID else {
+            return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) is for product \(text("productId") ?? "(none)"), not \(productID)"))
+        }
+        guard let nonce = text("nonce"), !nonce.isEmpty else {
+            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) has no nonce"))
+        }
+        let issued: Int64? = switch claims["iat"] {
+        case .int(let seconds)?: seconds
+        case .number(let text)?: Int64(text) ?? Double(text).map { Int64($0) }
+        default: nil
+        }
+        guard let issued else { return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) has no iat")) }
+        let age = nowMilliseconds - issued * 1000
+        guard age <= PromotionalOfferSignature.lifetimeMilliseconds else {
+            return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) was made \(age / 3_600_000) hours ago; it is good for 24 hours"))
+        }
+        guard age >= -Self.clockSkewMilliseconds else {
+            return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) is dated \(-age / 1000) s in the future"))
+        }
+        if let transaction = text("transactionId") {
+            guard ownsTransaction(transaction) else {
+                return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) names transaction \(transaction), which is not this buyer's"))
+            }
+        } else if transactionRequired {
+            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) names no transactionId"))
+        }
+        return .success(claims)
+    }
+}

@@ -87,7 +87,24 @@ extension Server {
                 apply(refusal, requestID: payment.requestID, session: session, into: &output)
                 return
             }
-            let outcome = try engine.addPayment(uid: uid, app: app, payment: payment)
+            // The JWS forms (version 4) likewise.
+            var terms = SignedPaymentTerms()
+            if payment.offerJWS != nil || payment.eligibilityJWS != nil, try !answeredBefore(payment, uid: uid, app: app) {
+                guard let registration = configuration.app(app) else {
+                    apply(.refused(.unknownApp, "app \(app) is not registered"), requestID: payment.requestID, session: session, into: &output)
+                    return
+                }
+                let owns = { (transaction: String) -> Bool in self.owns(transaction, uid: uid, app: app) }
+                switch registration.signedTerms(of: payment, nowMilliseconds: WallClock.milliseconds(), ownsTransaction: owns) {
+                case .failure(let refusal):
+                    apply(refusal.outcome, requestID: payment.requestID, session: session, into: &output)
+                    return
+                case .success(let verified):
+                    terms = verified
+                }
+            }
+            let outcome = try engine.addPayment(uid: uid, app: app, payment: payment, promotionalOfferID: terms.promotionalOfferID,
+                                                introductoryOfferAllowed: terms.introductoryOfferAllowed)
             apply(outcome, requestID: payment.requestID, session: session, into: &output)
         case .finish(let id, let transactionID):
             guard writesAllowed(id, session, &output) else { return }
@@ -209,6 +226,13 @@ extension Server {
     static let descriptorsPerConnection = 16
 
     /// Whether the payment's key already made a transaction (a payment sent again).
+    /// Whether `transaction` (a decimal id) is one of (uid, app)'s transactions or its app transaction id.
+    func owns(_ transaction: String, uid: UInt32, app: String) -> Bool {
+        if transaction == ProofOfPurchase.appTransactionID(uid: uid, app: app, engine: engine) { return true }
+        guard let id = UInt64(transaction), let record = try? engine.store.transaction(id: id) else { return false }
+        return record.uid == uid && record.app == app
+    }
+
     func answeredBefore(_ payment: ClientMessage.AddPayment, uid: UInt32, app: String) throws(LedgerError) -> Bool {
         guard !payment.key.isEmpty else { return false }
         return try engine.store.transaction(uid: uid, app: app, paymentKey: payment.key) != nil

@@ -80,7 +80,7 @@ extension Server {
         }
         var current: [UInt64] = []
         for token in tokens {
-            // Versions 2 and 3 encode pushes alike (signed): one frame serves both.
+            // Versions 2 to 4 encode pushes alike (signed) but for a promoted product: one frame serves them.
             if let version = sessions[token]?.version, version < ProtocolVersion.signedData {
                 routeToOlderClient(message, token: token, version: version, into: &output)
             } else {
@@ -89,6 +89,12 @@ extension Server {
         }
         guard !current.isEmpty else { return }
         switch message {
+        case .promotedPurchase:
+            // Its ProductRecord has the group's display name from version 4 on: each in its own version.
+            for token in current {
+                output.append(token, Frame.encode(body: message.encode(version: sessions[token]?.version ?? ProtocolVersion.current)))
+            }
+            return
         case .updated(let records), .removed(let records):
             // Signed once the unit of work is committed, on the signer's thread (Server.signingJob).
             if records.contains(where: PaymentQueueEngine.isSignable) {

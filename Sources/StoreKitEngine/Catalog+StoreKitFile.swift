@@ -71,12 +71,16 @@ private struct StoreKitFileDecoder {
             }
             groupLocations[id] = join(groupLocation, "id")
             var members: [(level: Int, id: String)] = []
+            let groupName = try optionalString(group, "name", at: groupLocation) ?? id
+            let groupLocalizations = try localizations(group, at: groupLocation)
             let subscriptions = try array(group, "subscriptions", at: groupLocation)
             for (position, element) in subscriptions.enumerated() {
                 let location = "\(join(groupLocation, "subscriptions"))[\(position)]"
                 var subscription = try product(element, at: location, allowed: [.autoRenewable], defaultLevel: position + 1)
                 // The group the subscription sits in is authoritative; `subscriptionGroupID` repeats it.
                 subscription.subscriptionGroupID = id
+                subscription.groupName = groupName
+                subscription.groupLocalizations = groupLocalizations
                 try add(subscription, at: location)
                 members.append((subscription.groupLevel ?? position + 1, subscription.id))
             }
@@ -84,9 +88,7 @@ private struct StoreKitFileDecoder {
             let ordered = members.enumerated()
                 .sorted { ($0.element.level, $0.offset) < ($1.element.level, $1.offset) }
                 .map(\.element.id)
-            groups.append(SubscriptionGroup(
-                id: id, name: try optionalString(group, "name", at: groupLocation) ?? id, productIDs: ordered,
-                localizations: try localizations(group, at: groupLocation)))
+            groups.append(SubscriptionGroup(id: id, name: groupName, productIDs: ordered, localizations: groupLocalizations))
         }
 
         for (position, element) in try array(top, "nonRenewingSubscriptions", at: "").enumerated() {

@@ -41,6 +41,10 @@ public struct CatalogProduct: Sendable, Equatable {
     public var introductoryOffer: SubscriptionOffer?
     /// The offers an app can apply with `SKPaymentDiscount` (`adHocOffers` in the file).
     public var promotionalOffers: [SubscriptionOffer]
+    /// Auto-renewable subscriptions only: the group's reference name and localizations (its
+    /// `displayName` is StoreKit 2's `groupDisplayName`).
+    public var groupName: String?
+    public var groupLocalizations: [Localization] = []
 
     public init(
         id: String, kind: ProductRecord.Kind, referenceName: String, price: Decimal, priceCents: Int64,
@@ -66,6 +70,10 @@ public struct CatalogProduct: Sendable, Equatable {
     /// The localization for `locale`: an exact match (`en_US` = `en-US`), else one of the same
     /// language, else the first one; nil when the product has none.
     public func localization(for locale: String) -> Localization? {
+        Self.localization(of: localizations, for: locale)
+    }
+
+    static func localization(of localizations: [Localization], for locale: String) -> Localization? {
         let wanted = Self.normalizedLocale(locale)
         if let exact = localizations.first(where: { Self.normalizedLocale($0.locale) == wanted }) { return exact }
         let language = Self.language(of: wanted)
@@ -87,7 +95,14 @@ public struct CatalogProduct: Sendable, Equatable {
             subscriptionGroupID: subscriptionGroupID, subscriptionPeriod: subscriptionPeriod?.description,
             familyShareable: familyShareable, subscriptionGroupLevel: groupLevel.map { Int32(clamping: $0) },
             introductoryOffer: kind == .autoRenewable ? introductoryOffer.map(offerRecord) : nil,
-            promotionalOffers: kind == .autoRenewable ? promotionalOffers.map(offerRecord) : [])
+            promotionalOffers: kind == .autoRenewable ? promotionalOffers.map(offerRecord) : [],
+            subscriptionGroupDisplayName: kind == .autoRenewable ? groupDisplayName(locale: locale) : nil)
+    }
+
+    /// The group's display name for `locale` (as `localization(for:)` picks), else its reference name.
+    func groupDisplayName(locale: String) -> String? {
+        let name = Self.localization(of: groupLocalizations, for: locale)?.displayName
+        return name.flatMap { $0.isEmpty ? nil : $0 } ?? groupName
     }
 
     /// An offer as clients see it; an offer without a period of its own lasts the subscription's period.

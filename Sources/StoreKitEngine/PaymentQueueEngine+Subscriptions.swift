@@ -32,7 +32,7 @@ extension PaymentQueueEngine {
     /// period of it here.
     func applySubscriptionPurchase(
         _ record: inout TransactionRecord, product: CatalogProduct, catalog: Catalog, at now: Int64,
-        promotion: SubscriptionOffer? = nil
+        promotion: SubscriptionOffer? = nil, introductoryOfferAllowed: Bool? = nil
     ) throws(LedgerError) {
         let groupID = product.subscriptionGroupID ?? product.id
         let period = product.subscriptionPeriod ?? Self.defaultPeriod
@@ -79,8 +79,10 @@ extension PaymentQueueEngine {
         var end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
         var offerPeriodsLeft = Self.promotionalPeriodsLeft(promotion)
         if let promotion { try recordOffer(promotion, type: .promotional, of: record.id) }
-        // Introductory offers: once per group, for a buyer who never subscribed in it.
-        if existing == nil, promotion == nil, let offer = product.introductoryOffer, let offerPeriod = offer.period {
+        // Introductory offers: once per group, for a buyer who never subscribed in it, unless the
+        // app's server said otherwise (a signed eligibility, either way).
+        if introductoryOfferAllowed ?? (existing == nil), promotion == nil, let offer = product.introductoryOffer,
+           let offerPeriod = offer.period {
             try recordOffer(offer, type: .introductory, of: record.id)
             if offer.paymentMode == SubscriptionOffer.payAsYouGo {
                 end = clock.rate.end(of: offerPeriod, from: now)

@@ -120,7 +120,12 @@ public final class PaymentQueueEngine {
     /// Records a payment and lets the simulated processor decide it in the same unit of work.
     /// Refused at once (no transaction) for an unknown product, a bad quantity or request data.
     /// The same non-empty `key` never makes a second transaction: the first one's id is returned.
-    public func addPayment(uid: UInt32, app: String, payment: ClientMessage.AddPayment) throws(LedgerError) -> Outcome {
+    /// `promotionalOfferID` and `introductoryOfferAllowed`: what the payment's signed requests
+    /// (checked by whoever holds the keys) ask: a promotional offer (else the `discount`'s), and
+    /// the app server's word on the introductory offer (else the store's rule: a buyer who never
+    /// subscribed in the group).
+    public func addPayment(uid: UInt32, app: String, payment: ClientMessage.AddPayment, promotionalOfferID: String? = nil,
+                           introductoryOfferAllowed: Bool? = nil) throws(LedgerError) -> Outcome {
         guard let catalog = catalogs[app] else {
             return .refused(.unknownApp, "app \(app) is not registered")
         }
@@ -148,8 +153,8 @@ public final class PaymentQueueEngine {
             return .ok(value: existing.id)
         }
         var promotion: SubscriptionOffer?
-        if let discount = payment.discount {
-            switch try promotionalOffer(discount.offerID, of: product, uid: uid, app: app) {
+        if let offerID = promotionalOfferID ?? payment.discount?.offerID {
+            switch try promotionalOffer(offerID, of: product, uid: uid, app: app) {
             case .success(let offer): promotion = offer
             case .failure(let refusal): return refusal.outcome
             }
@@ -161,7 +166,8 @@ public final class PaymentQueueEngine {
         }
         return try process(uid: uid, app: app, productID: payment.productID, quantity: payment.quantity,
                            applicationUsername: payment.applicationUsername, paymentKey: key,
-                           simulatesAskToBuy: payment.simulatesAskToBuy, promotion: promotion)
+                           simulatesAskToBuy: payment.simulatesAskToBuy, promotion: promotion,
+                           introductoryOfferAllowed: introductoryOfferAllowed)
     }
 
     /// A refusal of a payment, as StoreKit reports it (`SKError`).
@@ -194,7 +200,7 @@ public final class PaymentQueueEngine {
     /// (`failed` until `resolve`), else `purchased`. Observers see `purchasing`, then the decision.
     func process(
         uid: UInt32, app: String, productID: String, quantity: Int32, applicationUsername: String?,
-        paymentKey: String?, simulatesAskToBuy: Bool, promotion: SubscriptionOffer? = nil
+        paymentKey: String?, simulatesAskToBuy: Bool, promotion: SubscriptionOffer? = nil, introductoryOfferAllowed: Bool? = nil
     ) throws(LedgerError) -> Outcome {
         synchronize()
         guard let catalog = catalogs[app], let product = catalog.product(productID) else {
@@ -239,7 +245,8 @@ public final class PaymentQueueEngine {
         } else {
             record.state = .purchased
             if product.kind == .autoRenewable {
-                try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: promotion)
+                try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: promotion,
+                                              introductoryOfferAllowed: introductoryOfferAllowed)
             }
         }
         record.sequence = try store.nextSequence(uid: uid, app: app)

@@ -21,7 +21,7 @@ public enum PromotionalOfferSignature {
 /// The public half of a developer's promotional-offer key, from a PEM file holding the public
 /// key or the private key itself (App Store Connect's `.p8`, PKCS#8).
 public final class OfferVerificationKey: @unchecked Sendable {
-    private let pointer: OpaquePointer
+    let pointer: OpaquePointer
     /// Whether the file held the private key (then it must be kept from other users).
     public let heldPrivateKey: Bool
 

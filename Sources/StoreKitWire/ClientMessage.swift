@@ -48,11 +48,17 @@ public enum ClientMessage: Sendable, Equatable {
         /// A signed promotional offer (`SKPaymentDiscount`, StoreKit 2's `.promotionalOffer`;
         /// version 3).
         public var discount: Discount?
+        /// A promotional offer signed as a compact JWS (StoreKit 2's
+        /// `.promotionalOffer(_:compactJWS:)`; version 4).
+        public var offerJWS: String?
+        /// The app server's word on the introductory offer, a compact JWS (StoreKit 2's
+        /// `.introductoryOfferEligibility(compactJWS:)`; version 4).
+        public var eligibilityJWS: String?
 
         public init(
             requestID: UInt32, key: String, productID: String, quantity: Int32,
             applicationUsername: String? = nil, hasRequestData: Bool = false, simulatesAskToBuy: Bool = false,
-            discount: Discount? = nil
+            discount: Discount? = nil, offerJWS: String? = nil, eligibilityJWS: String? = nil
         ) {
             self.requestID = requestID
             self.key = key
@@ -62,6 +68,8 @@ public enum ClientMessage: Sendable, Equatable {
             self.hasRequestData = hasRequestData
             self.simulatesAskToBuy = simulatesAskToBuy
             self.discount = discount
+            self.offerJWS = offerJWS
+            self.eligibilityJWS = eligibilityJWS
         }
     }
 
@@ -137,6 +145,10 @@ public enum ClientMessage: Sendable, Equatable {
                     writer.u8(0)
                 }
             }
+            if version >= ProtocolVersion.offerJWS {
+                writer.optionalString(payment.offerJWS)
+                writer.optionalString(payment.eligibilityJWS)
+            }
         case .finish(let id, let transactionID):
             writer.u8(Tag.finish.rawValue); writer.u32(id); writer.u64(transactionID)
         case .restore(let id, let username):
@@ -200,6 +212,10 @@ public enum ClientMessage: Sendable, Equatable {
                 case let other: throw WireError(.invalidValue("optional marker \(other)"))
                 }
             }
+            if version >= ProtocolVersion.offerJWS {
+                payment.offerJWS = try reader.optionalString()
+                payment.eligibilityJWS = try reader.optionalString()
+            }
             message = .addPayment(payment)
         case .finish:
             message = .finish(requestID: try reader.u32(), transactionID: try reader.u64())
@@ -238,19 +254,23 @@ public enum ClientMessage: Sendable, Equatable {
 /// Version 1 is what the first OpenStoreKit spoke: no signed data (no `jws_representation` in a
 /// `TransactionRecord`, no offers in a `ProductRecord`, no `history`, `subscriptionStatus`,
 /// `appTransaction` or `receipt`), `unfinished` answered in one frame. Version 2 added signed
-/// data. Version 3 is today's: hosted content (`content`, `openContent`, the welcome's list of
-/// downloadable products) and signed promotional offers (`addPayment`'s `discount`); every
-/// message the daemon sends in version 2 is encoded the same in it.
+/// data. Version 3 added hosted content (`content`, `openContent`, the welcome's list of
+/// downloadable products) and signed promotional offers (`addPayment`'s `discount`). Version 4 is
+/// today's: offers and introductory-offer eligibility signed as JWS (`addPayment`'s `offer_jws`,
+/// `eligibility_jws`) and the subscription group's display name in a `ProductRecord`; every other
+/// message is encoded as in version 3.
 /// The daemon serves every version in `served` (docs/protocol.md §13 has the policy).
 public enum ProtocolVersion {
     /// The version this build's clients speak.
-    public static let current: UInt16 = 3
+    public static let current: UInt16 = 4
     /// The versions the daemon serves, oldest first.
-    public static let served: ClosedRange<UInt16> = 1...3
+    public static let served: ClosedRange<UInt16> = 1...4
     /// The first version with signed data (JWS in records, offers, `history`, `receipt`, …).
     public static let signedData: UInt16 = 2
     /// The first version with hosted content.
     public static let hostedContent: UInt16 = 3
+    /// The first version with JWS-signed offers and eligibility, and group display names.
+    public static let offerJWS: UInt16 = 4
 
     /// The last client message type a connection of `version` may send.
     static func lastClientMessage(version: UInt16) -> UInt8 {

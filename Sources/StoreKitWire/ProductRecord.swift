@@ -92,12 +92,16 @@ public struct ProductRecord: Sendable, Equatable {
     public var introductoryOffer: Offer?
     /// Auto-renewable subscriptions only: the offers an app may apply (`adHocOffers`).
     public var promotionalOffers: [Offer]
+    /// Auto-renewable subscriptions only: the group's display name in the record's locale
+    /// (version 4).
+    public var subscriptionGroupDisplayName: String?
 
     public init(
         productID: String, kind: Kind, localizedTitle: String, localizedDescription: String,
         priceCents: Int64, displayPrice: String, currencyCode: String, locale: String,
         subscriptionGroupID: String? = nil, subscriptionPeriod: String? = nil, familyShareable: Bool = false,
-        subscriptionGroupLevel: Int32? = nil, introductoryOffer: Offer? = nil, promotionalOffers: [Offer] = []
+        subscriptionGroupLevel: Int32? = nil, introductoryOffer: Offer? = nil, promotionalOffers: [Offer] = [],
+        subscriptionGroupDisplayName: String? = nil
     ) {
         self.productID = productID
         self.kind = kind
@@ -113,14 +117,17 @@ public struct ProductRecord: Sendable, Equatable {
         self.subscriptionGroupLevel = subscriptionGroupLevel
         self.introductoryOffer = introductoryOffer
         self.promotionalOffers = promotionalOffers
+        self.subscriptionGroupDisplayName = subscriptionGroupDisplayName
     }
 }
 
 extension ProductRecord {
-    /// Smallest encoding: the 36 bytes of the first eleven fields, two absent `opt` 1 + 1, an empty list 4.
+    /// Smallest encoding in versions 2 and 3: the 36 bytes of the first eleven fields, two absent
+    /// `opt` 1 + 1, an empty list 4 (version 4 adds an absent `opt` 1): a lower bound for all.
     public static let minimumEncodedSize = 42
 
-    /// Version 1 of the protocol ends the record at `family_shareable`: no group level, no offers.
+    /// Version 1 of the protocol ends the record at `family_shareable`: no group level, no offers;
+    /// versions 2 and 3 at the promotional offers: no group display name.
     public func encode(into writer: inout WireWriter, version: UInt16 = ProtocolVersion.current) {
         writer.string(productID)
         writer.u8(kind.rawValue)
@@ -143,6 +150,8 @@ extension ProductRecord {
         }
         writer.u32(UInt32(promotionalOffers.count))
         for offer in promotionalOffers { offer.encode(into: &writer) }
+        guard version >= ProtocolVersion.offerJWS else { return }
+        writer.optionalString(subscriptionGroupDisplayName)
     }
 
     public static func decode(from reader: inout WireReader, version: UInt16 = ProtocolVersion.current) throws(WireError) -> ProductRecord {
@@ -165,6 +174,8 @@ extension ProductRecord {
         let count = try reader.count(minimumElementSize: Offer.minimumEncodedSize)
         record.promotionalOffers.reserveCapacity(count)
         for _ in 0..<count { record.promotionalOffers.append(try Offer.decode(from: &reader)) }
+        guard version >= ProtocolVersion.offerJWS else { return record }
+        record.subscriptionGroupDisplayName = try reader.optionalString()
         return record
     }
 }

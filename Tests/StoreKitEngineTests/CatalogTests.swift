@@ -202,7 +202,7 @@ struct CatalogSharedFileTests {
             localizedTitle: "Ritualist Pro Monthly",
             localizedDescription: "Monthly subscription with all premium features", priceCents: 999,
             displayPrice: "9.99", currencyCode: "USD", locale: "en_US", subscriptionGroupID: "21542332",
-            subscriptionPeriod: "P1M", familyShareable: false, subscriptionGroupLevel: 2))
+            subscriptionPeriod: "P1M", familyShareable: false, subscriptionGroupLevel: 2, subscriptionGroupDisplayName: "Ritualist Pro"))
     }
 
     @Test("format 1.2 (StoreKitTesting): empty settings give the defaults")
@@ -427,7 +427,7 @@ struct CatalogFormatVersionTests {
             productID: "com.lanternfish.reader.premium.monthly", kind: .autoRenewable, localizedTitle: "Premium Monthly",
             localizedDescription: "Books and audiobooks for the whole family.", priceCents: 799, displayPrice: "7.99",
             currencyCode: "GBP", locale: "en_GB", subscriptionGroupID: "3F9B2D10", subscriptionPeriod: "P1M",
-            familyShareable: true, subscriptionGroupLevel: 1))
+            familyShareable: true, subscriptionGroupLevel: 1, subscriptionGroupDisplayName: "Lanternfish Plus"))
         // Clients get the offers with the product (StoreKit 2's SubscriptionInfo, SKProductDiscount).
         let monthlyRecord = try #require(catalog.record("com.lanternfish.reader.plus.monthly"))
         #expect(monthlyRecord.introductoryOffer == ProductRecord.Offer(paymentMode: .freeTrial, period: "P2W"))
@@ -892,6 +892,27 @@ struct CatalogDetailTests {
         #expect(catalog.product("com.example.game.level_pack")?.kind == .nonConsumable)
         catalog.products[0].priceCents = 1
         #expect(catalog.product("com.example.game.level_pack")?.priceCents == 1)
+    }
+
+    @Test("a subscription's record names its group as the buyer's locale has it, else the group's reference name")
+    func groupDisplayName() throws {
+        let json = """
+        { "subscriptionGroups" : [
+          { "id" : "G", "name" : "premium_group", "localizations" : [
+              { "locale" : "en_US", "displayName" : "Premium Plan", "description" : "" },
+              { "locale" : "fr_FR", "displayName" : "Formule Premium", "description" : "" } ],
+            "subscriptions" : [ { "productID" : "a", "type" : "RecurringSubscription", "displayPrice" : "1", "recurringSubscriptionPeriod" : "P1M" } ] },
+          { "id" : "H", "name" : "basic_group",
+            "subscriptions" : [ { "productID" : "b", "type" : "RecurringSubscription", "displayPrice" : "1", "recurringSubscriptionPeriod" : "P1M" } ] } ],
+          "products" : [ { "productID" : "c", "type" : "Consumable", "displayPrice" : "1" } ] }
+        """
+        let catalog = try parse(json).get()
+        let a = try #require(catalog.product("a"))
+        #expect(a.record(locale: "fr_FR", currencyCode: "EUR").subscriptionGroupDisplayName == "Formule Premium")
+        #expect(a.record(locale: "en_GB", currencyCode: "GBP").subscriptionGroupDisplayName == "Premium Plan", "same language")
+        #expect(a.record(locale: "de_DE", currencyCode: "EUR").subscriptionGroupDisplayName == "Premium Plan", "the first")
+        #expect(try #require(catalog.product("b")).record(locale: "en_US", currencyCode: "USD").subscriptionGroupDisplayName == "basic_group")
+        #expect(try #require(catalog.product("c")).record(locale: "en_US", currencyCode: "USD").subscriptionGroupDisplayName == nil)
     }
 
     @Test("group order follows groupNumber, ties keep file order")

@@ -77,14 +77,14 @@ struct ClientMessageTests {
 
     @Test("a boolean byte other than 0 or 1 is rejected", arguments: [2, 0x7F, 0xFF] as [UInt8])
     func badBool(byte: UInt8) {
-        let body = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode()
+        let body = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode(version: 3)
         // Version 3 ends addPayment with the discount's optional marker, after the two booleans.
         var badRequestData = body
         badRequestData[body.count - 3] = byte
-        #expect(throws: WireError(.invalidValue("boolean byte \(byte)"))) { try ClientMessage.decode(badRequestData) }
+        #expect(throws: WireError(.invalidValue("boolean byte \(byte)"))) { try ClientMessage.decode(badRequestData, version: 3) }
         var badAskToBuy = body
         badAskToBuy[body.count - 2] = byte
-        #expect(throws: WireError(.invalidValue("boolean byte \(byte)"))) { try ClientMessage.decode(badAskToBuy) }
+        #expect(throws: WireError(.invalidValue("boolean byte \(byte)"))) { try ClientMessage.decode(badAskToBuy, version: 3) }
     }
 
     @Test("an optional marker other than 0 or 1 is rejected", arguments: [2, 0x80, 0xFF] as [UInt8])
@@ -95,11 +95,17 @@ struct ClientMessageTests {
 
         // The marker of addPayment's applicationUsername sits before the two booleans; the
         // discount's is the last byte (version 3).
-        var payment = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode()
+        var payment = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode(version: 3)
         payment[payment.count - 4] = byte
-        #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(payment) }
-        var discount = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode()
+        #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(payment, version: 3) }
+        var discount = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode(version: 3)
         discount[discount.count - 1] = byte
-        #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(discount) }
+        #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(discount, version: 3) }
+        // Version 4 adds the two JWS, each an opt<string>: their markers are the last two bytes.
+        for position in 1...2 {
+            var jws = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode(version: 4)
+            jws[jws.count - position] = byte
+            #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(jws, version: 4) }
+        }
     }
 }

@@ -22,10 +22,45 @@ struct ProtocolVersionTests {
         id: 2_028_391_047_000_123, uid: 1000, app: "com.example.game", productID: "com.example.game.coins100",
         quantity: 1, state: .purchased, sequence: 2, date: 1_700_000_000_000)
 
-    @Test("the daemon serves versions 1, 2 and 3; its clients speak 3")
+    @Test("the daemon serves versions 1 to 4; its clients speak 4")
     func served() {
-        #expect(ProtocolVersion.served == 1...3)
-        #expect(ProtocolVersion.current == 3)
+        #expect(ProtocolVersion.served == 1...4)
+        #expect(ProtocolVersion.current == 4)
+    }
+
+    @Test("version 4 adds JWS-signed offers to addPayment and the group's display name to a ProductRecord; nothing else changes")
+    func version4() throws {
+        let payment = ClientMessage.AddPayment(requestID: 7, key: "k", productID: "p", quantity: 1, offerJWS: "a.b.c", eligibilityJWS: "d.e.f")
+        let message = ClientMessage.addPayment(payment)
+        #expect(try ClientMessage.decode(message.encode(version: 4), version: 4) == message)
+        // Version 3 has neither field: they are not sent, and its bytes are what they were.
+        var plain = payment
+        plain.offerJWS = nil
+        plain.eligibilityJWS = nil
+        #expect(message.encode(version: 3) == ClientMessage.addPayment(plain).encode(version: 3))
+        #expect(try ClientMessage.decode(message.encode(version: 3), version: 3) == .addPayment(plain))
+        #expect(message.encode(version: 4).count == message.encode(version: 3).count + 2 * (1 + 4 + 5))
+
+        var product = WireSamples.fullProduct
+        product.subscriptionGroupDisplayName = "Premium"
+        var writer = WireWriter()
+        product.encode(into: &writer, version: 4)
+        var reader = WireReader(writer.bytes)
+        #expect(try ProductRecord.decode(from: &reader, version: 4) == product)
+        var older = WireWriter()
+        product.encode(into: &older, version: 3)
+        var withoutName = product
+        withoutName.subscriptionGroupDisplayName = nil
+        var olderReader = WireReader(older.bytes)
+        #expect(try ProductRecord.decode(from: &olderReader, version: 3) == withoutName)
+        #expect(writer.bytes.count == older.bytes.count + 1 + 4 + 7)
+        // Every other message is encoded the same in versions 3 and 4.
+        for message in WireSamples.serverMessages {
+            if case .products = message { continue }
+            if case .promotedPurchase = message { continue }
+            if case .welcome = message { continue }
+            #expect(message.encode(version: 3) == message.encode(version: 4))
+        }
     }
 
     @Test("version 3 adds hosted content: content and openContent are unknown types to versions 1 and 2, the welcome lists downloadable products")
@@ -128,13 +163,13 @@ struct ProtocolVersionTests {
             introductoryOffer: .init(paymentMode: .freeTrial, period: "P1W"),
             promotionalOffers: [.init(id: "o", paymentMode: .payAsYouGo, period: "P1M", priceCents: 99, displayPrice: "0.99")])
         let version1 = ServerMessage.products(requestID: 3, products: [product], invalidIdentifiers: ["x"]).encode(version: 1)
-        let version2 = ServerMessage.products(requestID: 3, products: [product], invalidIdentifiers: ["x"]).encode()
+        let version2 = ServerMessage.products(requestID: 3, products: [product], invalidIdentifiers: ["x"]).encode(version: 2)
         var plain = product
         plain.subscriptionGroupLevel = nil
         plain.introductoryOffer = nil
         plain.promotionalOffers = []
         #expect(try ServerMessage.decode(version1, version: 1) == .products(requestID: 3, products: [plain], invalidIdentifiers: ["x"]))
-        #expect(try ServerMessage.decode(version2) == .products(requestID: 3, products: [product], invalidIdentifiers: ["x"]))
+        #expect(try ServerMessage.decode(version2, version: 2) == .products(requestID: 3, products: [product], invalidIdentifiers: ["x"]))
         // Version 2's extra bytes: the group level (opt<i32>: 5), the introductory offer's marker (1)
         // and offer (29), the offers' count (4) and one offer (34).
         #expect(version2.count - version1.count == 5 + 1 + 29 + 4 + 34)

@@ -37,7 +37,8 @@ enum WireSamples {
         promotionalOffers: [
             .init(id: unicode, paymentMode: .payAsYouGo, period: "P1M", periodCount: .max, priceCents: .max, displayPrice: unicode),
             .init(id: "", paymentMode: .payUpFront, period: "", periodCount: .min, priceCents: .min, displayPrice: ""),
-        ])
+        ],
+        subscriptionGroupDisplayName: unicode)
 
     static let productsOfEveryKind: [ProductRecord] = ProductRecord.Kind.allCases.map { kind in
         ProductRecord(

@@ -14,6 +14,8 @@ extension Product {
         var token: UUID?
         var askToBuy = false
         var discount: ClientMessage.Discount?
+        var offerJWS: String?
+        var eligibilityJWS: String?
         for option in options {
             switch option.value {
             case .quantity(let value): quantity = value
@@ -22,13 +24,21 @@ extension Product {
             case .promotionalOffer(let offerID, let keyID, let nonce, let signature, let timestamp):
                 discount = ClientMessage.Discount(offerID: offerID, keyID: keyID, nonce: nonce.uuidString.lowercased(),
                                                   signature: signature.base64EncodedString(), timestamp: Int64(timestamp))
+            case .promotionalOfferJWS(let offerID, let jws):
+                // The offer passed must be the one the server signed.
+                guard let offerID, SignedPayload(JWS.segment(1, of: jws))?.string("offerIdentifier") == offerID else {
+                    throw PurchaseError.invalidOfferIdentifier
+                }
+                offerJWS = jws
+            case .introductoryOfferEligibility(let jws): eligibilityJWS = jws
             }
         }
         guard (1...10).contains(quantity) else { throw PurchaseError.invalidQuantity }
 
         let payment = ClientMessage.AddPayment(
             requestID: 0, key: SKPaymentQueue.idempotencyKey(), productID: id, quantity: Int32(quantity),
-            applicationUsername: token?.uuidString, simulatesAskToBuy: askToBuy, discount: discount)
+            applicationUsername: token?.uuidString, simulatesAskToBuy: askToBuy, discount: discount,
+            offerJWS: offerJWS, eligibilityJWS: eligibilityJWS)
         let feed = TransactionFeed.shared
         feed.beginPurchase(of: id)
         let reply: ServerMessage

@@ -8,6 +8,8 @@ extension Product {
             case appAccountToken(UUID)
             case simulatesAskToBuyInSandbox(Bool)
             case promotionalOffer(offerID: String, keyID: String, nonce: UUID, signature: Data, timestamp: Int)
+            case promotionalOfferJWS(offerID: String?, compactJWS: String)
+            case introductoryOfferEligibility(compactJWS: String)
         }
 
         let value: Value
@@ -27,6 +29,21 @@ extension Product {
         {
             PurchaseOption(value: .promotionalOffer(offerID: offerID, keyID: keyID, nonce: nonce, signature: signature,
                                                     timestamp: timestamp))
+        }
+
+        /// Applies promotional offer `offer` with the JWS the app's server signed for it (Apple's
+        /// promotional offer signature, version 2: `PromotionalOfferV2SignatureCreator` of the App
+        /// Store Server Library), with a key of an `[OfferKey]` of the app's registration.
+        public static func promotionalOffer(_ offer: Product.SubscriptionOffer, compactJWS: String) -> PurchaseOption {
+            PurchaseOption(value: .promotionalOfferJWS(offerID: offer.id, compactJWS: compactJWS))
+        }
+
+        /// The app's server's decision on the introductory offer, signed as a JWS
+        /// (`IntroductoryOfferEligibilitySignatureCreator`): `allowIntroductoryOffer` true applies the
+        /// product's introductory offer even to a buyer the store's rule would refuse it; false
+        /// buys without it.
+        public static func introductoryOfferEligibility(compactJWS: String) -> PurchaseOption {
+            PurchaseOption(value: .introductoryOfferEligibility(compactJWS: compactJWS))
         }
 
         /// Makes the simulated store treat the purchase as an Ask to Buy request.

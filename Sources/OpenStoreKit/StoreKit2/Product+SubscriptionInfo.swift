@@ -14,6 +14,9 @@ extension Product {
         public let subscriptionPeriod: SubscriptionPeriod
         /// The level in the group: a lower level is a higher level of service (`groupNumber`).
         public let groupLevel: Int
+        /// The group's name for the user (the catalogue's group localization in the storefront's
+        /// locale, else the group's reference name; empty from a daemon older than protocol 4).
+        public let groupDisplayName: String
 
         /// The subscription terms of a catalogue record; nil unless it is an auto-renewable subscription.
         init?(record: ProductRecord) {
@@ -23,6 +26,7 @@ extension Product {
             subscriptionGroupID = groupID
             subscriptionPeriod = period
             groupLevel = Int(record.subscriptionGroupLevel ?? 0)
+            groupDisplayName = record.subscriptionGroupDisplayName ?? ""
             introductoryOffer = record.introductoryOffer.map {
                 SubscriptionOffer(record: $0, type: .introductory, currency: record.currencyCode, locale: record.locale, fallbackPeriod: period)
             }
