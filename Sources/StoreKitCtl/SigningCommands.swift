@@ -79,7 +79,7 @@ struct SignOfferCommand: Subcommand {
     static let summary = "sign a promotional offer with an offer key (for tests)"
     static let usage = """
         Usage: storekitctl sign-offer --key FILE --key-id ID [--username NAME] APP PRODUCT OFFER [-o json]
-               storekitctl sign-offer --jws --key FILE --key-id ID [--transaction ID] APP PRODUCT OFFER
+               storekitctl sign-offer --jws --key FILE --key-id ID [--transaction ID] APP PRODUCT OFFER [-o json]
 
         Signs promotional offer OFFER of PRODUCT for APP as the app's server would, with the private
         key in FILE (PEM, App Store Connect's .p8) whose identifier is ID (an [OfferKey] of APP's

@@ -75,6 +75,10 @@ extension AppRegistration {
     func signedTerms(of payment: ClientMessage.AddPayment, nowMilliseconds: Int64,
                      ownsTransaction: (String) -> Bool) -> Result<SignedPaymentTerms, SignedRequestRefusal> {
         var terms = SignedPaymentTerms()
+        if payment.offerJWS != nil, payment.discount != nil {
+            return .failure(SignedRequestRefusal(.missingOfferParams,
+                "the payment carries two promotional offers (a discount and a signed offer): it may carry one"))
+        }
         if let jws = payment.offerJWS {
             switch verifiedClaims(jws, audience: Self.promotionalOfferAudience, productID: payment.productID,
                                   transactionRequired: false, nowMilliseconds: nowMilliseconds, ownsTransaction: ownsTransaction) {
@@ -135,12 +139,16 @@ extension AppRegistration {
         guard let nonce = text("nonce"), !nonce.isEmpty else {
             return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) has no nonce"))
         }
+        // Seconds since 1970, within what milliseconds can hold (a larger one cannot be a date).
+        let bound = Int64.max / 1000
         let issued: Int64? = switch claims["iat"] {
         case .int(let seconds)?: seconds
-        case .number(let text)?: Int64(text) ?? Double(text).map { Int64($0) }
+        case .number(let text)?: Int64(text) ?? Double(text).flatMap { $0.isFinite && abs($0) < Double(bound) ? Int64($0) : nil }
         default: nil
         }
-        guard let issued else { return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) has no iat")) }
+        guard let issued, abs(issued) < bound else {
+            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) has no iat in seconds since 1970"))
+        }
         let age = nowMilliseconds - issued * 1000
         guard age <= PromotionalOfferSignature.lifetimeMilliseconds else {
             return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) was made \(age / 3_600_000) hours ago; it is good for 24 hours"))

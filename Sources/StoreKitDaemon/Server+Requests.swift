@@ -225,7 +225,6 @@ extension Server {
     /// into its socket's buffer).
     static let descriptorsPerConnection = 16
 
-    /// Whether the payment's key already made a transaction (a payment sent again).
     /// Whether `transaction` (a decimal id) is one of (uid, app)'s transactions or its app transaction id.
     func owns(_ transaction: String, uid: UInt32, app: String) -> Bool {
         if transaction == ProofOfPurchase.appTransactionID(uid: uid, app: app, engine: engine) { return true }
@@ -233,6 +232,7 @@ extension Server {
         return record.uid == uid && record.app == app
     }
 
+    /// Whether the payment's key already made a transaction (a payment sent again).
     func answeredBefore(_ payment: ClientMessage.AddPayment, uid: UInt32, app: String) throws(LedgerError) -> Bool {
         guard !payment.key.isEmpty else { return false }
         return try engine.store.transaction(uid: uid, app: app, paymentKey: payment.key) != nil

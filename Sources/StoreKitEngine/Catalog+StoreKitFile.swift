@@ -154,6 +154,10 @@ private struct StoreKitFileDecoder {
                 (position, element) throws(CatalogError) in
                 try offer(element, at: "\(join(location, "adHocOffers"))[\(position)]")
             }
+            product.winBackOffers = try array(fields, "winbackOffers", at: location).enumerated().map {
+                (position, element) throws(CatalogError) in
+                try winBackOffer(element, at: "\(join(location, "winbackOffers"))[\(position)]")
+            }
         }
         return product
     }
@@ -222,6 +226,30 @@ private struct StoreKitFileDecoder {
             id: try optionalString(fields, "offerID", at: location), paymentMode: mode,
             period: try period(fields, "subscriptionPeriod", at: location, required: false),
             periodCount: count, displayPrice: displayPrice, priceCents: cents)
+    }
+
+    /// A win-back offer: an offer with an `offerID`, and its eligibility (each field optional: no
+    /// minimum paid time, any time since lapsing, no wait).
+    private func winBackOffer(_ value: JSONValue, at location: String) throws(CatalogError) -> WinBackOffer {
+        let subscriptionOffer = try offer(value, at: location)
+        guard let id = subscriptionOffer.id, !id.isEmpty else { throw fail(join(location, "offerID"), "a win-back offer needs an offerID") }
+        let fields = try object(value, at: location)
+        func months(_ key: String, in fields: [String: JSONValue], at location: String) throws(CatalogError) -> Int? {
+            guard let value = try optionalInt(fields, key, at: location) else { return nil }
+            guard value >= 0 else { throw fail(join(location, key), "must be 0 or more, found \(value)") }
+            return value
+        }
+        var lapsed = 0...Int.max
+        if isPresent(fields, "timeSinceLastSubscribedInMonths") {
+            let here = join(location, "timeSinceLastSubscribedInMonths")
+            let window = try object(fields["timeSinceLastSubscribedInMonths"]!, at: here)
+            let minimum = try months("minimum", in: window, at: here) ?? 0
+            let maximum = try months("maximum", in: window, at: here) ?? Int.max
+            guard minimum <= maximum else { throw fail(here, "minimum \(minimum) is more than maximum \(maximum)") }
+            lapsed = minimum...maximum
+        }
+        return WinBackOffer(offer: subscriptionOffer, paidMonths: try months("paidSubscriptionDurationInMonths", in: fields, at: location) ?? 0,
+                            lapsedMonths: lapsed, waitMonths: try months("waitBetweenOffersInMonths", in: fields, at: location) ?? 0)
     }
 
     private func period(_ fields: [String: JSONValue], _ key: String, at location: String, required: Bool) throws(CatalogError) -> SubscriptionPeriod? {

@@ -41,6 +41,8 @@ public struct CatalogProduct: Sendable, Equatable {
     public var introductoryOffer: SubscriptionOffer?
     /// The offers an app can apply with `SKPaymentDiscount` (`adHocOffers` in the file).
     public var promotionalOffers: [SubscriptionOffer]
+    /// Auto-renewable subscriptions only: the offers for lapsed subscribers (`winbackOffers`).
+    public var winBackOffers: [WinBackOffer] = []
     /// Auto-renewable subscriptions only: the group's reference name and localizations (its
     /// `displayName` is StoreKit 2's `groupDisplayName`).
     public var groupName: String?
@@ -96,7 +98,8 @@ public struct CatalogProduct: Sendable, Equatable {
             familyShareable: familyShareable, subscriptionGroupLevel: groupLevel.map { Int32(clamping: $0) },
             introductoryOffer: kind == .autoRenewable ? introductoryOffer.map(offerRecord) : nil,
             promotionalOffers: kind == .autoRenewable ? promotionalOffers.map(offerRecord) : [],
-            subscriptionGroupDisplayName: kind == .autoRenewable ? groupDisplayName(locale: locale) : nil)
+            subscriptionGroupDisplayName: kind == .autoRenewable ? groupDisplayName(locale: locale) : nil,
+            winBackOffers: kind == .autoRenewable ? winBackOffers.map { offerRecord($0.offer) } : [])
     }
 
     /// The group's display name for `locale` (as `localization(for:)` picks), else its reference name.
@@ -106,7 +109,7 @@ public struct CatalogProduct: Sendable, Equatable {
     }
 
     /// An offer as clients see it; an offer without a period of its own lasts the subscription's period.
-    private func offerRecord(_ offer: SubscriptionOffer) -> ProductRecord.Offer {
+    func offerRecord(_ offer: SubscriptionOffer) -> ProductRecord.Offer {
         let mode: ProductRecord.Offer.PaymentMode = switch offer.paymentMode {
         case SubscriptionOffer.freeTrial: .freeTrial
         case SubscriptionOffer.payUpFront: .payUpFront
@@ -127,6 +130,27 @@ public struct CatalogProduct: Sendable, Equatable {
 }
 
 /// An introductory or promotional offer of an auto-renewable subscription.
+/// A win-back offer (`winbackOffers` in the file, as App Store Connect sets them up): an offer
+/// for a buyer whose subscription of the group lapsed, once they paid for it long enough, within a
+/// window after it lapsed, and not again before a wait.
+public struct WinBackOffer: Sendable, Equatable {
+    public var offer: SubscriptionOffer
+    /// Months the buyer paid for the subscription, at least (`paidSubscriptionDurationInMonths`).
+    public var paidMonths: Int
+    /// Months since the subscription lapsed: at least `lapsedMonths.lowerBound`, at most its upper
+    /// bound (`timeSinceLastSubscribedInMonths` `minimum`, `maximum`).
+    public var lapsedMonths: ClosedRange<Int>
+    /// Months before the buyer may have a win-back offer of the group again (`waitBetweenOffersInMonths`).
+    public var waitMonths: Int
+
+    public init(offer: SubscriptionOffer, paidMonths: Int = 0, lapsedMonths: ClosedRange<Int> = 0...Int.max, waitMonths: Int = 0) {
+        self.offer = offer
+        self.paidMonths = paidMonths
+        self.lapsedMonths = lapsedMonths
+        self.waitMonths = waitMonths
+    }
+}
+
 public struct SubscriptionOffer: Sendable, Equatable {
     /// The three payment modes, spelled as StoreKit 2 spells them.
     public static let freeTrial = "freeTrial"

@@ -8,10 +8,11 @@ import StoreKitWire
 
 /// The offer of one transaction.
 public struct TransactionOffer: Sendable, Equatable {
-    /// Apple's `offerType`: 1 introductory, 2 promotional (3 an offer code, 4 win-back: never made here).
+    /// Apple's `offerType`: 1 introductory, 2 promotional, 4 win-back (3, an offer code, is never made here).
     public enum Kind: Int, Sendable {
         case introductory = 1
         case promotional = 2
+        case winBack = 4
     }
 
     public var kind: Kind
@@ -28,7 +29,7 @@ public struct TransactionOffer: Sendable, Equatable {
 
     init(_ offer: SubscriptionOffer, kind: Kind) {
         self.kind = kind
-        id = kind == .promotional ? offer.id : nil
+        id = kind == .introductory ? nil : offer.id
         discountType = switch offer.paymentMode {
         case SubscriptionOffer.freeTrial: "FREE_TRIAL"
         case SubscriptionOffer.payUpFront: "PAY_UP_FRONT"

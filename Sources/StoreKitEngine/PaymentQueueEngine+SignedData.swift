@@ -144,6 +144,8 @@ extension PaymentQueueEngine {
         }
         // expirationIntent: 1 the customer cancelled (auto-renew off), 2 a billing error, 3 no
         // consent to a price increase.
+        let winBack = eligibleWinBackOffers(subscription)
+        if !winBack.isEmpty { members.append(("eligibleWinBackOfferIds", .array(winBack.map { .string($0) }))) }
         if subscription.status == .expired {
             members.append(("expirationIntent", .int(priceIncrease == .declined ? 3 : subscription.autoRenew ? 2 : 1)))
         }

@@ -32,7 +32,7 @@ extension PaymentQueueEngine {
     /// period of it here.
     func applySubscriptionPurchase(
         _ record: inout TransactionRecord, product: CatalogProduct, catalog: Catalog, at now: Int64,
-        promotion: SubscriptionOffer? = nil, introductoryOfferAllowed: Bool? = nil
+        promotion: SubscriptionOffer? = nil, promotionKind: TransactionOffer.Kind = .promotional, introductoryOfferAllowed: Bool? = nil
     ) throws(LedgerError) {
         let groupID = product.subscriptionGroupID ?? product.id
         let period = product.subscriptionPeriod ?? Self.defaultPeriod
@@ -64,7 +64,7 @@ extension PaymentQueueEngine {
                 current.billingRetryEnd = nil
                 current.lastTransactionID = record.id
                 record.expiresDate = end
-                if let promotion { try recordOffer(promotion, type: .promotional, of: record.id) }
+                if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
             } else {
                 // Downgrade, or crossgrade to another period: takes effect at the next renewal.
                 current.nextProductID = product.id
@@ -78,7 +78,8 @@ extension PaymentQueueEngine {
         if record.originalID == nil, originalID != record.id { record.originalID = originalID }
         var end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
         var offerPeriodsLeft = Self.promotionalPeriodsLeft(promotion)
-        if let promotion { try recordOffer(promotion, type: .promotional, of: record.id) }
+        if promotion != nil, promotionKind == .winBack { try recordWinBack(of: originalID) }
+        if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
         // Introductory offers: once per group, for a buyer who never subscribed in it, unless the
         // app's server said otherwise (a signed eligibility, either way).
         if introductoryOfferAllowed ?? (existing == nil), promotion == nil, let offer = product.introductoryOffer,
@@ -214,7 +215,7 @@ extension PaymentQueueEngine {
         // promotional one in the product's period, an introductory one in its own).
         var carried: TransactionOffer?
         if subscription.offerPeriodsLeft > 0, productID == subscription.productID {
-            if let last = try offer(of: subscription.lastTransactionID), last.kind == .promotional {
+            if let last = try offer(of: subscription.lastTransactionID), last.kind != .introductory {
                 carried = last
                 subscription.offerPeriodsLeft -= 1
             } else if let offer = product.introductoryOffer, let offerPeriod = offer.period {

@@ -152,10 +152,21 @@ public final class PaymentQueueEngine {
         if let key, let existing = try store.transaction(uid: uid, app: app, paymentKey: key) {
             return .ok(value: existing.id)
         }
+        if payment.winBackOfferID != nil, promotionalOfferID != nil || payment.discount != nil {
+            return .storeKit(.missingOfferParams, "the payment carries a promotional and a win-back offer: it may carry one")
+        }
         var promotion: SubscriptionOffer?
+        var promotionKind = TransactionOffer.Kind.promotional
         if let offerID = promotionalOfferID ?? payment.discount?.offerID {
             switch try promotionalOffer(offerID, of: product, uid: uid, app: app) {
             case .success(let offer): promotion = offer
+            case .failure(let refusal): return refusal.outcome
+            }
+        } else if let offerID = payment.winBackOfferID {
+            switch try winBackOffer(offerID, of: product, uid: uid, app: app) {
+            case .success(let offer):
+                promotion = offer
+                promotionKind = .winBack
             case .failure(let refusal): return refusal.outcome
             }
         }
@@ -166,7 +177,7 @@ public final class PaymentQueueEngine {
         }
         return try process(uid: uid, app: app, productID: payment.productID, quantity: payment.quantity,
                            applicationUsername: payment.applicationUsername, paymentKey: key,
-                           simulatesAskToBuy: payment.simulatesAskToBuy, promotion: promotion,
+                           simulatesAskToBuy: payment.simulatesAskToBuy, promotion: promotion, promotionKind: promotionKind,
                            introductoryOfferAllowed: introductoryOfferAllowed)
     }
 
@@ -200,7 +211,8 @@ public final class PaymentQueueEngine {
     /// (`failed` until `resolve`), else `purchased`. Observers see `purchasing`, then the decision.
     func process(
         uid: UInt32, app: String, productID: String, quantity: Int32, applicationUsername: String?,
-        paymentKey: String?, simulatesAskToBuy: Bool, promotion: SubscriptionOffer? = nil, introductoryOfferAllowed: Bool? = nil
+        paymentKey: String?, simulatesAskToBuy: Bool, promotion: SubscriptionOffer? = nil,
+        promotionKind: TransactionOffer.Kind = .promotional, introductoryOfferAllowed: Bool? = nil
     ) throws(LedgerError) -> Outcome {
         synchronize()
         guard let catalog = catalogs[app], let product = catalog.product(productID) else {
@@ -246,7 +258,7 @@ public final class PaymentQueueEngine {
             record.state = .purchased
             if product.kind == .autoRenewable {
                 try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: promotion,
-                                              introductoryOfferAllowed: introductoryOfferAllowed)
+                                              promotionKind: promotionKind, introductoryOfferAllowed: introductoryOfferAllowed)
             }
         }
         record.sequence = try store.nextSequence(uid: uid, app: app)

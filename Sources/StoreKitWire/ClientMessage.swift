@@ -54,11 +54,13 @@ public enum ClientMessage: Sendable, Equatable {
         /// The app server's word on the introductory offer, a compact JWS (StoreKit 2's
         /// `.introductoryOfferEligibility(compactJWS:)`; version 4).
         public var eligibilityJWS: String?
+        /// A win-back offer of the product (StoreKit 2's `.winBackOffer(_:)`; version 4).
+        public var winBackOfferID: String?
 
         public init(
             requestID: UInt32, key: String, productID: String, quantity: Int32,
             applicationUsername: String? = nil, hasRequestData: Bool = false, simulatesAskToBuy: Bool = false,
-            discount: Discount? = nil, offerJWS: String? = nil, eligibilityJWS: String? = nil
+            discount: Discount? = nil, offerJWS: String? = nil, eligibilityJWS: String? = nil, winBackOfferID: String? = nil
         ) {
             self.requestID = requestID
             self.key = key
@@ -70,6 +72,7 @@ public enum ClientMessage: Sendable, Equatable {
             self.discount = discount
             self.offerJWS = offerJWS
             self.eligibilityJWS = eligibilityJWS
+            self.winBackOfferID = winBackOfferID
         }
     }
 
@@ -148,6 +151,7 @@ public enum ClientMessage: Sendable, Equatable {
             if version >= ProtocolVersion.offerJWS {
                 writer.optionalString(payment.offerJWS)
                 writer.optionalString(payment.eligibilityJWS)
+                writer.optionalString(payment.winBackOfferID)
             }
         case .finish(let id, let transactionID):
             writer.u8(Tag.finish.rawValue); writer.u32(id); writer.u64(transactionID)
@@ -215,6 +219,7 @@ public enum ClientMessage: Sendable, Equatable {
             if version >= ProtocolVersion.offerJWS {
                 payment.offerJWS = try reader.optionalString()
                 payment.eligibilityJWS = try reader.optionalString()
+                payment.winBackOfferID = try reader.optionalString()
             }
             message = .addPayment(payment)
         case .finish:
@@ -256,9 +261,10 @@ public enum ClientMessage: Sendable, Equatable {
 /// `appTransaction` or `receipt`), `unfinished` answered in one frame. Version 2 added signed
 /// data. Version 3 added hosted content (`content`, `openContent`, the welcome's list of
 /// downloadable products) and signed promotional offers (`addPayment`'s `discount`). Version 4 is
-/// today's: offers and introductory-offer eligibility signed as JWS (`addPayment`'s `offer_jws`,
-/// `eligibility_jws`) and the subscription group's display name in a `ProductRecord`; every other
-/// message is encoded as in version 3.
+/// today's: offers and introductory-offer eligibility signed as JWS and win-back offers
+/// (`addPayment`'s `offer_jws`, `eligibility_jws`, `win_back_offer_id`), and the subscription
+/// group's display name and win-back offers in a `ProductRecord`; every other message is encoded
+/// as in version 3.
 /// The daemon serves every version in `served` (docs/protocol.md §13 has the policy).
 public enum ProtocolVersion {
     /// The version this build's clients speak.

@@ -95,13 +95,15 @@ public struct ProductRecord: Sendable, Equatable {
     /// Auto-renewable subscriptions only: the group's display name in the record's locale
     /// (version 4).
     public var subscriptionGroupDisplayName: String?
+    /// Auto-renewable subscriptions only: the offers for lapsed subscribers (version 4).
+    public var winBackOffers: [Offer]
 
     public init(
         productID: String, kind: Kind, localizedTitle: String, localizedDescription: String,
         priceCents: Int64, displayPrice: String, currencyCode: String, locale: String,
         subscriptionGroupID: String? = nil, subscriptionPeriod: String? = nil, familyShareable: Bool = false,
         subscriptionGroupLevel: Int32? = nil, introductoryOffer: Offer? = nil, promotionalOffers: [Offer] = [],
-        subscriptionGroupDisplayName: String? = nil
+        subscriptionGroupDisplayName: String? = nil, winBackOffers: [Offer] = []
     ) {
         self.productID = productID
         self.kind = kind
@@ -118,12 +120,14 @@ public struct ProductRecord: Sendable, Equatable {
         self.introductoryOffer = introductoryOffer
         self.promotionalOffers = promotionalOffers
         self.subscriptionGroupDisplayName = subscriptionGroupDisplayName
+        self.winBackOffers = winBackOffers
     }
 }
 
 extension ProductRecord {
     /// Smallest encoding in versions 2 and 3: the 36 bytes of the first eleven fields, two absent
-    /// `opt` 1 + 1, an empty list 4 (version 4 adds an absent `opt` 1): a lower bound for all.
+    /// `opt` 1 + 1, an empty list 4 (version 4 adds an absent `opt` 1 and an empty list 4): a
+    /// lower bound for all.
     public static let minimumEncodedSize = 42
 
     /// Version 1 of the protocol ends the record at `family_shareable`: no group level, no offers;
@@ -152,6 +156,8 @@ extension ProductRecord {
         for offer in promotionalOffers { offer.encode(into: &writer) }
         guard version >= ProtocolVersion.offerJWS else { return }
         writer.optionalString(subscriptionGroupDisplayName)
+        writer.u32(UInt32(winBackOffers.count))
+        for offer in winBackOffers { offer.encode(into: &writer) }
     }
 
     public static func decode(from reader: inout WireReader, version: UInt16 = ProtocolVersion.current) throws(WireError) -> ProductRecord {
@@ -176,6 +182,9 @@ extension ProductRecord {
         for _ in 0..<count { record.promotionalOffers.append(try Offer.decode(from: &reader)) }
         guard version >= ProtocolVersion.offerJWS else { return record }
         record.subscriptionGroupDisplayName = try reader.optionalString()
+        let winBackCount = try reader.count(minimumElementSize: Offer.minimumEncodedSize)
+        record.winBackOffers.reserveCapacity(winBackCount)
+        for _ in 0..<winBackCount { record.winBackOffers.append(try Offer.decode(from: &reader)) }
         return record
     }
 }

@@ -96,6 +96,30 @@ struct PromotionalOfferClientTests {
         await #expect(throws: Product.PurchaseError.invalidOfferIdentifier) { _ = try await product.purchase(options: [unknown]) }
     }
 
+    @Test("StoreKit 2: a lapsed subscriber is told of the win-back offer it may have, and buys it; a current subscriber may not")
+    func winBack() async throws {
+        let store = try Store()
+        let product = try #require(try await Product.products(for: [Self.monthly]).first)
+        let offer = try #require(product.subscription?.winBackOffers.first)
+        #expect(offer.id == "com.example.game.premium.monthly.welcome_back" && offer.type == .winBack && offer.paymentMode == .freeTrial)
+        #expect(product.subscription?.groupDisplayName == "Premium")
+        // Not subscribed yet: not a lapsed subscriber.
+        await #expect(throws: Product.PurchaseError.ineligibleForOffer) { _ = try await product.purchase(options: [.winBackOffer(offer)]) }
+        try await store.lapse()
+        let status = try #require(try await product.subscription?.status.first)
+        #expect(try status.renewalInfo.payloadValue.eligibleWinBackOfferIDs == [offer.id])
+        guard case .success(let verification) = try await product.purchase(options: [.winBackOffer(offer)]) else {
+            Issue.record("the win-back offer was not bought")
+            return
+        }
+        let won = try verification.payloadValue
+        #expect(won.offer?.type == .winBack && won.offer?.id == offer.id && won.offer?.paymentMode == .freeTrial)
+        #expect(won.price == 0)
+        await won.finish()
+        // Subscribed again: no win-back offer now.
+        await #expect(throws: Product.PurchaseError.ineligibleForOffer) { _ = try await product.purchase(options: [.winBackOffer(offer)]) }
+    }
+
     @Test("StoreKit 2: a buyer who never subscribed in the group is not eligible")
     func notEligible() async throws {
         let store = try Store()

@@ -86,6 +86,19 @@ import Testing
             #expect(reply.code == .storeKit && reply.detail == detail, "\(what): \(reply.code.name) \(reply.detail) \(reply.message)")
         }
 
+        // One offer a payment: a discount beside a signed offer is refused, and an iat no date can be.
+        let discount = try PromotionalOfferTests.discount(key: key)
+        let signed = try Self.pyjwt(Self.offerClaims(), keyFile: key)
+        let both = try client.request { id in
+            .addPayment(.init(requestID: id, key: UUID().uuidString, productID: Self.monthly, quantity: 1,
+                              discount: discount, offerJWS: signed))
+        }
+        #expect(both.code == .storeKit && both.detail == StoreKitErrorCode.missingOfferParams.rawValue, "\(both.message)")
+        var huge = Self.offerClaims()
+        huge["iat"] = 1e300
+        let hugeReply = try Self.pay(client, offerJWS: try Self.pyjwt(huge, keyFile: key))
+        #expect(hugeReply.code == .storeKit && hugeReply.detail == StoreKitErrorCode.missingOfferParams.rawValue, "\(hugeReply.message)")
+
         let reply = try Self.pay(client, offerJWS: try Self.pyjwt(Self.offerClaims(transaction: mine), keyFile: key))
         #expect(reply.code == .ok, "\(reply.code.name) \(reply.message)")
         let bought = try Self.payload(try #require(reply.updated.last))

@@ -101,8 +101,8 @@ struct ClientMessageTests {
         var discount = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode(version: 3)
         discount[discount.count - 1] = byte
         #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(discount, version: 3) }
-        // Version 4 adds the two JWS, each an opt<string>: their markers are the last two bytes.
-        for position in 1...2 {
+        // Version 4 adds the two JWS and the win-back offer, each an opt<string>: their markers are the last three bytes.
+        for position in 1...3 {
             var jws = ClientMessage.addPayment(.init(requestID: 1, key: "k", productID: "p", quantity: 1)).encode(version: 4)
             jws[jws.count - position] = byte
             #expect(throws: WireError(.invalidValue("optional marker \(byte)"))) { try ClientMessage.decode(jws, version: 4) }

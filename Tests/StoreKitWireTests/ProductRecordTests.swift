@@ -18,12 +18,12 @@ struct ProductRecordTests {
         return product
     }
 
-    @Test("the smallest product is 42 bytes in versions 2 and 3, 43 in version 4 (the group's display name): docs/protocol.md's minimum")
+    @Test("the smallest product is 42 bytes in versions 2 and 3, 47 in version 4 (the group's display name, the win-back offers): docs/protocol.md's minimum")
     func minimalSize() {
         var version3 = WireWriter()
         WireSamples.minimalProduct.encode(into: &version3, version: 3)
         #expect(version3.bytes.count == 42)
-        #expect(Self.encoded(WireSamples.minimalProduct).count == 43)
+        #expect(Self.encoded(WireSamples.minimalProduct).count == 47)
         #expect(ProductRecord.minimumEncodedSize == 42, "a lower bound for every version")
     }
 
@@ -54,6 +54,7 @@ struct ProductRecordTests {
             + [3, 0, 0, 0] + Array("P1M".utf8) + [3, 0, 0, 0]      // "P1M", 3 periods
             + [0x2B, 1, 0, 0, 0, 0, 0, 0] + [4, 0, 0, 0] + Array("2.99".utf8)
             + [0]                                                 // group display name: absent (version 4)
+            + [0, 0, 0, 0]                                        // no win-back offers (version 4)
         #expect(tail == expected)
     }
 

@@ -28,21 +28,24 @@ struct ProtocolVersionTests {
         #expect(ProtocolVersion.current == 4)
     }
 
-    @Test("version 4 adds JWS-signed offers to addPayment and the group's display name to a ProductRecord; nothing else changes")
+    @Test("version 4 adds JWS-signed offers and win-back offers to addPayment, the group's display name and win-back offers to a ProductRecord; nothing else changes")
     func version4() throws {
-        let payment = ClientMessage.AddPayment(requestID: 7, key: "k", productID: "p", quantity: 1, offerJWS: "a.b.c", eligibilityJWS: "d.e.f")
+        let payment = ClientMessage.AddPayment(requestID: 7, key: "k", productID: "p", quantity: 1, offerJWS: "a.b.c", eligibilityJWS: "d.e.f",
+                                               winBackOfferID: "w")
         let message = ClientMessage.addPayment(payment)
         #expect(try ClientMessage.decode(message.encode(version: 4), version: 4) == message)
         // Version 3 has neither field: they are not sent, and its bytes are what they were.
         var plain = payment
         plain.offerJWS = nil
         plain.eligibilityJWS = nil
+        plain.winBackOfferID = nil
         #expect(message.encode(version: 3) == ClientMessage.addPayment(plain).encode(version: 3))
         #expect(try ClientMessage.decode(message.encode(version: 3), version: 3) == .addPayment(plain))
-        #expect(message.encode(version: 4).count == message.encode(version: 3).count + 2 * (1 + 4 + 5))
+        #expect(message.encode(version: 4).count == message.encode(version: 3).count + 2 * (1 + 4 + 5) + (1 + 4 + 1))
 
         var product = WireSamples.fullProduct
         product.subscriptionGroupDisplayName = "Premium"
+        product.winBackOffers = [.init(id: "w", paymentMode: .freeTrial, period: "P1M")]
         var writer = WireWriter()
         product.encode(into: &writer, version: 4)
         var reader = WireReader(writer.bytes)
@@ -51,9 +54,21 @@ struct ProtocolVersionTests {
         product.encode(into: &older, version: 3)
         var withoutName = product
         withoutName.subscriptionGroupDisplayName = nil
+        withoutName.winBackOffers = []
         var olderReader = WireReader(older.bytes)
         #expect(try ProductRecord.decode(from: &olderReader, version: 3) == withoutName)
-        #expect(writer.bytes.count == older.bytes.count + 1 + 4 + 7)
+        // Version 4's extra bytes: the display name (opt<string> "Premium": 1 + 4 + 7) and the
+        // win-back offers' count (4), then each offer as the promotional ones are encoded.
+        var withoutWinBack = product
+        withoutWinBack.winBackOffers = []
+        var plainWriter = WireWriter()
+        withoutWinBack.encode(into: &plainWriter, version: 4)
+        #expect(plainWriter.bytes.count == older.bytes.count + (1 + 4 + 7) + 4)
+        var promotional = withoutWinBack
+        promotional.promotionalOffers.append(product.winBackOffers[0])
+        var promotionalWriter = WireWriter()
+        promotional.encode(into: &promotionalWriter, version: 4)
+        #expect(writer.bytes.count == promotionalWriter.bytes.count)
         // Every other message is encoded the same in versions 3 and 4.
         for message in WireSamples.serverMessages {
             if case .products = message { continue }

@@ -16,6 +16,7 @@ extension Product {
         var discount: ClientMessage.Discount?
         var offerJWS: String?
         var eligibilityJWS: String?
+        var winBackOfferID: String?
         for option in options {
             switch option.value {
             case .quantity(let value): quantity = value
@@ -31,6 +32,9 @@ extension Product {
                 }
                 offerJWS = jws
             case .introductoryOfferEligibility(let jws): eligibilityJWS = jws
+            case .winBackOffer(let offerID):
+                guard let offerID else { throw PurchaseError.invalidOfferIdentifier }
+                winBackOfferID = offerID
             }
         }
         guard (1...10).contains(quantity) else { throw PurchaseError.invalidQuantity }
@@ -38,7 +42,7 @@ extension Product {
         let payment = ClientMessage.AddPayment(
             requestID: 0, key: SKPaymentQueue.idempotencyKey(), productID: id, quantity: Int32(quantity),
             applicationUsername: token?.uuidString, simulatesAskToBuy: askToBuy, discount: discount,
-            offerJWS: offerJWS, eligibilityJWS: eligibilityJWS)
+            offerJWS: offerJWS, eligibilityJWS: eligibilityJWS, winBackOfferID: winBackOfferID)
         let feed = TransactionFeed.shared
         feed.beginPurchase(of: id)
         let reply: ServerMessage

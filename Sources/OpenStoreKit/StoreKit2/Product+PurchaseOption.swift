@@ -10,6 +10,7 @@ extension Product {
             case promotionalOffer(offerID: String, keyID: String, nonce: UUID, signature: Data, timestamp: Int)
             case promotionalOfferJWS(offerID: String?, compactJWS: String)
             case introductoryOfferEligibility(compactJWS: String)
+            case winBackOffer(offerID: String?)
         }
 
         let value: Value
@@ -44,6 +45,12 @@ extension Product {
         /// buys without it.
         public static func introductoryOfferEligibility(compactJWS: String) -> PurchaseOption {
             PurchaseOption(value: .introductoryOfferEligibility(compactJWS: compactJWS))
+        }
+
+        /// Applies win-back offer `offer` (one of `SubscriptionInfo.winBackOffers`) for a subscriber
+        /// whose subscription lapsed; the store refuses it (`ineligibleForOffer`) to a buyer it is not for.
+        public static func winBackOffer(_ offer: Product.SubscriptionOffer) -> PurchaseOption {
+            PurchaseOption(value: .winBackOffer(offerID: offer.id))
         }
 
         /// Makes the simulated store treat the purchase as an Ask to Buy request.

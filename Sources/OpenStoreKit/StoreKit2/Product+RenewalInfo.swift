@@ -29,6 +29,8 @@ extension Product.SubscriptionInfo {
         public let recentSubscriptionStartDate: Date
         /// When the next renewal happens.
         public let renewalDate: Date?
+        /// The win-back offers the lapsed subscriber may have now (`eligibleWinBackOfferIds`).
+        public let eligibleWinBackOfferIDs: [String]
         /// The renewal info as JSON: its signed payload.
         public let jsonRepresentation: Data
         /// The compact JWS it came in.
@@ -54,6 +56,7 @@ extension Product.SubscriptionInfo {
             environment = payload?.string("environment").map(AppStore.Environment.init(rawValue:)) ?? .xcode
             recentSubscriptionStartDate = payload?.date("recentSubscriptionStartDate") ?? start
             renewalDate = payload?.date("renewalDate") ?? expires
+            eligibleWinBackOfferIDs = payload?.fields["eligibleWinBackOfferIds"] as? [String] ?? []
             jsonRepresentation = payload?.json ?? Data()
             jwsRepresentation = jws
         }

@@ -8,6 +8,9 @@ extension Product {
         public let introductoryOffer: SubscriptionOffer?
         /// The offers the app may apply to current or past subscribers.
         public let promotionalOffers: [SubscriptionOffer]
+        /// The offers for subscribers whose subscription lapsed (`PurchaseOption.winBackOffer(_:)`;
+        /// `RenewalInfo.eligibleWinBackOfferIDs` says which the user may have).
+        public let winBackOffers: [SubscriptionOffer]
         /// The subscription group's identifier.
         public let subscriptionGroupID: String
         /// How long one period lasts before the subscription renews.
@@ -32,6 +35,9 @@ extension Product {
             }
             promotionalOffers = record.promotionalOffers.map {
                 SubscriptionOffer(record: $0, type: .promotional, currency: record.currencyCode, locale: record.locale, fallbackPeriod: period)
+            }
+            winBackOffers = record.winBackOffers.map {
+                SubscriptionOffer(record: $0, type: .winBack, currency: record.currencyCode, locale: record.locale, fallbackPeriod: period)
             }
         }
 

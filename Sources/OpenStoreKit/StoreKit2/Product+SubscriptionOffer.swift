@@ -49,6 +49,8 @@ extension Product.SubscriptionOffer {
         public static let introductory = OfferType(rawValue: "introductory")
         /// For current or past subscribers, applied by the app.
         public static let promotional = OfferType(rawValue: "promotional")
+        /// For subscribers whose subscription lapsed (`SubscriptionInfo.winBackOffers`).
+        public static let winBack = OfferType(rawValue: "winBack")
     }
 
     /// How the user pays during an offer.
