@@ -85,6 +85,15 @@ final class ReceiptFile: @unchecked Sendable {
         }
     }
 
+    /// Fetches and writes the receipt, once done (a failure leaves the file as it was): StoreKit 2
+    /// keeps the app's receipt current as StoreKit 1 does, after a purchase and an update.
+    static func refreshed(connection: StoreConnection = .shared) async {
+        let app = connection.resolvedAppIdentifier
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            refresh(connection: connection, app: app) { _ in continuation.resume() }
+        }
+    }
+
     static func write(_ data: [UInt8], app: String) throws {
         let url = url(app: app)
         let directory = url.deletingLastPathComponent().path

@@ -62,6 +62,8 @@ extension Product {
 
         switch record.state {
         case .purchased, .restored:
+            // The receipt lists it before the app hears of it, as Apple's does.
+            await ReceiptFile.refreshed()
             return .success(await TransactionResults.result(for: record, product: self.record))
         case .deferred, .purchasing:
             return .pending

@@ -164,6 +164,10 @@ private struct Pipeline {
                 return byID[record.id]   // finished meanwhile: nothing to announce
             }
         }
+        // The receipt lists what is about to be delivered (StoreKit 2 keeps it current too).
+        if feed.listenerCount > 0, records.contains(where: { $0.isTransaction && !feed.isPurchaseInFlight(of: $0.productID) }) {
+            await ReceiptFile.refreshed(connection: feed.connection)
+        }
         for record in records {
             if feed.isPurchaseInFlight(of: record.productID) {
                 held.append(record)
