@@ -33,6 +33,8 @@ final class StoreConnection: Sendable {
         /// `Storefront.updates` and `Product.SubscriptionInfo.Status.updates`.
         case storefrontFeed
         case statusFeed
+        /// `PurchaseOption.onStorefrontChange` of purchases still waiting.
+        case pendingPurchases
     }
 
     typealias Completion = @Sendable (Result<ServerMessage, SKError>) -> Void

@@ -17,6 +17,7 @@ extension Product {
         var offerJWS: String?
         var eligibilityJWS: String?
         var winBackOfferID: String?
+        var storefrontDecider: StorefrontDecider?
         for option in options {
             switch option.value {
             case .quantity(let value): quantity = value
@@ -35,6 +36,7 @@ extension Product {
             case .winBackOffer(let offerID):
                 guard let offerID else { throw PurchaseError.invalidOfferIdentifier }
                 winBackOfferID = offerID
+            case .onStorefrontChange(let decider): storefrontDecider = decider
             }
         }
         guard (1...10).contains(quantity) else { throw PurchaseError.invalidQuantity }
@@ -66,6 +68,7 @@ extension Product {
             await ReceiptFile.refreshed()
             return .success(await TransactionResults.result(for: record, product: self.record))
         case .deferred, .purchasing:
+            if let storefrontDecider { PendingPurchases.shared.watch(record.id, decider: storefrontDecider) }
             return .pending
         case .failed:
             // The failure is reported here, so the failed transaction is finished: StoreKit 2 has

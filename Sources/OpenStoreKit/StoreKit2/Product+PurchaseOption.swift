@@ -1,5 +1,13 @@
 import Foundation
 
+/// A purchase's storefront-change decision: compared by identity (closures are not `Hashable`).
+final class StorefrontDecider: Hashable, Sendable {
+    let decide: @Sendable (Storefront) -> Bool
+    init(_ decide: @escaping @Sendable (Storefront) -> Bool) { self.decide = decide }
+    static func == (lhs: StorefrontDecider, rhs: StorefrontDecider) -> Bool { lhs === rhs }
+    func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
 extension Product {
     /// An option of a purchase: quantity, the app's account token, Ask to Buy in testing.
     public struct PurchaseOption: Hashable, Sendable {
@@ -11,6 +19,7 @@ extension Product {
             case promotionalOfferJWS(offerID: String?, compactJWS: String)
             case introductoryOfferEligibility(compactJWS: String)
             case winBackOffer(offerID: String?)
+            case onStorefrontChange(StorefrontDecider)
         }
 
         let value: Value
@@ -51,6 +60,14 @@ extension Product {
         /// whose subscription lapsed; the store refuses it (`ineligibleForOffer`) to a buyer it is not for.
         public static func winBackOffer(_ offer: Product.SubscriptionOffer) -> PurchaseOption {
             PurchaseOption(value: .winBackOffer(offerID: offer.id))
+        }
+
+        /// Decides whether a purchase still waiting (an Ask to Buy request) goes on when the
+        /// storefront changes before it completes: `shouldContinuePurchase` is called with the new
+        /// storefront; false withdraws the purchase (its transaction fails, as StoreKit 1's
+        /// `paymentQueue(_:shouldContinue:in:)` answering false does).
+        public static func onStorefrontChange(shouldContinuePurchase: @escaping @Sendable (Storefront) -> Bool) -> PurchaseOption {
+            PurchaseOption(value: .onStorefrontChange(StorefrontDecider(shouldContinuePurchase)))
         }
 
         /// Makes the simulated store treat the purchase as an Ask to Buy request.
