@@ -47,6 +47,10 @@ extension PaymentQueueEngine {
                 current.nextProductID = nil
                 current.lastTransactionID = record.id
                 record.expiresDate = current.expiresDate
+                // An offer bought while subscribed to the product starts with the next period.
+                if let promotion, let id = promotion.id {
+                    try store.setSetting(Self.nextOfferKey(current.originalID), "\(promotionKind.rawValue)\t\(id)")
+                }
             } else if Self.switchesImmediately(from: catalog.product(current.productID), to: product) {
                 // Upgrade, or crossgrade to the same period: the new subscription starts now, at
                 // its own price (a price increase of the product left is over).
@@ -100,6 +104,19 @@ extension PaymentQueueEngine {
             quantity: record.quantity, applicationUsername: record.applicationUsername, status: .active,
             periodStart: now, expiresDate: end, autoRenew: true, offerPeriodsLeft: offerPeriodsLeft, due: end,
             lastTransactionID: record.id, renewals: existing?.renewals ?? 0))
+    }
+
+    static func nextOfferKey(_ originalID: UInt64) -> String { "offer.next.\(originalID)" }
+
+    /// The offer a subscriber bought for the next period while subscribed to the product (taken:
+    /// the renewal that starts it forgets it), nil when there is none or the catalogue no longer has it.
+    func nextOffer(of originalID: UInt64, product: CatalogProduct) throws(LedgerError) -> (offer: SubscriptionOffer, kind: TransactionOffer.Kind)? {
+        guard let text = try store.setting(Self.nextOfferKey(originalID)) else { return nil }
+        try store.setSetting(Self.nextOfferKey(originalID), nil)
+        let parts = text.split(separator: "\t", maxSplits: 1).map(String.init)
+        guard parts.count == 2, let number = Int(parts[0]), let kind = TransactionOffer.Kind(rawValue: number) else { return nil }
+        let offers = kind == .winBack ? product.winBackOffers.map(\.offer) : product.promotionalOffers
+        return offers.first { $0.id == parts[1] }.map { ($0, kind) }
     }
 
     /// The periods after the first that a promotional offer still gives (pay as you go: its count
@@ -214,7 +231,13 @@ extension PaymentQueueEngine {
         // A pay-as-you-go offer goes on for its periods: each renewal is at its price (a
         // promotional one in the product's period, an introductory one in its own).
         var carried: TransactionOffer?
-        if subscription.offerPeriodsLeft > 0, productID == subscription.productID {
+        var offerEnd: Int64?
+        if productID == subscription.productID, let next = try nextOffer(of: subscription.originalID, product: product) {
+            // An offer bought during the last period: this one starts it.
+            carried = TransactionOffer(next.offer, kind: next.kind)
+            offerEnd = self.offerEnd(next.offer, from: start)
+            subscription.offerPeriodsLeft = Self.promotionalPeriodsLeft(next.offer)
+        } else if subscription.offerPeriodsLeft > 0, productID == subscription.productID {
             if let last = try offer(of: subscription.lastTransactionID), last.kind != .introductory {
                 carried = last
                 subscription.offerPeriodsLeft -= 1
@@ -228,7 +251,7 @@ extension PaymentQueueEngine {
         } else {
             subscription.offerPeriodsLeft = 0
         }
-        let end = clock.rate.end(of: period, from: start)
+        let end = offerEnd ?? clock.rate.end(of: period, from: start)
         let record = TransactionRecord(
             id: try store.allocateTransactionID(), originalID: subscription.originalID, uid: subscription.uid,
             app: subscription.app, productID: productID, quantity: subscription.quantity, state: .purchased,

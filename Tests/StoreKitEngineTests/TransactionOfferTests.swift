@@ -90,4 +90,21 @@ import Testing
         }
         #expect(prices == ["2990", "2990", "4990"], "\(prices)")
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aPromotionalOfferBoughtWhileSubscribedStartsWithTheNextPeriod(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        _ = try store.buy(SampleCatalog.monthly)                          // a week's free trial
+        let during = try store.buy(SampleCatalog.monthly, offer: Self.comeback)
+        #expect(try store.offerMembers(during)["offerType"] == nil, "the running period is not the offer's")
+        var renewals: [[String: String]] = []
+        for step in ["P1W", "P1M", "P1M", "P1M"] {
+            let outcome = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration(step)!) }
+            for case .updated(_, let records) in outcome.effects {
+                for record in records { renewals.append(try store.offerMembers(record)) }
+            }
+        }
+        #expect(renewals.map { $0["price"] } == ["2990", "2990", "2990", "4990"], "\(renewals)")
+        #expect(renewals.first?["offerType"] == "2" && renewals.first?["offerIdentifier"] == Self.comeback)
+    }
 }
