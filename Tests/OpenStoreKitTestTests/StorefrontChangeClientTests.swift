@@ -47,5 +47,22 @@ struct StorefrontChangeClientTests {
         #expect(state(pack.id) == .failed, "withdrawn")
         #expect(state(coins.id) == .deferred, "still waiting for a parent")
     }
+
+    @Test("custom options have no effect: the purchase is as without them")
+    func customOptionsHaveNoEffect() async throws {
+        let session = try SKTestSession(configurationFileNamed: "Store")
+        session.clearTransactions()
+        let coins = try #require(try await Product.products(for: ["com.example.game.coins100"]).first)
+        let options: Set<Product.PurchaseOption> = [.custom(key: "campaign", value: "spring"), .custom(key: "score", value: 1.5),
+                                                    .custom(key: "beta", value: true), .custom(key: "blob", value: Data([1, 2])),
+                                                    .quantity(2)]
+        guard case .success(let result) = try await coins.purchase(options: options) else {
+            Issue.record("the purchase with custom options did not succeed")
+            return
+        }
+        let transaction = try result.payloadValue
+        #expect(transaction.purchasedQuantity == 2 && transaction.productID == coins.id)
+        await transaction.finish()
+    }
 }
 }

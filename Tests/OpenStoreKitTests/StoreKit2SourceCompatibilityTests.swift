@@ -110,6 +110,16 @@ private final class Store {
                 }
             },
             Task { _ = try? await Product.SubscriptionInfo.status(transactionID: 1)?.renewalInfo },
+            Task {
+                guard let product = try? await Product.products(for: ["premium"]).first, let offer = product.subscription?.winBackOffers.first
+                else { return }
+                _ = try? await product.purchase(options: [.winBackOffer(offer), .custom(key: "campaign", value: "spring"),
+                                                          .custom(key: "score", value: 1.5), .custom(key: "beta", value: true),
+                                                          .onStorefrontChange { $0.countryCode == "USA" }])
+                _ = try? await product.purchase(options: [.promotionalOffer(offer, compactJWS: "a.b.c"),
+                                                          .introductoryOfferEligibility(compactJWS: "d.e.f")])
+                print(product.subscription?.groupDisplayName ?? "", await product.latestTransaction?.unsafePayloadValue.offer?.type as Any)
+            },
         ]
     }
 

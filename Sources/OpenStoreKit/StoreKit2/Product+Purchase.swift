@@ -37,6 +37,7 @@ extension Product {
                 guard let offerID else { throw PurchaseError.invalidOfferIdentifier }
                 winBackOfferID = offerID
             case .onStorefrontChange(let decider): storefrontDecider = decider
+            case .custom: break   // no effect, as Apple documents
             }
         }
         guard (1...10).contains(quantity) else { throw PurchaseError.invalidQuantity }

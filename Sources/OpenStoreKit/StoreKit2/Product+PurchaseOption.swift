@@ -20,6 +20,15 @@ extension Product {
             case introductoryOfferEligibility(compactJWS: String)
             case winBackOffer(offerID: String?)
             case onStorefrontChange(StorefrontDecider)
+            case custom(key: String, value: CustomValue)
+        }
+
+        /// The value of a custom option.
+        enum CustomValue: Hashable, Sendable {
+            case string(String)
+            case number(Double)
+            case bool(Bool)
+            case data(Data)
         }
 
         let value: Value
@@ -68,6 +77,28 @@ extension Product {
         /// `paymentQueue(_:shouldContinue:in:)` answering false does).
         public static func onStorefrontChange(shouldContinuePurchase: @escaping @Sendable (Storefront) -> Bool) -> PurchaseOption {
             PurchaseOption(value: .onStorefrontChange(StorefrontDecider(shouldContinuePurchase)))
+        }
+
+        /// A custom option: it has no effect, as Apple documents for string, number and Boolean
+        /// values (a data value is for the Advanced Commerce API, which the simulated store does
+        /// not offer: it has none either).
+        public static func custom(key: String, value: String) -> PurchaseOption {
+            PurchaseOption(value: .custom(key: key, value: .string(value)))
+        }
+
+        /// A custom option with a number: it has no effect.
+        public static func custom(key: String, value: Double) -> PurchaseOption {
+            PurchaseOption(value: .custom(key: key, value: .number(value)))
+        }
+
+        /// A custom option with a Boolean: it has no effect.
+        public static func custom(key: String, value: Bool) -> PurchaseOption {
+            PurchaseOption(value: .custom(key: key, value: .bool(value)))
+        }
+
+        /// A custom option with data (the Advanced Commerce API's): it has no effect here.
+        public static func custom(key: String, value: Data) -> PurchaseOption {
+            PurchaseOption(value: .custom(key: key, value: .data(value)))
         }
 
         /// Makes the simulated store treat the purchase as an Ask to Buy request.
