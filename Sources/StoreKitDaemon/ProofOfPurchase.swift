@@ -36,6 +36,9 @@ public final class ProofOfPurchase {
     static let cacheBytesLimit = 32 << 20
     /// Receipts made, by queue, with the queue's last sequence number when each was made: a
     /// receipt is made (and signed) again only when its queue changed since, not per request.
+    /// `appTransactionID(uid:app:engine:)` of each queue, made once (a password-database lookup
+    /// and a digest are not paid per signature); forgotten at a reload and past 65,536 queues.
+    private var appTransactionIDs: [QueueKey: String] = [:]
     private var receipts: [QueueKey: (sequence: UInt64, bytes: [UInt8])] = [:]
     private var receiptOrder: [QueueKey] = []
     private var receiptBytes = 0
@@ -180,7 +183,7 @@ public final class ProofOfPurchase {
             return nil
         }
         members += try Self.deviceVerification(app: record.app)
-        members.append(("appTransactionId", .string(Self.appTransactionID(uid: record.uid, app: record.app, engine: engine))))
+        members.append(("appTransactionId", .string(appTransactionID(uid: record.uid, app: record.app, engine: engine))))
         return .object(members)
     }
 
@@ -188,8 +191,18 @@ public final class ProofOfPurchase {
     /// transaction and the app transaction of (account, app), on every host of a fleet that
     /// names accounts alike; a decimal number, as Apple's. Made from the account and the app
     /// (SHA-384, first 63 bits), not stored.
-    static func appTransactionID(uid: UInt32, app: String, engine: PaymentQueueEngine) -> String {
-        let account = engine.store.fleetIdentity?.accountFrom == "uid" ? "#\(uid)" : (UserDatabase.name(of: uid) ?? "#\(uid)")
+    func appTransactionID(uid: UInt32, app: String, engine: PaymentQueueEngine) -> String {
+        let queue = QueueKey(uid: uid, app: app)
+        if let known = appTransactionIDs[queue] { return known }
+        if appTransactionIDs.count >= 65_536 { appTransactionIDs.removeAll() }
+        let made = Self.appTransactionID(uid: uid, app: app, fleet: engine.store.fleetIdentity != nil && engine.store.fleetIdentity?.accountFrom == "uid")
+        appTransactionIDs[queue] = made
+        return made
+    }
+
+    /// `appTransactionID` made afresh; `byUID`: accounts are `#UID` (a fleet's `AccountFrom=uid`).
+    static func appTransactionID(uid: UInt32, app: String, fleet byUID: Bool) -> String {
+        let account = byUID ? "#\(uid)" : (UserDatabase.name(of: uid) ?? "#\(uid)")
         let digest = Digest.sha384(Array("appTransactionId\u{0}\(app)\u{0}\(account)".utf8))
         let value = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) } & 0x7fff_ffff_ffff_ffff
         return String(value)
@@ -271,7 +284,7 @@ public final class ProofOfPurchase {
             ("originalApplicationVersion", .string(version)),
             ("receiptCreationDate", .int(engine.clock.now())),
             ("originalPurchaseDate", .int(try firstSeen(uid: uid, app: app, engine: engine))),
-            ("appTransactionId", .string(Self.appTransactionID(uid: uid, app: app, engine: engine))),
+            ("appTransactionId", .string(appTransactionID(uid: uid, app: app, engine: engine))),
         ] + (try Self.deviceVerification(app: app)) + [
             ("signedDate", .int(Self.now)),
             ("environment", .string(environment.rawValue)),

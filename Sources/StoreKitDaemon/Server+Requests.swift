@@ -227,7 +227,7 @@ extension Server {
 
     /// Whether `transaction` (a decimal id) is one of (uid, app)'s transactions or its app transaction id.
     func owns(_ transaction: String, uid: UInt32, app: String) -> Bool {
-        if transaction == ProofOfPurchase.appTransactionID(uid: uid, app: app, engine: engine) { return true }
+        if transaction == proof.appTransactionID(uid: uid, app: app, engine: engine) { return true }
         guard let id = UInt64(transaction), let record = try? engine.store.transaction(id: id) else { return false }
         return record.uid == uid && record.app == app
     }

@@ -129,7 +129,6 @@ public struct CatalogProduct: Sendable, Equatable {
     }
 }
 
-/// An introductory or promotional offer of an auto-renewable subscription.
 /// A win-back offer (`winbackOffers` in the file, as App Store Connect sets them up): an offer
 /// for a buyer whose subscription of the group lapsed, once they paid for it long enough, within a
 /// window after it lapsed, and not again before a wait.
@@ -151,6 +150,7 @@ public struct WinBackOffer: Sendable, Equatable {
     }
 }
 
+/// An introductory, promotional or win-back offer of an auto-renewable subscription.
 public struct SubscriptionOffer: Sendable, Equatable {
     /// The three payment modes, spelled as StoreKit 2 spells them.
     public static let freeTrial = "freeTrial"

@@ -1,8 +1,8 @@
 import StoreKitLedger
 import StoreKitWire
 
-// The offer a subscription's transaction was bought or renewed with (an introductory offer, or a
-// promotional one): kept per transaction in the ledger's settings (`offer.ID`, in both ledgers and
+// The offer a subscription's transaction was bought or renewed with (an introductory, a
+// promotional or a win-back one): kept per transaction in the ledger's settings (`offer.ID`, in both ledgers and
 // a fleet, with no change to their tables), and told in its signed payload as Apple's are
 // (`offerType`, `offerIdentifier`, `offerDiscountType`, `offerPeriod`, and the offer's `price`).
 
@@ -16,7 +16,7 @@ public struct TransactionOffer: Sendable, Equatable {
     }
 
     public var kind: Kind
-    /// The promotional offer's identifier (nil for an introductory offer).
+    /// The promotional or win-back offer's identifier (nil for an introductory offer).
     public var id: String?
     /// Apple's `offerDiscountType`: `FREE_TRIAL`, `PAY_AS_YOU_GO` or `PAY_UP_FRONT`.
     public var discountType: String

@@ -142,10 +142,11 @@ extension PaymentQueueEngine {
         if let grace = subscription.gracePeriodEnd, subscription.status == .gracePeriod {
             members.append(("gracePeriodExpiresDate", .int(grace)))
         }
-        // expirationIntent: 1 the customer cancelled (auto-renew off), 2 a billing error, 3 no
-        // consent to a price increase.
+        // The win-back offers a lapsed subscriber may have now.
         let winBack = eligibleWinBackOffers(subscription)
         if !winBack.isEmpty { members.append(("eligibleWinBackOfferIds", .array(winBack.map { .string($0) }))) }
+        // expirationIntent: 1 the customer cancelled (auto-renew off), 2 a billing error, 3 no
+        // consent to a price increase.
         if subscription.status == .expired {
             members.append(("expirationIntent", .int(priceIncrease == .declined ? 3 : subscription.autoRenew ? 2 : 1)))
         }

@@ -34,8 +34,8 @@ extension PaymentQueueEngine {
     func winBackRefusal(_ winBack: WinBackOffer, subscription: Subscription) throws(LedgerError) -> String? {
         let now = clock.now()
         guard !subscription.status.isLive else { return "the subscription of group \(subscription.groupID) has not lapsed" }
-        let started = try store.transaction(id: subscription.originalID)?.date ?? subscription.periodStart
-        let paid = months(from: started, to: subscription.expiresDate)
+        guard subscription.status != .revoked else { return "the subscription of group \(subscription.groupID) was refunded" }
+        let paid = try paidMonths(subscription)
         guard paid >= winBack.paidMonths else {
             return "the buyer paid for \(paid) months, the offer needs \(winBack.paidMonths)"
         }
@@ -51,6 +51,20 @@ extension PaymentQueueEngine {
             }
         }
         return nil
+    }
+
+    /// The months `subscription`'s buyer paid for: the periods of its purchases and renewals, not
+    /// refunded, but for free trials (a gap between two runs of it is not paid time).
+    func paidMonths(_ subscription: Subscription) throws(LedgerError) -> Int {
+        var paid: Int64 = 0
+        for record in try store.all(uid: subscription.uid, app: subscription.app)
+        where record.state == .purchased && record.revocationDate == nil
+            && (record.id == subscription.originalID || record.originalID == subscription.originalID) {
+            guard let expires = record.expiresDate, expires > record.date,
+                  try offer(of: record.id)?.discountType != "FREE_TRIAL" else { continue }
+            paid += expires - record.date
+        }
+        return months(from: 0, to: paid)
     }
 
     /// Whole months of the store clock from `start` to `end` (0 when `end` is not after it).

@@ -152,6 +152,9 @@ public final class PaymentQueueEngine {
         if let key, let existing = try store.transaction(uid: uid, app: app, paymentKey: key) {
             return .ok(value: existing.id)
         }
+        if let offerID = payment.winBackOfferID, offerID.utf8.count > Limits.identifierBytes {
+            return .storeKit(.invalidOfferIdentifier, "a win-back offer identifier of \(offerID.utf8.count) bytes is not in the store")
+        }
         if payment.winBackOfferID != nil, promotionalOfferID != nil || payment.discount != nil {
             return .storeKit(.missingOfferParams, "the payment carries a promotional and a win-back offer: it may carry one")
         }
