@@ -111,6 +111,7 @@ public final class ProofOfPurchase {
     /// moving (a new key, a reload of the registrations and catalogues, a store command that
     /// deletes history).
     func forgetReceipts() {
+        appTransactionIDs.removeAll()   // at a reload too: a user may have been renamed
         receipts.removeAll()
         receiptLists.removeAll()
         receiptOrder.removeAll()
