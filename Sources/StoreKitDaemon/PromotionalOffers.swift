@@ -146,7 +146,7 @@ extension AppRegistration {
         case .number(let text)?: Int64(text) ?? Double(text).flatMap { $0.isFinite && abs($0) < Double(bound) ? Int64($0) : nil }
         default: nil
         }
-        guard let issued, abs(issued) < bound else {
+        guard let issued, issued >= 0, issued < bound else {
             return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) has no iat in seconds since 1970"))
         }
         let age = nowMilliseconds - issued * 1000

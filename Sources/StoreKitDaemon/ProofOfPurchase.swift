@@ -36,6 +36,8 @@ public final class ProofOfPurchase {
     static let cacheBytesLimit = 32 << 20
     /// Receipts made, by queue, with the queue's last sequence number when each was made: a
     /// receipt is made (and signed) again only when its queue changed since, not per request.
+    /// Each app's device identifier (an HMAC of the machine id), made once.
+    private var deviceIdentifiers: [String: [UInt8]] = [:]
     /// `appTransactionID(uid:app:engine:)` of each queue, made once (a password-database lookup
     /// and a digest are not paid per signature); forgotten at a reload and past 65,536 queues.
     private var appTransactionIDs: [QueueKey: String] = [:]
@@ -110,8 +112,13 @@ public final class ProofOfPurchase {
     /// Drops every kept receipt: after what changes receipts without a queue's sequence number
     /// moving (a new key, a reload of the registrations and catalogues, a store command that
     /// deletes history).
+    /// At a reload: a user may have been renamed, the machine id set.
+    func forgetIdentities() {
+        appTransactionIDs.removeAll()
+        deviceIdentifiers.removeAll()
+    }
+
     func forgetReceipts() {
-        appTransactionIDs.removeAll()   // at a reload too: a user may have been renamed
         receipts.removeAll()
         receiptLists.removeAll()
         receiptOrder.removeAll()
@@ -183,9 +190,21 @@ public final class ProofOfPurchase {
         guard case .object(var members)? = try engine.transactionPayload(record, environment: environment.rawValue, signedDate: Self.now) else {
             return nil
         }
-        members += try Self.deviceVerification(app: record.app)
+        members += deviceVerification(app: record.app)
         members.append(("appTransactionId", .string(appTransactionID(uid: record.uid, app: record.app, engine: engine))))
         return .object(members)
+    }
+
+    /// The app transaction's device verification: it must carry one (no machine id: an error).
+    static func appDeviceVerification(app: String) throws -> [(String, JSONValue)] {
+        verificationMembers(device: try DeviceIdentifier.forApp(app))
+    }
+
+    /// A new nonce, and the device verification of `device` made with it.
+    static func verificationMembers(device: [UInt8]) -> [(String, JSONValue)] {
+        let nonce = UUID().uuidString.lowercased()
+        return [("deviceVerificationNonce", .string(nonce)),
+                ("deviceVerification", .string(Data(Digest.deviceVerification(nonce: nonce, deviceIdentifier: device)).base64EncodedString()))]
     }
 
     /// The id of the user's "download" of `app` (Apple's `appTransactionId`): the same for every
@@ -209,12 +228,20 @@ public final class ProofOfPurchase {
         return String(value)
     }
 
-    /// A new nonce and the device verification made with it for `app` on this machine.
-    static func deviceVerification(app: String) throws -> [(String, JSONValue)] {
-        let nonce = UUID().uuidString.lowercased()
-        let device = try DeviceIdentifier.forApp(app)
-        return [("deviceVerificationNonce", .string(nonce)),
-                ("deviceVerification", .string(Data(Digest.deviceVerification(nonce: nonce, deviceIdentifier: device)).base64EncodedString()))]
+    /// A new nonce and the device verification made with it for `app` on this machine; nothing
+    /// where the machine has no machine id (a transaction is signed without it; the app
+    /// transaction, which must carry it, fails as before).
+    func deviceVerification(app: String) -> [(String, JSONValue)] {
+        let device: [UInt8]
+        if let known = deviceIdentifiers[app] {
+            device = known
+        } else {
+            guard let made = try? DeviceIdentifier.forApp(app) else { return [] }
+            if deviceIdentifiers.count >= 1024 { deviceIdentifiers.removeAll() }
+            deviceIdentifiers[app] = made
+            device = made
+        }
+        return Self.verificationMembers(device: device)
     }
 
     /// Keeps `record`'s JWS for the next time it leaves, unless the key was rotated since
@@ -286,7 +313,7 @@ public final class ProofOfPurchase {
             ("receiptCreationDate", .int(engine.clock.now())),
             ("originalPurchaseDate", .int(try firstSeen(uid: uid, app: app, engine: engine))),
             ("appTransactionId", .string(appTransactionID(uid: uid, app: app, engine: engine))),
-        ] + (try Self.deviceVerification(app: app)) + [
+        ] + (try Self.appDeviceVerification(app: app)) + [
             ("signedDate", .int(Self.now)),
             ("environment", .string(environment.rawValue)),
         ])

@@ -94,8 +94,17 @@ extension Server {
                     apply(.refused(.unknownApp, "app \(app) is not registered"), requestID: payment.requestID, session: session, into: &output)
                     return
                 }
-                let owns = { (transaction: String) -> Bool in self.owns(transaction, uid: uid, app: app) }
-                switch registration.signedTerms(of: payment, nowMilliseconds: WallClock.milliseconds(), ownsTransaction: owns) {
+                // A ledger error while looking the transaction up is the request's error, not a refusal.
+                var lookupError: LedgerError?
+                let owns = { (transaction: String) -> Bool in
+                    do throws(LedgerError) { return try self.owns(transaction, uid: uid, app: app) } catch {
+                        lookupError = error
+                        return false
+                    }
+                }
+                let verdict = registration.signedTerms(of: payment, nowMilliseconds: WallClock.milliseconds(), ownsTransaction: owns)
+                if let lookupError { throw lookupError }
+                switch verdict {
                 case .failure(let refusal):
                     apply(refusal.outcome, requestID: payment.requestID, session: session, into: &output)
                     return
@@ -226,9 +235,9 @@ extension Server {
     static let descriptorsPerConnection = 16
 
     /// Whether `transaction` (a decimal id) is one of (uid, app)'s transactions or its app transaction id.
-    func owns(_ transaction: String, uid: UInt32, app: String) -> Bool {
+    func owns(_ transaction: String, uid: UInt32, app: String) throws(LedgerError) -> Bool {
         if transaction == proof.appTransactionID(uid: uid, app: app, engine: engine) { return true }
-        guard let id = UInt64(transaction), let record = try? engine.store.transaction(id: id) else { return false }
+        guard let id = UInt64(transaction), let record = try engine.store.transaction(id: id) else { return false }
         return record.uid == uid && record.app == app
     }
 

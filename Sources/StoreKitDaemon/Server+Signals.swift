@@ -42,6 +42,7 @@ extension Server {
             }
             engine.replaceCatalogs(catalogs)
             proof.forgetReceipts()   // a product's kind or an app's version may have changed
+            proof.forgetIdentities()
             logger.notice("Reloaded configuration: \(catalogs.count) app\(catalogs.count == 1 ? "" : "s")", id: .reloaded)
             logHostedContent()
             notifier.ready(status: statusLine())

@@ -269,7 +269,7 @@ public final class Server {
         var timeout: Int64 = 1000
         if let interval = notifier.watchdogPingInterval { timeout = min(timeout, interval) }
         if let resume = nextPacedResume { timeout = min(timeout, max(resume - Monotonic.milliseconds(), 0)) }
-        if writesStoppedReason == nil, let due = familiesDueAt { timeout = min(timeout, max(due - Monotonic.milliseconds(), 0)) }
+        if writesStoppedReason == nil, signerHasRoom, let due = familiesDueAt { timeout = min(timeout, max(due - Monotonic.milliseconds(), 0)) }
         // A due event waits for room at the signer like any unit of work: its wake-up ends the wait.
         if writesStoppedReason == nil, signerHasRoom, let due = try? engine.millisecondsUntilNextEvent() {
             timeout = min(timeout, max(due, 0))

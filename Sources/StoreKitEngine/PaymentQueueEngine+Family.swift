@@ -125,16 +125,35 @@ extension PaymentQueueEngine {
               let product = catalogs[record.app]?.product(record.productID), isShareable(product) else { return [] }
         let root = try familyRoot(of: record, product: product)
         if product.kind == .autoRenewable {
-            // A downgrade bought now starts at the next renewal, which is shared then.
+            // A period that starts now is shared: a purchase, an upgrade, a renewal. A downgrade
+            // bought now starts at the next renewal, shared then; buying the running product
+            // again starts nothing.
             let groupID = product.subscriptionGroupID ?? product.id
-            guard try store.subscription(uid: record.uid, app: record.app, groupID: groupID)?.lastTransactionID == record.id else { return [] }
+            guard let subscription = try store.subscription(uid: record.uid, app: record.app, groupID: groupID),
+                  subscription.lastTransactionID == record.id, subscription.periodStart == record.date else { return [] }
         }
         var effects: [Effect] = []
         for member in members {
+            // Nothing twice: a member holding an unrevoked copy of a non-consumable gets none
+            // (buying it again shares nothing more), and a member's queue at its limit of
+            // unfinished transactions gets none until its app finishes some (a restore brings it).
+            if product.kind == .nonConsumable, try holdsFamilyCopy(of: record.productID, from: record.uid, member: member, app: record.app) {
+                continue
+            }
+            guard try store.unfinishedCount(of: QueueKey(uid: member, app: record.app)) < limits.unfinishedPerQueue else { continue }
             let copy = try familyCopy(of: record, root: root, for: member, expiresDate: record.expiresDate)
             effects.append(.updated(QueueKey(uid: member, app: record.app), [copy]))
         }
         return effects
+    }
+
+    /// Whether `member` holds an unrevoked family copy of `productID` that `purchaser` bought.
+    func holdsFamilyCopy(of productID: String, from purchaser: UInt32, member: UInt32, app: String) throws(LedgerError) -> Bool {
+        for record in try store.all(uid: member, app: app)
+        where record.productID == productID && record.state == .restored && record.revocationDate == nil {
+            if try familyPurchase(of: record)?.uid == purchaser { return true }
+        }
+        return false
     }
 
     /// What the family of `uid` shares with them now in `app`, for a restore or a join: each
@@ -179,7 +198,13 @@ extension PaymentQueueEngine {
     /// copies between buyers no longer in one family are revoked. Runs inside a unit of work at
     /// start and after each reload; nil when the families are as the ledger last saw them.
     public func applyFamilies() throws(LedgerError) -> [Effect]? {
-        let stored = try store.setting(familiesKey).flatMap { FamilyGroups(stored: $0) } ?? FamilyGroups()
+        // A ledger migrated from one host's SQLite file holds the plain key: the same families.
+        var storedText = try store.setting(familiesKey)
+        if storedText == nil, familiesKey != "family.groups", let plain = try store.setting("family.groups") {
+            storedText = plain
+            try store.setSetting("family.groups", nil)
+        }
+        let stored = storedText.flatMap { FamilyGroups(stored: $0) } ?? FamilyGroups()
         guard stored != families else { return nil }
         let before = stored.pairs
         let after = families.pairs

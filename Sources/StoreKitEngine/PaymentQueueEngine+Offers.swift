@@ -35,7 +35,10 @@ public struct TransactionOffer: Sendable, Equatable {
         case SubscriptionOffer.payUpFront: "PAY_UP_FRONT"
         default: "PAY_AS_YOU_GO"
         }
-        period = offer.period.map { "P\($0.value * max(offer.periodCount, 1))\($0.unit.designator)" }
+        period = offer.period.flatMap { period in
+            let (length, overflow) = period.value.multipliedReportingOverflow(by: max(offer.periodCount, 1))
+            return overflow ? nil : "P\(length)\(period.unit.designator)"
+        }
         priceMillis = offer.paymentMode == SubscriptionOffer.freeTrial ? 0 : offer.priceCents * 10
     }
 

@@ -49,7 +49,7 @@ extension PaymentQueueEngine {
                 record.expiresDate = current.expiresDate
                 // An offer bought while subscribed to the product starts with the next period.
                 if let promotion, let id = promotion.id {
-                    try store.setSetting(Self.nextOfferKey(current.originalID), "\(promotionKind.rawValue)\t\(id)")
+                    try store.setSetting(Self.nextOfferKey(current.originalID), "\(promotionKind.rawValue)\t\(id)\t\(current.periodStart)")
                 }
             } else if Self.switchesImmediately(from: catalog.product(current.productID), to: product) {
                 // Upgrade, or crossgrade to the same period: the new subscription starts now, at
@@ -64,6 +64,8 @@ extension PaymentQueueEngine {
                 current.due = end
                 current.nextProductID = nil
                 current.offerPeriodsLeft = Self.promotionalPeriodsLeft(promotion)
+                try setRunningOffer(promotion.flatMap { current.offerPeriodsLeft > 0 ? TransactionOffer($0, kind: promotionKind) : nil },
+                                    of: current.originalID)
                 current.gracePeriodEnd = nil
                 current.billingRetryEnd = nil
                 current.lastTransactionID = record.id
@@ -83,6 +85,7 @@ extension PaymentQueueEngine {
         var end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
         var offerPeriodsLeft = Self.promotionalPeriodsLeft(promotion)
         if promotion != nil, promotionKind == .winBack { try recordWinBack(of: originalID) }
+        try setRunningOffer(promotion.flatMap { offerPeriodsLeft > 0 ? TransactionOffer($0, kind: promotionKind) : nil }, of: originalID)
         if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
         // Introductory offers: once per group, for a buyer who never subscribed in it, unless the
         // app's server said otherwise (a signed eligibility, either way).
@@ -107,14 +110,28 @@ extension PaymentQueueEngine {
     }
 
     static func nextOfferKey(_ originalID: UInt64) -> String { "offer.next.\(originalID)" }
+    static func runningOfferKey(_ originalID: UInt64) -> String { "offer.running.\(originalID)" }
+
+    /// The promotional or win-back offer whose periods a subscription is in, if any.
+    func runningOffer(of originalID: UInt64) throws(LedgerError) -> TransactionOffer? {
+        try store.setting(Self.runningOfferKey(originalID)).flatMap(TransactionOffer.init(stored:))
+    }
+
+    func setRunningOffer(_ offer: TransactionOffer?, of originalID: UInt64) throws(LedgerError) {
+        if offer == nil, try store.setting(Self.runningOfferKey(originalID)) == nil { return }
+        try store.setSetting(Self.runningOfferKey(originalID), offer?.stored)
+    }
 
     /// The offer a subscriber bought for the next period while subscribed to the product (taken:
-    /// the renewal that starts it forgets it), nil when there is none or the catalogue no longer has it.
-    func nextOffer(of originalID: UInt64, product: CatalogProduct) throws(LedgerError) -> (offer: SubscriptionOffer, kind: TransactionOffer.Kind)? {
-        guard let text = try store.setting(Self.nextOfferKey(originalID)) else { return nil }
-        try store.setSetting(Self.nextOfferKey(originalID), nil)
-        let parts = text.split(separator: "\t", maxSplits: 1).map(String.init)
-        guard parts.count == 2, let number = Int(parts[0]), let kind = TransactionOffer.Kind(rawValue: number) else { return nil }
+    /// the renewal that starts it forgets it); nil when there is none, when it was bought in
+    /// another period than the one ending (the subscription lapsed or was refunded since, and a
+    /// later run does not inherit it), or when the catalogue no longer has it.
+    func nextOffer(of subscription: Subscription, product: CatalogProduct) throws(LedgerError) -> (offer: SubscriptionOffer, kind: TransactionOffer.Kind)? {
+        guard let text = try store.setting(Self.nextOfferKey(subscription.originalID)) else { return nil }
+        try store.setSetting(Self.nextOfferKey(subscription.originalID), nil)
+        let parts = text.split(separator: "\t").map(String.init)
+        guard parts.count == 3, let number = Int(parts[0]), let kind = TransactionOffer.Kind(rawValue: number),
+              Int64(parts[2]) == subscription.periodStart else { return nil }
         let offers = kind == .winBack ? product.winBackOffers.map(\.offer) : product.promotionalOffers
         return offers.first { $0.id == parts[1] }.map { ($0, kind) }
     }
@@ -232,13 +249,13 @@ extension PaymentQueueEngine {
         // promotional one in the product's period, an introductory one in its own).
         var carried: TransactionOffer?
         var offerEnd: Int64?
-        if productID == subscription.productID, let next = try nextOffer(of: subscription.originalID, product: product) {
+        if productID == subscription.productID, let next = try nextOffer(of: subscription, product: product) {
             // An offer bought during the last period: this one starts it.
             carried = TransactionOffer(next.offer, kind: next.kind)
             offerEnd = self.offerEnd(next.offer, from: start)
             subscription.offerPeriodsLeft = Self.promotionalPeriodsLeft(next.offer)
         } else if subscription.offerPeriodsLeft > 0, productID == subscription.productID {
-            if let last = try offer(of: subscription.lastTransactionID), last.kind != .introductory {
+            if let last = try runningOffer(of: subscription.originalID) {
                 carried = last
                 subscription.offerPeriodsLeft -= 1
             } else if let offer = product.introductoryOffer, let offerPeriod = offer.period {
@@ -260,6 +277,10 @@ extension PaymentQueueEngine {
         try store.insert(record)
         try store.markRenewal(transactionID: record.id)
         if let carried { try store.setSetting(Self.offerKey(record.id), carried.stored) }
+        // A promotional or win-back offer still running is kept with the subscription (a purchase
+        // of the same product meanwhile does not end it); it goes with its last period.
+        try setRunningOffer(carried?.kind != .introductory && subscription.offerPeriodsLeft > 0 ? carried : nil,
+                            of: subscription.originalID)
         // A period at the new price starts: a price increase (agreed, or forced with `renew`) is done.
         try setPriceIncrease(nil, of: subscription.originalID)
         subscription.productID = productID

@@ -208,6 +208,33 @@ import Testing
         #expect(named.value == 0)
     }
 
+    @Test(arguments: LedgerBackend.allCases)
+    func aMembersQueueIsNotFilledByAnother(backend: LedgerBackend) throws {
+        let family = try Family(backend, members: [Self.parent, Self.child])
+        family.engine.limits.unfinishedPerQueue = 1
+        // The parent finishes each purchase: only the child's queue fills.
+        func buy(_ product: String) throws -> Outcome {
+            let outcome = try family.buy(product)
+            #expect(try family.unit { try $0.finish(uid: Self.parent, app: Self.app, transactionID: outcome.value) }.code == .ok)
+            return outcome
+        }
+        let first = try buy(SampleCatalog.levelPack)
+        let copy = try #require(Self.updates(first.effects, for: Self.child).first)
+        // The child's queue is at its limit: the parent's subscription is not shared into it now.
+        let monthly = try buy(SampleCatalog.monthly)
+        #expect(Self.updates(monthly.effects, for: Self.child).isEmpty)
+        #expect(try family.unit { try $0.finish(uid: Self.child, app: Self.app, transactionID: copy.id) }.code == .ok)
+        // Buying the non-consumable again shares nothing more: the child holds a copy.
+        let again = try buy(SampleCatalog.levelPack)
+        #expect(Self.updates(again.effects, for: Self.child).isEmpty)
+        // Buying the running subscription again starts no period: nothing to share.
+        let rebuy = try buy(SampleCatalog.monthly)
+        #expect(Self.updates(rebuy.effects, for: Self.child).isEmpty)
+        // A restore brings what was not shared while the queue was full.
+        let restore = try family.unit { try $0.restore(uid: Self.child, app: Self.app, applicationUsername: nil) }
+        #expect(Self.updates(restore.effects, for: Self.child).map(\.productID).contains(SampleCatalog.monthly))
+    }
+
     @Test func familiesAreCheckedWhenMade() {
         let groups = FamilyGroups([[3, 1, 2, 1], [9]])
         #expect(groups.groups == [[1, 2, 3]], "members sorted and once; a family of one is none")

@@ -107,4 +107,33 @@ import Testing
         #expect(renewals.map { $0["price"] } == ["2990", "2990", "2990", "4990"], "\(renewals)")
         #expect(renewals.first?["offerType"] == "2" && renewals.first?["offerIdentifier"] == Self.comeback)
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anOfferIsNotInheritedByALaterRunAndARebuyKeepsTheRunningOne(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        _ = try store.buy(SampleCatalog.monthly)
+        _ = try store.buy(SampleCatalog.monthly, offer: Self.comeback)     // for the next period
+        let subscription = try #require(try store.store.subscriptions(uid: Self.buyer, app: Self.app).first)
+        #expect(try store.store.inUnit { try store.engine.expire(.transaction(subscription.originalID)) }.code == .ok)
+        _ = try store.buy(SampleCatalog.monthly)                          // a new run, at the product's price
+        let renewal = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration("P1M")!) }
+        let prices = renewal.effects.flatMap { effect -> [String] in
+            guard case .updated(_, let records) = effect else { return [] }
+            return records.map { (try? store.offerMembers($0)["price"]) ?? nil ?? "-" }
+        }
+        #expect(prices == ["4990"], "the offer bought in the earlier run is not this run's: \(prices)")
+
+        // During a pay-as-you-go promotional offer, buying the product again does not end it.
+        #expect(try store.store.inUnit { try store.engine.expire(.transaction(subscription.originalID)) }.code == .ok)
+        _ = try store.buy(SampleCatalog.monthly, offer: Self.comeback)
+        _ = try store.buy(SampleCatalog.monthly)
+        var offerPrices: [String] = []
+        for _ in 0..<3 {
+            let outcome = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration("P1M")!) }
+            for case .updated(_, let records) in outcome.effects {
+                for record in records { offerPrices.append(try store.offerMembers(record)["price"] ?? "-") }
+            }
+        }
+        #expect(offerPrices == ["2990", "2990", "4990"], "\(offerPrices)")
+    }
 }

@@ -25,17 +25,19 @@ final class PendingPurchases: Sendable {
         connection.setHandlers(handlers, for: .pendingPurchases)
     }
 
+    // The connection's subscription changes under the same lock as the list (see PushFeed).
     func watch(_ transactionID: UInt64, decider: StorefrontDecider) {
-        waiting.withLock { $0[transactionID] = decider }
-        connection.observe(true, for: .pendingPurchases)
+        waiting.withLock { waiting in
+            waiting[transactionID] = decider
+            connection.observe(true, for: .pendingPurchases)
+        }
     }
 
     private func stopWatching(_ transactionID: UInt64) {
-        let none = waiting.withLock { waiting -> Bool in
-            guard waiting.removeValue(forKey: transactionID) != nil else { return false }
-            return waiting.isEmpty
+        waiting.withLock { waiting in
+            guard waiting.removeValue(forKey: transactionID) != nil, waiting.isEmpty else { return }
+            connection.observe(false, for: .pendingPurchases)
         }
-        if none { connection.observe(false, for: .pendingPurchases) }
     }
 
     private func storefrontChanged(to storefront: Storefront) {

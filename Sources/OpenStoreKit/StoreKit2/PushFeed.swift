@@ -32,19 +32,20 @@ final class PushFeed<Element: Sendable>: Sendable {
     /// A new listener's stream; it ends when the iterating task is cancelled.
     func listen() -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream()
+        // The connection's subscription changes under the same lock as the listeners, so that a
+        // listener arriving as the last one leaves is never left unsubscribed.
         let id = listeners.withLock { state -> UInt64 in
             defer { state.next += 1 }
             state.all[state.next] = continuation
+            connection.observe(true, for: key)
             return state.next
         }
         continuation.onTermination = { [self] _ in
-            let none = listeners.withLock { state -> Bool in
+            listeners.withLock { state in
                 state.all[id] = nil
-                return state.all.isEmpty
+                if state.all.isEmpty { connection.observe(false, for: key) }
             }
-            if none { connection.observe(false, for: key) }
         }
-        connection.observe(true, for: key)
         return stream
     }
 }
