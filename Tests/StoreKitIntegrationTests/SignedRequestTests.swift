@@ -48,6 +48,16 @@ import Testing
         }
     }
 
+    /// A started daemon with an offer key, its private key's path, a subscribed client, and the
+    /// id of a consumable that client bought (a transaction of the buyer's to name).
+    static func buyerWithCoins() throws -> (DaemonProcess, String, Client, String) {
+        let (daemon, key) = try PromotionalOfferTests.daemonWithOfferKey()
+        try daemon.start()
+        let client = try Client(daemon)
+        _ = try client.subscribe()
+        return (daemon, key, client, String(try client.buy(Sample.coins).id))
+    }
+
     /// The signed payload of `record`, read without a check (the signature suites check them).
     static func payload(_ record: TransactionRecord) throws -> [String: Any] {
         try PriceIncreaseTests.payload(try #require(record.jwsRepresentation))
@@ -139,12 +149,8 @@ import Testing
 
     @Test("storekitctl signs what the daemon accepts")
     func storekitctlSigns() throws {
-        let (daemon, key) = try PromotionalOfferTests.daemonWithOfferKey()
+        let (daemon, key, client, coins) = try Self.buyerWithCoins()
         defer { daemon.remove() }
-        try daemon.start()
-        let client = try Client(daemon)
-        _ = try client.subscribe()
-        let coins = String(try client.buy(Sample.coins).id)
         let eligibility = try daemon.ctl(["sign-eligibility", "--key", key, "--key-id", Self.keyID, "--transaction", coins,
                                           Sample.app, Self.monthly, "no"])
         #expect(eligibility.status == 0, "\(eligibility.stderr)")
@@ -165,12 +171,8 @@ import Testing
           .enabled(if: IndependentVerifier.appleLibraryPython != nil, "Apple's app-store-server-library is not installed (make test-deps)"))
     func appleLibrarySigns() throws {
         let python = try #require(IndependentVerifier.appleLibraryPython)
-        let (daemon, key) = try PromotionalOfferTests.daemonWithOfferKey()
+        let (daemon, key, client, coins) = try Self.buyerWithCoins()
         defer { daemon.remove() }
-        try daemon.start()
-        let client = try Client(daemon)
-        _ = try client.subscribe()
-        let coins = String(try client.buy(Sample.coins).id)
         try PromotionalOfferTests.lapse(client, daemon)
         let script = """
             import sys
