@@ -178,6 +178,12 @@ final class StoreConnection: Sendable {
     }
 
     private func send(_ message: ClientMessage, on socket: WireConnection.Box) {
+        // An older daemon (a version below this library's) would not read all of it: the request
+        // fails, saying so, rather than going out without what it asked for.
+        guard message.requiredVersion <= socket.connection.version else {
+            if let id = message.requestID { failTooNew(id, needs: message.requiredVersion, speaks: socket.connection.version) }
+            return
+        }
         writeLock.withLock { _ in
             // A failed write is not reported here: the reader sees the broken connection,
             // reconnects and re-sends everything still pending.
@@ -199,8 +205,15 @@ final class StoreConnection: Sendable {
         thread.start()
     }
 
+    /// The oldest protocol version the library falls back to with an older daemon: StoreKit 2
+    /// needs signed data.
+    static let oldestVersion = ProtocolVersion.signedData
+
     private func run() {
         var backoff = 0.05
+        // Each connection starts with this library's version and steps down while an older
+        // daemon refuses it (requests that need more then fail, `send`).
+        var version = ProtocolVersion.current
         while true {
             let (app, path) = state.withLock { state in
                 (state.appIdentifier ?? Self.defaultAppIdentifier(),
@@ -208,11 +221,17 @@ final class StoreConnection: Sendable {
             }
             do {
                 let connection = try WireConnection(path: path)
-                let welcome = try connection.hello(app: app)
+                let welcome = try connection.hello(app: app, version: version)
+                version = ProtocolVersion.current
                 backoff = 0.05
                 reportReached(path)
                 serve(WireConnection.Box(connection), welcome: welcome)
             } catch {
+                if case .refused(.unsupportedVersion, _) = error.code, version > Self.oldestVersion {
+                    version -= 1
+                    continue
+                }
+                version = ProtocolVersion.current
                 let problem = Self.problem(error, app: app)
                 // A refusal came from the daemon, which was reached: not "cannot reach".
                 if case .refused = error.code { report(problem) } else { report("cannot reach storekitd: " + problem) }
@@ -367,6 +386,16 @@ final class StoreConnection: Sendable {
         } else {
             completion(.success(message))
         }
+    }
+
+    private func failTooNew(_ id: UInt32, needs required: UInt16, speaks version: UInt16) {
+        let pending = state.withLock { state -> Pending? in
+            guard let pending = state.pending.removeValue(forKey: id) else { return nil }
+            state.order.removeAll { $0 == id }
+            return pending
+        }
+        let text = "this storekitd speaks protocol version \(version); the request needs version \(required) (a newer storekitd)"
+        pending?.completion?(.failure(SKError(.unknown, userInfo: [NSLocalizedDescriptionKey: text, "StoreKitDaemonResult": "unsupportedVersion"])))
     }
 
     private func failAll(_ error: SKError) {

@@ -14,8 +14,11 @@ extension Server {
             refuse(session, .malformedRequest, "hello sent twice", id: .protocolError)
             return
         }
-        guard ProtocolVersion.served.contains(version) else {
-            let served = ProtocolVersion.served
+        var served = ProtocolVersion.served
+        #if STOREKIT_TEST_HOOKS
+        if let cap = testHooks?.servedUpTo { served = served.lowerBound...cap }
+        #endif
+        guard served.contains(version) else {
             refuse(session, .unsupportedVersion,
                    "protocol version \(version) is not supported (this storekitd serves \(served.lowerBound) to \(served.upperBound))",
                    id: .protocolError)

@@ -17,7 +17,11 @@ final class TestHooks {
     /// `debug-slow-signing MS`: each job on a signer's thread waits MS ms first (0: none).
     private(set) var signingDelay: UInt32 = 0
 
-    static let commands: Set<String> = ["debug-stall", "debug-fail-saves", "debug-fail-signing", "debug-slow-signing"]
+    /// `debug-serve-up-to N`: hellos asking for a version above N are refused, as a daemon of
+    /// version N refuses them (nil: every version served).
+    private(set) var servedUpTo: UInt16?
+
+    static let commands: Set<String> = ["debug-stall", "debug-fail-saves", "debug-fail-signing", "debug-slow-signing", "debug-serve-up-to"]
 
     /// Whether a job made now fails its signatures on purpose.
     var signingFails: Bool { Monotonic.milliseconds() < signingFailsUntil }
@@ -26,7 +30,8 @@ final class TestHooks {
     /// - `debug-stall [MS]` blocks the serving loop (default 1000 ms), to prove the watchdog stops it;
     /// - `debug-fail-saves MS`: saves to the database fail for MS ms, to prove what depends on them;
     /// - `debug-fail-signing MS`: the signatures of pushes fail for MS ms;
-    /// - `debug-slow-signing MS`: each signer's job waits MS ms (at most 60000) before it signs.
+    /// - `debug-slow-signing MS`: each signer's job waits MS ms (at most 60000) before it signs;
+    /// - `debug-serve-up-to N`: the daemon serves versions up to N only, as an older one does.
     func execute(_ command: String, _ arguments: [String], ledger: LedgerDriver) -> (code: ResultCode, message: String) {
         switch command {
         case "debug-stall":
@@ -46,6 +51,11 @@ final class TestHooks {
                 return (.invalidArgument, "usage: debug-slow-signing MILLISECONDS (at most 60000)")
             }
             signingDelay = milliseconds
+        case "debug-serve-up-to":
+            guard arguments.count == 1, let version = UInt16(arguments[0]), ProtocolVersion.served.contains(version) else {
+                return (.invalidArgument, "usage: debug-serve-up-to VERSION (one of those served)")
+            }
+            servedUpTo = version
         default:
             preconditionFailure("not a test hook: \(command)")
         }

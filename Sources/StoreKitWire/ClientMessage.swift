@@ -103,6 +103,19 @@ public enum ClientMessage: Sendable, Equatable {
              history, subscriptionStatus, appTransaction, receipt, content, openContent
     }
 
+    /// The oldest protocol version that carries all of this message: what a client talking to a
+    /// daemon of an older version must not send, since the older encoding would drop part of it.
+    public var requiredVersion: UInt16 {
+        switch self {
+        case .addPayment(let payment):
+            if payment.offerJWS != nil || payment.eligibilityJWS != nil || payment.winBackOfferID != nil { return ProtocolVersion.offerJWS }
+            return payment.discount != nil ? ProtocolVersion.hostedContent : 1
+        case .content, .openContent: return ProtocolVersion.hostedContent
+        case .history, .subscriptionStatus, .appTransaction, .receipt: return ProtocolVersion.signedData
+        default: return 1
+        }
+    }
+
     public var requestID: UInt32? {
         switch self {
         case .hello: nil
