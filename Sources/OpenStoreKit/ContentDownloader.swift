@@ -271,22 +271,42 @@ final class ContentDownloader: @unchecked Sendable {
             guard ftruncate(fd, 0) == 0 else { throw posix(errno, "cannot truncate \(destination.path)") }
             offset = 0
         }
-        let hash = SHA256Stream()
-        var buffer = [UInt8](repeating: 0, count: Self.chunkSize)
+        // Hashed on a thread of its own while the copy reads and writes the next chunks.
+        let hash = PipelinedHash(size: Self.chunkSize)
+        var finished = false
+        defer { if !finished { _ = hash.finish() } }
         // What an earlier run copied is read back into the hash.
         var position: UInt64 = 0
         while position < offset {
-            let count = try readChunk(fd, into: &buffer, at: position, limit: offset - position, what: destination.path)
-            guard count > 0 else { break }
-            buffer.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            var buffer = hash.takeBuffer()
+            let count: Int
+            do {
+                count = try readChunk(fd, into: &buffer, at: position, limit: offset - position, what: destination.path)
+            } catch {
+                hash.giveBack(buffer)
+                throw error
+            }
+            guard count > 0 else {
+                hash.giveBack(buffer)
+                break
+            }
+            hash.hash(buffer, count: count)
             position += UInt64(count)
         }
         // Told as one step: a resumed download's first progress is where it stopped.
         if position > 0 { progress(position, true) }
         while offset < file.length {
             if let stop = stopRequest.withLock({ $0 }) { return stop }
-            let count = try readChunk(source, into: &buffer, at: offset, limit: file.length - offset, what: file.path)
+            var buffer = hash.takeBuffer()
+            let count: Int
+            do {
+                count = try readChunk(source, into: &buffer, at: offset, limit: file.length - offset, what: file.path)
+            } catch {
+                hash.giveBack(buffer)
+                throw error
+            }
             guard count > 0 else {
+                hash.giveBack(buffer)
                 throw Failure(error: Self.skError("the content file \(file.path) ended at \(offset) of \(file.length) bytes "
                                                   + "(changed since storekitd listed it)"))
             }
@@ -300,14 +320,16 @@ final class ContentDownloader: @unchecked Sendable {
                     let code = errno
                     // What this step wrote in part is cut off: the copy stays a prefix of the file.
                     _ = ftruncate(fd, off_t(offset))
+                    hash.giveBack(buffer)
                     throw posix(code, "cannot write \(destination.path)")
                 }
                 written += result
             }
-            buffer.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            hash.hash(buffer, count: count)
             offset += UInt64(count)
             progress(UInt64(count), false)
         }
+        finished = true
         guard hash.finish() == file.sha256 else {
             try? FileManager.default.removeItem(at: destination)
             throw Failure(error: Self.skError("the content file \(file.path) does not match the SHA-256 storekitd listed "
