@@ -265,7 +265,16 @@ struct PowerCutTests {
             return .refused(String(reason))
         }
         var violations: [String] = []
-        let stored = try daemon.transactions()
+        // A state opened but unreadable is a violation to report with the others, not an error
+        // that ends the test (the harness's own state without the commit log and the WAL may
+        // well read as malformed: it must count as a loss seen).
+        let stored: [ListedTransaction]
+        do {
+            stored = try daemon.transactions()
+        } catch {
+            _ = daemon.stop()
+            return .violated(["opened, then its transactions could not be read: \(error)"])
+        }
         let byID = Dictionary(stored.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         if byID.count != stored.count { violations.append("a transaction id appears twice") }
         for (key, paid) in workload.paid where paid.at < crash {
