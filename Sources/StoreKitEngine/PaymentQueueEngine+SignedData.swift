@@ -40,16 +40,19 @@ extension PaymentQueueEngine {
     public func transactionPayload(_ record: TransactionRecord, environment: String, signedDate: Int64) throws(LedgerError) -> JSONValue? {
         guard Self.isSignable(record) else { return nil }
         let product = catalogs[record.app]?.product(record.productID)
+        // The original, read once: its date, and (for a restored copy) whose purchase it was.
+        let original = try record.originalID.flatMap { id throws(LedgerError) in id == record.id ? nil : try store.transaction(id: id) }
+        let familyShared = record.state == .restored && original.map { $0.uid != record.uid } == true
         var members: [(String, JSONValue)] = [
             ("transactionId", .string(String(record.id))),
             ("originalTransactionId", .string(String(record.originalID ?? record.id))),
             ("bundleId", .string(record.app)),
             ("productId", .string(record.productID)),
             ("purchaseDate", .int(record.date)),
-            ("originalPurchaseDate", .int(try originalPurchaseDate(of: record))),
+            ("originalPurchaseDate", .int(original?.date ?? record.date)),
             ("quantity", .int(Int64(record.quantity))),
             ("type", .string(Self.typeName(product?.kind))),
-            ("inAppOwnershipType", .string(try isFamilyCopy(record) ? "FAMILY_SHARED" : "PURCHASED")),
+            ("inAppOwnershipType", .string(familyShared ? "FAMILY_SHARED" : "PURCHASED")),
             ("signedDate", .int(signedDate)),
             ("environment", .string(environment)),
             ("transactionReason", .string(try isRenewal(record, kind: product?.kind) ? "RENEWAL" : "PURCHASE")),
