@@ -119,19 +119,17 @@ extension PaymentQueueEngine {
 
     /// Shares a purchase that just completed (`record`, `purchased`) with the buyer's family:
     /// a family copy for each other member, pushed to their observers.
-    func shareWithFamily(_ record: TransactionRecord) throws(LedgerError) -> [Effect] {
+    /// `startsPeriod`: whether a subscription's purchase starts a period now (a purchase of the
+    /// running product again, or a downgrade that waits for the renewal, shares nothing).
+    func shareWithFamily(_ record: TransactionRecord, startsPeriod: Bool = true) throws(LedgerError) -> [Effect] {
         let members = families.others(of: record.uid)
         guard !members.isEmpty, record.state == .purchased, record.revocationDate == nil,
               let product = catalogs[record.app]?.product(record.productID), isShareable(product) else { return [] }
         let root = try familyRoot(of: record, product: product)
-        if product.kind == .autoRenewable {
-            // A period that starts now is shared: a purchase, an upgrade, a renewal. A downgrade
-            // bought now starts at the next renewal, shared then; buying the running product
-            // again starts nothing.
-            let groupID = product.subscriptionGroupID ?? product.id
-            guard let subscription = try store.subscription(uid: record.uid, app: record.app, groupID: groupID),
-                  subscription.lastTransactionID == record.id, subscription.periodStart == record.date else { return [] }
-        }
+        // A period that starts now is shared: a purchase, an upgrade, a renewal. A downgrade
+        // bought now starts at the next renewal, shared then; buying the running product again
+        // starts nothing.
+        if product.kind == .autoRenewable, !startsPeriod { return [] }
         var effects: [Effect] = []
         for member in members {
             // Nothing twice: a member holding an unrevoked copy of a non-consumable gets none
@@ -166,10 +164,12 @@ extension PaymentQueueEngine {
         guard let catalog = catalogs[app] else { return [] }
         var result: [(root: UInt64, record: TransactionRecord, expires: Int64?)] = []
         for member in members where member != uid {
+            var products = Set<String>()
             for record in try store.all(uid: member, app: app)
             where record.state == .purchased && record.revocationDate == nil {
+                // One holding per non-consumable: buying it again holds nothing more.
                 guard let product = catalog.product(record.productID), isShareable(product),
-                      product.kind == .nonConsumable else { continue }
+                      product.kind == .nonConsumable, products.insert(product.id).inserted else { continue }
                 result.append((record.id, record, nil))
             }
             for subscription in try store.subscriptions(uid: member, app: app) where subscription.status.isEntitled {

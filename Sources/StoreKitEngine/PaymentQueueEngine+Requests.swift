@@ -18,8 +18,9 @@ extension PaymentQueueEngine {
             let now = clock.now()
             record.state = .purchased
             record.date = now
+            var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
-                try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now)
+                startsPeriod = try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now)
             }
             record.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             guard try store.transition(id: record.id, from: .deferred, to: .purchased, sequence: record.sequence, date: now,
@@ -27,7 +28,8 @@ extension PaymentQueueEngine {
                                        originalID: record.originalID) else {
                 return .refused(.invalidArgument, "transaction \(record.id) is no longer deferred")
             }
-            return .ok(value: record.id, [.updated(QueueKey(uid: record.uid, app: record.app), [record])] + (try shareWithFamily(record)))
+            return .ok(value: record.id, [.updated(QueueKey(uid: record.uid, app: record.app), [record])]
+                       + (try shareWithFamily(record, startsPeriod: startsPeriod)))
         }
     }
 
@@ -99,12 +101,14 @@ extension PaymentQueueEngine {
                 id: try store.allocateTransactionID(), originalID: record.id, uid: record.uid, app: record.app,
                 productID: record.productID, quantity: record.quantity, state: .purchased,
                 sequence: 0, date: now, applicationUsername: record.applicationUsername)
+            var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
-                try applySubscriptionPurchase(&purchase, product: product, catalog: catalog, at: now)
+                startsPeriod = try applySubscriptionPurchase(&purchase, product: product, catalog: catalog, at: now)
             }
             purchase.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             try store.insert(purchase)
-            return .ok(value: purchase.id, [.updated(QueueKey(uid: record.uid, app: record.app), [purchase])] + (try shareWithFamily(purchase)))
+            return .ok(value: purchase.id, [.updated(QueueKey(uid: record.uid, app: record.app), [purchase])]
+                       + (try shareWithFamily(purchase, startsPeriod: startsPeriod)))
         }
         if case .found(let subscription) = try locate(.transaction(transactionID)),
            subscription.status == .billingRetry || subscription.status == .gracePeriod {

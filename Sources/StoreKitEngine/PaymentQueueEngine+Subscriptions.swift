@@ -30,16 +30,20 @@ extension PaymentQueueEngine {
     /// go keeps the product's period (its periods are the product's, at another price, and the
     /// store keeps no prices). An offer bought while subscribed to the same product changes no
     /// period of it here.
+    /// Whether the purchase starts a period now (a new subscription or run, an upgrade): not a
+    /// purchase of the running product again, nor a downgrade that waits for the renewal.
+    @discardableResult
     func applySubscriptionPurchase(
         _ record: inout TransactionRecord, product: CatalogProduct, catalog: Catalog, at now: Int64,
         promotion: SubscriptionOffer? = nil, promotionKind: TransactionOffer.Kind = .promotional, introductoryOfferAllowed: Bool? = nil
-    ) throws(LedgerError) {
+    ) throws(LedgerError) -> Bool {
         let groupID = product.subscriptionGroupID ?? product.id
         let period = product.subscriptionPeriod ?? Self.defaultPeriod
         let existing = try store.subscription(uid: record.uid, app: record.app, groupID: groupID)
         if var current = existing, current.status.isLive {
             if record.originalID == nil { record.originalID = current.originalID }
             current.autoRenew = true
+            var startsPeriod = false
             if current.productID == product.id {
                 // Already subscribed: nothing changes but the wish to renew, and any pending downgrade is dropped.
                 // Buying it again after declining a price increase agrees to it.
@@ -70,6 +74,7 @@ extension PaymentQueueEngine {
                 current.billingRetryEnd = nil
                 current.lastTransactionID = record.id
                 record.expiresDate = end
+                startsPeriod = true
                 if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
             } else {
                 // Downgrade, or crossgrade to another period: takes effect at the next renewal.
@@ -77,7 +82,7 @@ extension PaymentQueueEngine {
                 record.expiresDate = clock.rate.end(of: period, from: current.expiresDate)
             }
             try saveSubscription(current)
-            return
+            return startsPeriod
         }
         // A new subscription, or a resubscription in a group the buyer had before (same original).
         let originalID = existing?.originalID ?? record.id
@@ -107,6 +112,7 @@ extension PaymentQueueEngine {
             quantity: record.quantity, applicationUsername: record.applicationUsername, status: .active,
             periodStart: now, expiresDate: end, autoRenew: true, offerPeriodsLeft: offerPeriodsLeft, due: end,
             lastTransactionID: record.id, renewals: existing?.renewals ?? 0))
+        return true
     }
 
     static func nextOfferKey(_ originalID: UInt64) -> String { "offer.next.\(originalID)" }

@@ -235,6 +235,7 @@ public final class PaymentQueueEngine {
             return .ok(value: pending.id, [.updated(queue, [pending])])
         }
 
+        var startsPeriod = true
         var record = TransactionRecord(
             id: try store.allocateTransactionID(), uid: uid, app: app, productID: productID, quantity: quantity,
             state: .purchasing, sequence: try store.nextSequence(uid: uid, app: app), date: now,
@@ -260,13 +261,14 @@ public final class PaymentQueueEngine {
         } else {
             record.state = .purchased
             if product.kind == .autoRenewable {
-                try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: promotion,
-                                              promotionKind: promotionKind, introductoryOfferAllowed: introductoryOfferAllowed)
+                startsPeriod = try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: promotion,
+                                                             promotionKind: promotionKind, introductoryOfferAllowed: introductoryOfferAllowed)
             }
         }
         record.sequence = try store.nextSequence(uid: uid, app: app)
         try store.insert(record, paymentKey: paymentKey)
-        return .ok(value: record.id, [.updated(queue, [purchasing]), .updated(queue, [record])] + (try shareWithFamily(record)))
+        return .ok(value: record.id, [.updated(queue, [purchasing]), .updated(queue, [record])]
+                   + (try shareWithFamily(record, startsPeriod: startsPeriod)))
     }
 
     static let interruptedMessage = "The purchase was interrupted: the buyer must act (storekitctl resolve) before it completes"
