@@ -90,6 +90,8 @@ extension PaymentQueueEngine {
         var end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
         var offerPeriodsLeft = Self.promotionalPeriodsLeft(promotion)
         if promotion != nil, promotionKind == .winBack { try recordWinBack(of: originalID) }
+        // An offer bought for the next period of an earlier run is not this run's.
+        if existing != nil, try store.setting(Self.nextOfferKey(originalID)) != nil { try store.setSetting(Self.nextOfferKey(originalID), nil) }
         try setRunningOffer(promotion.flatMap { offerPeriodsLeft > 0 ? TransactionOffer($0, kind: promotionKind) : nil }, of: originalID)
         if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
         // Introductory offers: once per group, for a buyer who never subscribed in it, unless the
