@@ -232,6 +232,9 @@ final class StoreConnection: Sendable {
                     continue
                 }
                 version = ProtocolVersion.current
+                // Pointed at another daemon meanwhile (a test session bound while this attempt was
+                // on its way to the one before): that one's failure is not the requests' to pay.
+                if resolvedSocketPath != path { continue }
                 let problem = Self.problem(error, app: app)
                 // A refusal came from the daemon, which was reached: not "cannot reach".
                 if case .refused = error.code { report(problem) } else { report("cannot reach storekitd: " + problem) }
