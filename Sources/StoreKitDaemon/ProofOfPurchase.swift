@@ -373,12 +373,22 @@ public final class ProofOfPurchase {
         func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
         func entry(_ record: TransactionRecord) throws -> AppReceipt.InAppPurchase {
             let product = engine.product(app: app, id: record.productID)
+            let subscription = product?.kind == .autoRenewable
+            // The period's offer, as Apple's receipt tells it: `1713` a free trial, `1719` an
+            // introductory price (pay as you go or up front), `1721` a promotional offer's id.
+            // A win-back offer has no field in the receipt (it is newer than it); restored and
+            // family copies, and periods at the full price, carry no offer.
+            let offer = subscription ? try engine.offer(of: record.id) : nil
+            let introductory = offer?.kind == .introductory
             return AppReceipt.InAppPurchase(
                 quantity: Int64(record.quantity), productIdentifier: record.productID,
                 transactionIdentifier: String(record.id), originalTransactionIdentifier: String(record.originalID ?? record.id),
                 purchaseDate: date(record.date), originalPurchaseDate: date(try engine.originalPurchaseDate(of: record)),
                 subscriptionExpirationDate: record.expiresDate.map(date), cancellationDate: record.revocationDate.map(date),
-                webOrderLineItemID: product?.kind == .autoRenewable ? Int64(record.id) : nil)
+                webOrderLineItemID: subscription ? Int64(record.id) : nil,
+                isTrialPeriod: introductory && offer?.discountType == TransactionOffer.freeTrial,
+                isInIntroOfferPeriod: introductory && offer?.discountType != TransactionOffer.freeTrial,
+                promotionalOfferIdentifier: offer?.kind == .promotional ? offer?.id : nil)
         }
         // The list made last, moved on by what changed since; else read whole.
         let queue = QueueKey(uid: uid, app: app)

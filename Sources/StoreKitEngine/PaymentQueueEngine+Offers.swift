@@ -20,6 +20,8 @@ public struct TransactionOffer: Sendable, Equatable {
     public var id: String?
     /// Apple's `offerDiscountType`: `FREE_TRIAL`, `PAY_AS_YOU_GO` or `PAY_UP_FRONT`.
     public var discountType: String
+    /// The `discountType` of a free trial.
+    public static let freeTrial = "FREE_TRIAL"
     /// The offer's whole length (`P1W`; `P3M` for three monthly periods), as Apple's `offerPeriod`.
     public var period: String?
     /// What the period was bought for, in milli-units of the currency (the payload's `price`): 0
@@ -31,7 +33,7 @@ public struct TransactionOffer: Sendable, Equatable {
         self.kind = kind
         id = kind == .introductory ? nil : offer.id
         discountType = switch offer.paymentMode {
-        case SubscriptionOffer.freeTrial: "FREE_TRIAL"
+        case SubscriptionOffer.freeTrial: Self.freeTrial
         case SubscriptionOffer.payUpFront: "PAY_UP_FRONT"
         default: "PAY_AS_YOU_GO"
         }

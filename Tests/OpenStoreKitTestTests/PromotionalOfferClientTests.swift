@@ -75,6 +75,14 @@ struct PromotionalOfferClientTests {
         #expect(bought.offer?.type == .promotional && bought.offer?.id == Self.offer, "\(String(describing: bought.offer))")
         #expect(bought.offerType == .promotional && bought.offerID == Self.offer)
         await bought.finish()
+        // The app receipt names the offer (1721), as Apple's does; openssl reads it.
+        let root = store.daemon.directory.file("root.pem")
+        try store.daemon.ctl(["certificate"]).stdout.write(toFile: root, atomically: true, encoding: .utf8)
+        let receipt = try Data(contentsOf: SKPaymentQueue.appStoreReceiptURL)
+        let listed = try IndependentVerifier.receiptPurchases(receipt, root: root)
+        let entry = listed.first { $0[1703] == IndependentVerifier.derUTF8String(String(bought.id)) }
+        #expect(entry?[1721] == IndependentVerifier.derUTF8String(Self.offer), "\(listed)")
+        #expect(entry?[1713] == IndependentVerifier.derInteger(false) && entry?[1719] == IndependentVerifier.derInteger(false))
 
         // The same, in the Signature form (StoreKit 2 since iOS 17.4): a nonce it was not made for.
         let forged = Product.PurchaseOption.promotionalOffer(offerID: Self.offer, signature: Product.SubscriptionOffer.Signature(
