@@ -80,3 +80,72 @@ extension PaymentQueueEngine {
         try store.setting(Self.offerKey(transactionID)).flatMap(TransactionOffer.init(stored:))
     }
 }
+
+// A purchase that waits (an Ask to Buy request, an interrupted purchase) keeps the offer it was
+// asked with, and the app server's word on the introductory offer, until it completes: in the
+// ledger's settings (`offer.wait.ID`, ID the waiting transaction's), dropped when it fails.
+
+/// What a waiting purchase was asked with.
+struct WaitingOffer: Equatable {
+    var kind: TransactionOffer.Kind
+    /// The promotional or win-back offer's identifier; nil for none.
+    var offerID: String?
+    /// A signed eligibility's answer; nil when there was none.
+    var introductoryOfferAllowed: Bool?
+
+    /// `KIND\tID\tALLOWED` (ALLOWED `1`, `0` or empty).
+    var stored: String {
+        "\(kind.rawValue)\t\(offerID ?? "")\t\(introductoryOfferAllowed.map { $0 ? "1" : "0" } ?? "")"
+    }
+
+    init(kind: TransactionOffer.Kind, offerID: String?, introductoryOfferAllowed: Bool?) {
+        self.kind = kind
+        self.offerID = offerID
+        self.introductoryOfferAllowed = introductoryOfferAllowed
+    }
+
+    init?(stored text: String) {
+        let parts = text.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3, let number = Int(parts[0]), let kind = TransactionOffer.Kind(rawValue: number) else { return nil }
+        self.kind = kind
+        offerID = parts[1].isEmpty ? nil : parts[1]
+        introductoryOfferAllowed = switch parts[2] {
+        case "1": true
+        case "0": false
+        default: nil
+        }
+    }
+}
+
+extension PaymentQueueEngine {
+    static func waitingOfferKey(_ transactionID: UInt64) -> String { "offer.wait.\(transactionID)" }
+
+    /// Keeps what the waiting purchase `transactionID` of `product` was asked with, if anything.
+    func keepWaitingOffer(_ promotion: SubscriptionOffer?, kind: TransactionOffer.Kind, introductoryOfferAllowed: Bool?,
+                          product: CatalogProduct, of transactionID: UInt64) throws(LedgerError) {
+        guard product.kind == .autoRenewable, promotion != nil || introductoryOfferAllowed != nil else { return }
+        let waiting = WaitingOffer(kind: kind, offerID: promotion?.id, introductoryOfferAllowed: introductoryOfferAllowed)
+        try store.setSetting(Self.waitingOfferKey(transactionID), waiting.stored)
+    }
+
+    /// What the waiting purchase `transactionID` was asked with, forgotten here: the offer as the
+    /// catalogue has it now (nil when the catalogue no longer lists it: the purchase completes at
+    /// the product's price), its kind, and the introductory offer's eligibility.
+    func takeWaitingOffer(of transactionID: UInt64, product: CatalogProduct) throws(LedgerError)
+        -> (promotion: SubscriptionOffer?, kind: TransactionOffer.Kind, introductoryOfferAllowed: Bool?)
+    {
+        let key = Self.waitingOfferKey(transactionID)
+        guard let text = try store.setting(key) else { return (nil, .promotional, nil) }
+        try store.setSetting(key, nil)
+        guard let waiting = WaitingOffer(stored: text) else { return (nil, .promotional, nil) }
+        let offers = waiting.kind == .winBack ? product.winBackOffers.map(\.offer) : product.promotionalOffers
+        let promotion = waiting.offerID.flatMap { id in offers.first { $0.id == id } }
+        return (promotion, waiting.kind, waiting.introductoryOfferAllowed)
+    }
+
+    /// Forgets what a waiting purchase that failed was asked with.
+    func dropWaitingOffer(of transactionID: UInt64) throws(LedgerError) {
+        let key = Self.waitingOfferKey(transactionID)
+        if try store.setting(key) != nil { try store.setSetting(key, nil) }
+    }
+}

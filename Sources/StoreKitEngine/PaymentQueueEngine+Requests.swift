@@ -20,7 +20,9 @@ extension PaymentQueueEngine {
             record.date = now
             var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
-                startsPeriod = try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now)
+                let asked = try takeWaitingOffer(of: record.id, product: product)
+                startsPeriod = try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: asked.promotion,
+                                                             promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed)
             }
             record.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             guard try store.transition(id: record.id, from: .deferred, to: .purchased, sequence: record.sequence, date: now,
@@ -74,6 +76,7 @@ extension PaymentQueueEngine {
     }
 
     private func fail(_ record: TransactionRecord, code: StoreKitErrorCode, message: String, at time: Int64) throws(LedgerError) -> [Effect] {
+        try dropWaitingOffer(of: record.id)
         var failed = record
         failed.state = .failed
         failed.date = time
@@ -103,7 +106,9 @@ extension PaymentQueueEngine {
                 sequence: 0, date: now, applicationUsername: record.applicationUsername)
             var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
-                startsPeriod = try applySubscriptionPurchase(&purchase, product: product, catalog: catalog, at: now)
+                let asked = try takeWaitingOffer(of: record.id, product: product)
+                startsPeriod = try applySubscriptionPurchase(&purchase, product: product, catalog: catalog, at: now, promotion: asked.promotion,
+                                                             promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed)
             }
             purchase.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             try store.insert(purchase)

@@ -250,6 +250,8 @@ public final class PaymentQueueEngine {
             try store.insert(PurchaseRequest(
                 transactionID: record.id, kind: .askToBuy, uid: uid, app: app, productID: productID,
                 created: now, expires: now + Self.askToBuyLifetime))
+            try keepWaitingOffer(promotion, kind: promotionKind, introductoryOfferAllowed: introductoryOfferAllowed,
+                                 product: product, of: record.id)
             scheduleChanged()
         } else if interrupted(productID: productID, catalog: catalog) {
             record.state = .failed
@@ -258,6 +260,8 @@ public final class PaymentQueueEngine {
             try store.insert(PurchaseRequest(
                 transactionID: record.id, kind: .interrupted, uid: uid, app: app, productID: productID,
                 created: now, expires: nil))
+            try keepWaitingOffer(promotion, kind: promotionKind, introductoryOfferAllowed: introductoryOfferAllowed,
+                                 product: product, of: record.id)
         } else {
             record.state = .purchased
             if product.kind == .autoRenewable {

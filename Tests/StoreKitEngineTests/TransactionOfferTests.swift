@@ -27,10 +27,15 @@ import Testing
             directory.remove()
         }
 
-        func buy(_ productID: String, offer: String? = nil) throws -> TransactionRecord {
+        func buy(_ productID: String, offer: String? = nil, askingParent: Bool = false, introductoryOfferAllowed: Bool? = nil)
+            throws -> TransactionRecord
+        {
             let discount = offer.map { ClientMessage.Discount(offerID: $0, keyID: "KEY", nonce: "n", signature: "s", timestamp: 0) }
-            let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: productID, quantity: 1, discount: discount)
-            let outcome = try store.inUnit { try engine.addPayment(uid: buyer, app: app, payment: payment) }
+            let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: productID, quantity: 1,
+                                                   simulatesAskToBuy: askingParent, discount: discount)
+            let outcome = try store.inUnit {
+                try engine.addPayment(uid: buyer, app: app, payment: payment, introductoryOfferAllowed: introductoryOfferAllowed)
+            }
             #expect(outcome.code == .ok, "\(outcome.message)")
             return try #require(try store.transaction(id: outcome.value))
         }
@@ -135,5 +140,52 @@ import Testing
             }
         }
         #expect(offerPrices == ["2990", "2990", "4990"], "\(offerPrices)")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anAskToBuyRequestKeepsItsOfferUntilTheParentApproves(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let first = try store.buy(SampleCatalog.monthly)
+        #expect(try store.store.inUnit { try store.engine.expire(.transaction(first.originalID ?? first.id)) }.code == .ok)
+        let asked = try store.buy(SampleCatalog.monthly, offer: Self.comeback, askingParent: true)
+        #expect(asked.state == .deferred)
+        #expect(try store.offerMembers(asked)["offerType"] == nil, "nothing is bought yet")
+        #expect(try store.store.inUnit { try store.engine.approve(transactionID: asked.id) }.code == .ok)
+        let approved = try #require(try store.store.transaction(id: asked.id))
+        #expect(approved.state == .purchased)
+        let members = try store.offerMembers(approved)
+        #expect(members["offerType"] == "2" && members["offerIdentifier"] == Self.comeback && members["price"] == "2990", "\(members)")
+        #expect(try store.store.setting("offer.wait.\(asked.id)") == nil, "forgotten once used")
+
+        // Declined, the offer is forgotten with the request.
+        let again = try store.buy(SampleCatalog.monthly, offer: Self.comeback, askingParent: true)
+        #expect(try store.store.setting("offer.wait.\(again.id)") != nil)
+        #expect(try store.store.inUnit { try store.engine.decline(transactionID: again.id) }.code == .ok)
+        #expect(try store.store.setting("offer.wait.\(again.id)") == nil)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anInterruptedPurchaseKeepsTheServersWordOnTheIntroductoryOffer(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        _ = try store.store.inUnit { try store.engine.updateSwitches { $0.interrupted = true } }
+        let interrupted = try store.buy(SampleCatalog.monthly, introductoryOfferAllowed: false)
+        #expect(interrupted.state == .failed)
+        _ = try store.store.inUnit { try store.engine.updateSwitches { $0.interrupted = nil } }
+        let resolved = try store.store.inUnit { try store.engine.resolve(transactionID: interrupted.id) }
+        #expect(resolved.code == .ok, "\(resolved.message)")
+        let purchase = try #require(try store.store.transaction(id: resolved.value))
+        #expect(try store.offerMembers(purchase)["offerType"] == nil,
+                "the app's server said no introductory offer: a full month, as if it had not been interrupted")
+        let month = try #require(purchase.expiresDate) - purchase.date
+        #expect(month >= 28 * 86_400_000, "\(month) ms")
+
+        // Without a word from the server, the buyer who never subscribed gets the free week on resolving.
+        let other = try Store(backend)
+        _ = try other.store.inUnit { try other.engine.updateSwitches { $0.interrupted = true } }
+        let waiting = try other.buy(SampleCatalog.monthly)
+        _ = try other.store.inUnit { try other.engine.updateSwitches { $0.interrupted = nil } }
+        let done = try other.store.inUnit { try other.engine.resolve(transactionID: waiting.id) }
+        let week = try #require(try other.store.transaction(id: done.value))
+        #expect(try other.offerMembers(week)["offerDiscountType"] == "FREE_TRIAL")
     }
 }
