@@ -166,6 +166,23 @@ static inline ssize_t storekit_send_with_fd(int socket, const void *buffer, size
     memcpy(CMSG_DATA(c), &fd, sizeof(int));
     return sendmsg(socket, &message, MSG_NOSIGNAL);
 }
+/* Sends the `count` buffers of `iov` in order on a stream socket (one gathering write), with the
+   descriptor `fd` attached to the first byte (SCM_RIGHTS) unless it is -1; without SIGPIPE.
+   Returns the bytes sent or -1. */
+static inline ssize_t storekit_sendv(int socket, const struct iovec *iov, int count, int fd) {
+    union { struct cmsghdr align; char buffer[CMSG_SPACE(sizeof(int))]; } control;
+    struct msghdr message;
+    memset(&message, 0, sizeof(message));
+    message.msg_iov = (struct iovec *)iov; message.msg_iovlen = (size_t)count;
+    if (fd >= 0) {
+        memset(&control, 0, sizeof(control));
+        message.msg_control = control.buffer; message.msg_controllen = sizeof(control.buffer);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&message);
+        c->cmsg_level = SOL_SOCKET; c->cmsg_type = SCM_RIGHTS; c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    return sendmsg(socket, &message, MSG_NOSIGNAL);
+}
 /* Bytes written to a Unix stream socket that its peer has not read yet (SIOCOUTQ), or -1. */
 #include <sys/ioctl.h>
 #include <linux/sockios.h>

@@ -28,10 +28,25 @@ final class Session {
     let kind: SocketKind
     let peer: PeerCredentials
     var decoder: FrameDecoder
-    var output: [UInt8] = []
-    var outputOffset = 0
-    /// Descriptors to pass (SCM_RIGHTS) with the byte of `output` at `position`, in order.
-    private var passing: [(position: Int, descriptor: PassedDescriptor)] = []
+    /// Frames queued to send, in order, from `head` on (those before it are sent); the first may
+    /// be partly sent (`sentOfHead` bytes). A frame is kept as it was made, never copied into a
+    /// buffer: the socket takes them in gathering writes (a history page of hundreds of
+    /// kilobytes, copied into one growing buffer, was half of the serving loop's time under a
+    /// flood of pages).
+    private var frames: [QueuedFrame] = []
+    private var head = 0
+    private var sentOfHead = 0
+    /// Bytes of `frames` not sent yet.
+    private(set) var pendingOutput = 0
+
+    /// A frame, and the descriptor passed (SCM_RIGHTS) with its first byte, if any.
+    private struct QueuedFrame {
+        var bytes: [UInt8]
+        var descriptor: PassedDescriptor?
+    }
+
+    /// Frames one write gathers at most.
+    static let framesPerWrite = 64
     /// The app this connection acts as, once the hello was accepted.
     var app: String?
     /// The protocol version its hello chose (`ProtocolVersion.served`): what it is sent is
@@ -92,12 +107,11 @@ final class Session {
     /// account at once, not when the last reference to the session goes.
     func discardOutput() {
         account.queued -= pendingOutput
-        output = []
-        outputOffset = 0
-        passing = []
+        frames = []
+        head = 0
+        sentOfHead = 0
+        pendingOutput = 0
     }
-
-    var pendingOutput: Int { output.count - outputOffset }
 
     /// Reads what the socket holds into `buffer` (end of file once closed).
     func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> IOResult {
@@ -116,42 +130,84 @@ final class Session {
 
     /// Queues a frame; `descriptor`, if any, is passed with its first byte.
     func enqueue(encodedFrame: [UInt8], passing descriptor: PassedDescriptor? = nil) {
+        guard !encodedFrame.isEmpty else { return }
         if pendingOutput == 0 { lastSendProgress = Monotonic.milliseconds() }
-        if let descriptor, !encodedFrame.isEmpty { passing.append((output.count, descriptor)) }
-        output.append(contentsOf: encodedFrame)
+        frames.append(QueuedFrame(bytes: encodedFrame, descriptor: descriptor))
+        pendingOutput += encodedFrame.count
         account.queued += encodedFrame.count
     }
 
     /// Writes as much pending output as the socket takes. Returns false when the peer is gone.
-    /// A write stops before a byte a descriptor goes with, and that byte starts the next write,
-    /// which carries the descriptor: the kernel keeps it with that byte for the peer's read.
+    /// A write gathers up to `framesPerWrite` frames and stops before a frame a descriptor goes
+    /// with: that frame starts the next write, which carries the descriptor, and the kernel keeps
+    /// it with the frame's first byte for the peer's read.
     func send() -> Bool {
-        while outputOffset < output.count {
-            let attached = passing.first.flatMap { $0.position == outputOffset ? $0.descriptor : nil }
-            let end = passing.first(where: { $0.position > outputOffset })?.position ?? output.count
-            let result = output.withUnsafeBytes { raw in
-                Result { () throws(Errno) -> IOResult in
-                    let bytes = UnsafeRawBufferPointer(rebasing: raw[outputOffset..<end])
-                    guard let attached else { return try socket?.write(bytes) ?? .endOfFile }
-                    return try socket?.write(bytes, passing: attached.fd) ?? .endOfFile
-                }
+        while head < frames.count {
+            let attached = sentOfHead == 0 ? frames[head].descriptor : nil
+            var end = head + 1
+            while end < frames.count, end - head < Self.framesPerWrite, frames[end].descriptor == nil { end += 1 }
+            var buffers: [iovec] = []
+            buffers.reserveCapacity(end - head)
+            let result = gathering(head..<end, skipping: sentOfHead, into: &buffers) { buffers throws(Errno) -> IOResult in
+                try socket?.write(gathering: buffers, passing: attached?.fd) ?? .endOfFile
             }
             switch result {
             case .success(.transferred(let count)):
                 if attached != nil {
-                    passing.removeFirst()   // sent with the first of these bytes: closed when released
+                    frames[head].descriptor = nil   // sent with the frame's first byte: closed when released
                     descriptorsSent += 1
                 }
-                outputOffset += count
+                advance(by: count)
                 account.queued -= count
                 lastSendProgress = Monotonic.milliseconds()
-            case .success(.wouldBlock): return true
+            case .success(.wouldBlock):
+                compact()
+                return true
             case .success(.endOfFile), .failure: return false
             }
         }
-        output.removeAll(keepingCapacity: output.capacity <= 65_536)
-        outputOffset = 0
+        frames.removeAll(keepingCapacity: frames.capacity <= 1_024)
+        head = 0
+        sentOfHead = 0
         return true
+    }
+
+    /// Runs `write` with the frames of `range` as buffers, the first from `skip` on: each frame's
+    /// bytes are borrowed in place (one closure per frame, nested), not copied.
+    private func gathering(_ range: Range<Int>, skipping skip: Int, into buffers: inout [iovec],
+                           _ write: (UnsafeBufferPointer<iovec>) throws(Errno) -> IOResult) -> Result<IOResult, Errno> {
+        guard let index = range.first else {
+            return buffers.withUnsafeBufferPointer { all in Result { () throws(Errno) -> IOResult in try write(all) } }
+        }
+        return frames[index].bytes.withUnsafeBytes { raw in
+            let from = index == range.lowerBound ? skip : 0
+            buffers.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: raw.baseAddress! + from), iov_len: raw.count - from))
+            return gathering(index + 1..<range.upperBound, skipping: 0, into: &buffers, write)
+        }
+    }
+
+    /// Moves past `count` bytes sent, dropping the frames sent whole.
+    private func advance(by count: Int) {
+        pendingOutput -= count
+        var left = count
+        while left > 0, head < frames.count {
+            let rest = frames[head].bytes.count - sentOfHead
+            if left < rest {
+                sentOfHead += left
+                return
+            }
+            left -= rest
+            frames[head] = QueuedFrame(bytes: [], descriptor: nil)   // its memory goes now, not at the next compaction
+            head += 1
+            sentOfHead = 0
+        }
+    }
+
+    /// Drops the sent frames from the front once they are most of the queue.
+    private func compact() {
+        guard head >= 64, head * 2 >= frames.count else { return }
+        frames.removeFirst(head)
+        head = 0
     }
 }
 

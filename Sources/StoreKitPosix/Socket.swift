@@ -69,6 +69,11 @@ public struct Socket: ~Copyable {
         try UnixSocket.write(rawValue, buffer, passing: descriptor)
     }
 
+    /// Writes `buffers` in order in one gathering write, `descriptor` (if any) attached to the first byte.
+    public borrowing func write(gathering buffers: UnsafeBufferPointer<iovec>, passing descriptor: Int32?) throws(Errno) -> IOResult {
+        try UnixSocket.write(rawValue, gathering: buffers, passing: descriptor)
+    }
+
     public borrowing func setNonBlocking(_ on: Bool) throws(Errno) {
         try UnixSocket.setNonBlocking(rawValue, on)
     }

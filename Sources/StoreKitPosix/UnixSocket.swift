@@ -74,6 +74,20 @@ public enum UnixSocket {
         }
     }
 
+    /// Writes `buffers` in order in one gathering write (sendmsg(2)), with `descriptor`, if any,
+    /// attached to the first byte (SCM_RIGHTS); the caller still owns (and closes) its own.
+    public static func write(_ fd: Int32, gathering buffers: UnsafeBufferPointer<iovec>, passing descriptor: Int32?) throws(Errno) -> IOResult {
+        do {
+            let count = try retryingSyscall(.send, on: fd) {
+                storekit_sendv(fd, buffers.baseAddress, Int32(buffers.count), descriptor ?? -1)
+            }
+            return .transferred(count)
+        } catch {
+            if error == .wouldBlock { return .wouldBlock }
+            throw error
+        }
+    }
+
     /// Reads what the socket holds, with any descriptors that came with it (SCM_RIGHTS, received
     /// close-on-exec; at most 253 a read). The caller owns them.
     public static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, descriptors: inout [Int32]) throws(Errno) -> IOResult {
