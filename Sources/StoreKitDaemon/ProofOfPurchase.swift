@@ -53,7 +53,9 @@ public final class ProofOfPurchase {
     /// ledger undid changes (its `generation`: a list may hold what a unit read and then rolled
     /// back) or another host changed more than transactions (`externalGeneration`: a history
     /// deleted there moves no transaction).
-    private var receiptLists: [QueueKey: (sequence: UInt64, purchases: [UInt64: AppReceipt.InAppPurchase])] = [:]
+    /// Entries keep their encoded attributes (`AppReceipt.Entry`): the next receipt encodes only
+    /// what changed.
+    private var receiptLists: [QueueKey: (sequence: UInt64, purchases: [UInt64: AppReceipt.Entry])] = [:]
     private var receiptListsGenerations: (ledger: UInt64, external: UInt64) = (0, 0)
 
     init(identity: SigningIdentity, keyDirectory: String, rootPaths: [String]) {
@@ -371,7 +373,10 @@ public final class ProofOfPurchase {
         var opaque = [UInt8](repeating: 0, count: 16)
         for index in opaque.indices { opaque[index] = UInt8.random(in: 0...255) }
         func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
-        func entry(_ record: TransactionRecord) throws -> AppReceipt.InAppPurchase {
+        func entry(_ record: TransactionRecord) throws -> AppReceipt.Entry {
+            AppReceipt.Entry(try purchase(record))
+        }
+        func purchase(_ record: TransactionRecord) throws -> AppReceipt.InAppPurchase {
             let product = engine.product(app: app, id: record.productID)
             let subscription = product?.kind == .autoRenewable
             // The period's offer, as Apple's receipt tells it: `1713` a free trial, `1719` an
@@ -397,23 +402,25 @@ public final class ProofOfPurchase {
             receiptLists.removeAll()
             receiptListsGenerations = generations
         }
-        var listed: [UInt64: AppReceipt.InAppPurchase] = [:]
-        if let kept = receiptLists[queue], kept.sequence <= sequence {
-            listed = kept.purchases
+        var listed: [UInt64: AppReceipt.Entry] = [:]
+        if var kept = receiptLists.removeValue(forKey: queue), kept.sequence <= sequence {
+            // Taken out while it changes, so that the dictionary is not copied.
             let (changed, unlisted) = try engine.receiptChanges(uid: uid, app: app, afterSequence: kept.sequence)
-            for id in unlisted { listed[id] = nil }
-            for record in changed { listed[record.id] = try entry(record) }
+            for id in unlisted { kept.purchases[id] = nil }
+            for record in changed { kept.purchases[record.id] = try entry(record) }
+            listed = kept.purchases
         } else {
             for record in try engine.receiptPurchases(uid: uid, app: app) { listed[record.id] = try entry(record) }
         }
         receiptLists[queue] = (sequence, listed)
-        let purchases = listed.sorted { $0.key < $1.key }.map(\.value)
+        // In the order of the DER set the receipt sorts them into anyway: no order is needed here.
+        let purchases = Array(listed.values)
         let receipt = AppReceipt(
             receiptType: (registration?.environment ?? .xcode).receiptType, bundleIdentifier: app, appVersion: version,
             opaqueValue: opaque,
             sha1Hash: AppReceipt.hash(deviceIdentifier: try DeviceIdentifier.forApp(app), opaqueValue: opaque, bundleIdentifier: app),
             creationDate: date(engine.clock.now()), originalApplicationVersion: version,
-            originalPurchaseDate: date(try firstSeen(uid: uid, app: app, engine: engine)), inAppPurchases: purchases)
+            originalPurchaseDate: date(try firstSeen(uid: uid, app: app, engine: engine)), entries: purchases)
         return receipt
     }
 }

@@ -168,7 +168,7 @@ extension Server {
             }
             switch answer {
             case .kept(let bytes):
-                output.reply(session, .receipt(requestID: id, data: bytes))
+                output.replyReceipt(session.token, requestID: id, data: bytes)
             case .toSign(let contents, let sequence):
                 output.appendReceiptToSign(session.token, requestID: id, contents, queue: QueueKey(uid: uid, app: app), sequence: sequence)
             }

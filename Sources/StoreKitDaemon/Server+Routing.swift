@@ -24,8 +24,10 @@ extension Server {
                 lastSession = sessions[token]
                 if let lastSession { queueForSending(lastSession) }
             }
-            lastSession?.outputInGate -= frame.count
+            let tail = output.tails[index]
+            lastSession?.outputInGate -= frame.count + (tail?.count ?? 0)
             lastSession?.enqueue(encodedFrame: frame, passing: output.descriptors[index])
+            if let tail { lastSession?.enqueue(encodedFrame: tail) }
         }
     }
 

@@ -31,6 +31,17 @@ extension Server {
         /// its frame's first byte (SCM_RIGHTS) and is closed here once sent or dropped.
         private(set) var descriptors: [Int: PassedDescriptor] = [:]
 
+        /// Bytes sent right after a frame's, by the frame's index: a kept receipt, shared with
+        /// where it is kept rather than copied into each reply's frame.
+        private(set) var tails: [Int: [UInt8]] = [:]
+
+        /// Queues the reply `.receipt(requestID:data:)` for the session `token` without copying `data`.
+        mutating func replyReceipt(_ token: UInt64, requestID: UInt32, data: [UInt8]) {
+            tails[frames.count] = data
+            append(token, Frame.receiptPrefix(requestID: requestID, dataCount: data.count))
+            bytes[token, default: 0] += data.count
+        }
+
         /// Queues `message` for `session` with `descriptor` attached to its first byte.
         mutating func reply(_ session: Session, _ message: ServerMessage, passing descriptor: PassedDescriptor) {
             descriptors[frames.count] = descriptor
@@ -117,6 +128,10 @@ extension Server {
                 }
                 moved.append((lane, parts[lane]!.frames.count))
                 if let descriptor = descriptors[moved.count - 1] { parts[lane]!.descriptors[parts[lane]!.frames.count] = descriptor }
+                if let tail = tails[moved.count - 1] {
+                    parts[lane]!.tails[parts[lane]!.frames.count] = tail
+                    parts[lane]!.bytes[token, default: 0] += tail.count
+                }
                 parts[lane]!.append(token, frame)
             }
             for (indices, message) in pendingSignatures {
@@ -141,7 +156,10 @@ extension Server {
 
         /// Drops the frames from `index` on (a request undone in its savepoint).
         mutating func removeFrames(from index: Int) {
-            for (token, frame) in frames[index...] { bytes[token, default: 0] -= frame.count }
+            for (offset, (token, frame)) in frames[index...].enumerated() {
+                bytes[token, default: 0] -= frame.count + (tails[index + offset]?.count ?? 0)
+            }
+            tails = tails.filter { $0.key < index }
             frames.removeSubrange(index...)
             pendingSignatures.removeAll { $0.indices.contains { $0 >= index } }
             pendingReceipts.removeAll { $0.index >= index }

@@ -11,6 +11,22 @@ public enum Frame {
         output.append(contentsOf: body)
     }
 
+    /// The frame of `ServerMessage.receipt(requestID:data:)` up to its data: the frame is these
+    /// bytes followed by the data's, so that a kept receipt of megabytes is sent as it is kept,
+    /// not copied into each reply (the same bytes as `encode(body: message.encode())`).
+    public static func receiptPrefix(requestID: UInt32, dataCount: Int) -> [UInt8] {
+        var writer = WireWriter()
+        writer.u8(ServerMessage.Tag.receipt.rawValue)
+        writer.u32(requestID)
+        writer.u32(UInt32(dataCount))
+        var output: [UInt8] = []
+        output.reserveCapacity(headerSize + writer.bytes.count)
+        let length = UInt32(writer.bytes.count + dataCount).littleEndian
+        withUnsafeBytes(of: length) { output.append(contentsOf: $0) }
+        output.append(contentsOf: writer.bytes)
+        return output
+    }
+
     public static func encode(body: [UInt8]) -> [UInt8] {
         var output: [UInt8] = []
         output.reserveCapacity(body.count + headerSize)

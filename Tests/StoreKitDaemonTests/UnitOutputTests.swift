@@ -104,4 +104,25 @@ struct UnitOutputTests {
         logged.journal.append {}
         #expect(logged.parts(laneOf: Self.uid).map(\.lane) == [nil])
     }
+
+    @Test("a kept receipt follows its reply's frame as a tail: into the part of its uid, counted in its session's bytes, undone with its request")
+    func receiptTails() throws {
+        var output = Server.UnitOutput()
+        let big = (0..<100_000).map { UInt8(truncatingIfNeeded: $0) }
+        output.append(2, Frame.encode(body: ServerMessage.result(1, .ok).encode()))
+        output.replyReceipt(1, requestID: 5, data: big)
+        output.replyReceipt(2, requestID: 6, data: [1, 2, 3])
+        #expect(output.bytes[1] == Frame.headerSize + 9 + big.count)
+        let parts = output.parts(laneOf: Self.uid)
+        #expect(parts.map(\.lane) == [200, 100])
+        let uid200 = try #require(parts.first?.output), uid100 = try #require(parts.last?.output)
+        #expect(uid200.tails == [1: [1, 2, 3]] && uid100.tails == [0: big])
+        #expect(uid100.bytes[1] == output.bytes[1] && uid200.bytes[2] == output.bytes[2])
+        // The frame and its tail are the frame `.receipt` encodes to.
+        let whole = try #require(uid100.frames.first?.frame) + big
+        #expect(whole == Frame.encode(body: ServerMessage.receipt(requestID: 5, data: big).encode()))
+        var undone = output
+        undone.removeFrames(from: 1)
+        #expect(undone.tails.isEmpty && undone.bytes[1] == 0)
+    }
 }

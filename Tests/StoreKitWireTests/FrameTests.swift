@@ -162,4 +162,15 @@ struct FrameTests {
         }
         #expect(try Self.decode(chunks) == bodies)
     }
+
+    @Test("a receipt's frame prefix and its data are the frame `.receipt` encodes to, and decode to it", arguments: [0, 1, 70_000])
+    func receiptPrefix(size: Int) throws {
+        let data = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let frame = Frame.receiptPrefix(requestID: 0xA1B2_C3D4, dataCount: data.count) + data
+        #expect(frame == Frame.encode(body: ServerMessage.receipt(requestID: 0xA1B2_C3D4, data: data).encode()))
+        var decoder = FrameDecoder(maximumBodySize: 1 << 20)
+        decoder.append(frame)
+        let body = try #require(try decoder.next())
+        #expect(try ServerMessage.decode(body) == .receipt(requestID: 0xA1B2_C3D4, data: data))
+    }
 }
