@@ -32,7 +32,10 @@ extension Server {
                 }
             }
             let message = message.replacingRecords(records)
-            if !payloads.isEmpty {
+            if !payloads.isEmpty || (filled && Signer.Job.isPage(message) && records.count > Self.pageRecordsEncodedOnTheLoop) {
+                // A page of many records is encoded by a signer's thread even when it has nothing
+                // to sign: its encoding grows with the page (a sixth of the loop under a flood of
+                // history pages, all of their JWS kept).
                 pushes.append(Signer.Push(indices: indices, message: message, payloads: payloads))
             } else if filled {
                 encodedHere.append((indices, Frame.encode(body: message.encode())))
@@ -56,6 +59,9 @@ extension Server {
     /// the disk syncs: a hand-off to the signer's thread and back costs more than one or two
     /// signatures when the cores are busy. More go to the signer.
     static let signedOnTheLoop = 2
+
+    /// Records of a page whose JWS are all kept up to which the loop encodes it itself.
+    static let pageRecordsEncodedOnTheLoop = 8
 
     /// Puts the signer's finished jobs into their outputs in the gate, and releases what is
     /// now durable and signed.

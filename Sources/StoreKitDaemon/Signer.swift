@@ -60,12 +60,15 @@ final class Signer: @unchecked Sendable {
         /// signatures to make: work a request asked for whose size grows with the queue, not the
         /// pushes of changes (which stay light whatever their number, so that `signingDepth`
         /// still holds the loop back when the signers fall behind on them).
+        /// A page to encode whose JWS are all kept counts as heavy too: its encoding grows with it.
         var isHeavy: Bool {
-            !receipts.isEmpty || pushes.reduce(0) { $0 + (isPage($1.message) ? $1.payloads.count : 0) } > Self.heavyPageSignatures
+            !receipts.isEmpty
+                || pushes.reduce(0) { $0 + (Self.isPage($1.message) ? $1.payloads.count : 0) } > Self.heavyPageSignatures
+                || pushes.contains { Self.isPage($0.message) && $0.payloads.isEmpty }
         }
         static let heavyPageSignatures = 8
 
-        private func isPage(_ message: ServerMessage) -> Bool {
+        static func isPage(_ message: ServerMessage) -> Bool {
             if case .transactions = message { true } else { false }
         }
     }
@@ -164,9 +167,7 @@ final class Signer: @unchecked Sendable {
             for (index, payload) in push.payloads {
                 do {
                     #if STOREKIT_TEST_HOOKS
-                    #if STOREKIT_TEST_HOOKS
-                if job.failsOnPurpose { throw SigningError("signing fails on purpose (debug-fail-signing)") }
-                #endif
+                    if job.failsOnPurpose { throw SigningError("signing fails on purpose (debug-fail-signing)") }
                     #endif
                     records[index].jwsRepresentation = try job.identity.signJWS(payload: payload.serializedBytes())
                     result.signed.append(records[index])
