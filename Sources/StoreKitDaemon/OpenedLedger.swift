@@ -17,7 +17,7 @@ struct OpenedLedger {
         if let conninfo = configuration.database {
             let member = configuration.fleetMember
             let ledger = try PostgresLedger(conninfo: conninfo, member: member)
-            changeFeed = try FleetListener(conninfo: conninfo, ledger: ledger)
+            changeFeed = try FleetListener(ledger: ledger)
             logger.info("Opened database \(ledger.path) as host \(member.host) (accounts from \(member.accountFrom.rawValue)): "
                         + ledger.openReport, id: .recovery)
             storage = ledger

@@ -5,24 +5,35 @@ import StoreKitLedger
 // notifications, and telling this host's observers what they changed.
 
 extension Server {
-    /// The fleet's connection is readable: notifications (or its loss).
+    /// The fleet's connection is readable, or a unit of work ended (its answers may have
+    /// brought notifications with them): notifications, or the connection's loss. A lost
+    /// connection's socket is closed, which takes it out of the epoll set.
     func hearFleet() {
-        guard let fleet else { return }
-        let socket = fleet.socket
+        guard let fleet, fleetWatched else { return }
         if fleet.receive() { fleetChangesDue = true }
         if !fleet.isConnected {
-            epoll.remove(socket)
+            fleetWatched = false
             statusStale = true
             logger.warning("Lost the fleet's notification connection to \(ledger.path); reconnecting (changes made by "
                            + "other hosts meanwhile are read once it is back)", id: .storageFailure)
         }
     }
 
-    /// Reconnects the fleet's notification connection when it was lost (backing off).
+    /// Notifications the ledger's own statements read with their answers (after a unit of work,
+    /// a status line, a look at the schedule): the next turn runs the unit that reads the changes
+    /// without waiting in epoll (`fleetHeardLate`).
+    func hearBufferedFleet() {
+        guard fleetWatched, let fleet, fleet.receiveBuffered() else { return }
+        fleetChangesDue = true
+        fleetHeardLate = true
+    }
+
+    /// Watches the fleet's connection again once it is back (reconnecting it, backing off).
     func reconnectFleet(now: Int64) {
-        guard let fleet, !fleet.isConnected, fleet.reconnect(now: now) else { return }
+        guard let fleet, !fleetWatched, fleet.reconnect(now: now) else { return }
         do {
             try epoll.add(fleet.socket, events: .readable, token: Token.fleet)
+            fleetWatched = true
             fleetChangesDue = true
             statusStale = true
             logger.notice("Listening to the fleet on \(ledger.path) again", id: .recovery)

@@ -251,6 +251,9 @@ extension Server {
         var batch = takeFairShare()
         // Every waiting request waits for its uid's heavy signing work: no unit of work now.
         guard !batch.isEmpty || fireScheduled || fleetChangesDue || familiesDue else { return }
+        // Notifications that came with the unit's answers wait in libpq's buffer, where the
+        // socket's readiness no longer shows them: read once the unit is over.
+        defer { hearBufferedFleet() }
         // Requests of sessions over their output mark wait (in order) until the session reads.
         var held: [(Session, ClientMessage)] = []
         var heldTokens = Set<UInt64>()

@@ -105,6 +105,10 @@ public final class Server {
     let fleet: (any LedgerChangeFeed)?
     /// Another daemon of the fleet changed something: read it in the next unit of work.
     var fleetChangesDue = false
+    /// The fleet's connection is in the epoll set (until it is lost or the ledger reconnected).
+    var fleetWatched = false
+    /// Notifications were read from libpq's buffer after the last wait: the next one does not wait.
+    var fleetHeardLate = false
     /// When the families of the configuration are next brought into the ledger (monotonic ms;
     /// nil: they are in it). Due at start and after a reload; a failure tries again a second later.
     var familiesDueAt: Int64? = 0
@@ -191,6 +195,7 @@ public final class Server {
         self.fleet = fleet
         if let fleet, fleet.isConnected {
             try epoll.add(fleet.socket, events: .readable, token: Token.fleet)
+            fleetWatched = true
             fleetChangesDue = true
         }
         // Last: nothing after it throws, so its thread is never left behind by a failed init.
@@ -228,7 +233,7 @@ public final class Server {
             // After a failed save, the next one is tried `LedgerDriver.saveRetryDelay` ms later.
             let waitsForSave = received.isEmpty && ledger.hasUnsavedChanges
             let saveWait = Int32(clamping: max(Int64(Self.idleSaveDelay), ledger.saveRetryAt - Monotonic.milliseconds()))
-            let canExecute = !received.isEmpty && signerHasRoom && hasRunnableRequests
+            let canExecute = (!received.isEmpty && signerHasRoom && hasRunnableRequests) || fleetHeardLate
             var events = 0
             let waitStarted = Monotonic.milliseconds()
             try epoll.wait(timeout: canExecute ? 0 : (waitsForSave ? min(nextTimeout(), saveWait) : nextTimeout())) {
@@ -236,6 +241,7 @@ public final class Server {
                 events += 1
                 handle(token: token, events: flags)
             }
+            fleetHeardLate = false
             guard running else { break }
             // Idle for the whole delay, not woken sooner by a timer of its own (a paced uid's
             // next read, the watchdog): a flood paced every millisecond is not idleness.
@@ -316,6 +322,7 @@ public final class Server {
     }
 
     func housekeeping() {
+        hearBufferedFleet()
         let now = Monotonic.milliseconds()
         if let interval = notifier.watchdogPingInterval, now - lastWatchdog >= interval {
             // Pinged from the loop itself: a loop stuck in a request stops the pings.
@@ -360,7 +367,7 @@ public final class Server {
         if let writesStoppedReason { line += "; WRITES STOPPED: \(writesStoppedReason)" }
         if let low = ledger.lowSpaceReason { line += "; LOW DISK SPACE: \(low)" }
         if let unreachable = ledger.unreachable { line += "; DATABASE UNREACHABLE: \(unreachable)" }
-        if let fleet, !fleet.isConnected { line += "; NOT HEARING THE FLEET (reconnecting)" }
+        if fleet != nil, !fleetWatched { line += "; NOT HEARING THE FLEET (reconnecting)" }
         return LedgerDriver.oneLine(line)
     }
 

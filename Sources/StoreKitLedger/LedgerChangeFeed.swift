@@ -9,6 +9,9 @@ public protocol LedgerChangeFeed: AnyObject {
     /// Reads what arrived; true when another writer changed something (the ledger then has
     /// changes to read), or when the connection was lost (they may have been missed).
     func receive() -> Bool
+    /// What arrived with the answers to the ledger's own statements, read without a system call
+    /// (the socket no longer shows it); true when another writer changed something.
+    func receiveBuffered() -> Bool
     /// Reconnects, backing off while it fails; true once connected.
     func reconnect(now: Int64) -> Bool
     func close()

@@ -1,38 +1,41 @@
 import StoreKitLedger
 
-/// The fleet's wake-up: a connection of its own that `LISTEN`s on the ledger's `channel`, whose
-/// socket the serving loop watches. A notification says which queues another daemon changed;
-/// the rows stay the truth (`PostgresLedger.changesElsewhere` reads them by sequence), so a
-/// notification missed while this connection was down loses nothing: after every reconnection
-/// the ledger reads every watched queue again.
+/// The fleet's wake-up: the ledger's connection `LISTEN`s on the ledger's `channel`, and the
+/// serving loop watches its socket between units of work. A notification says which queues
+/// another daemon changed; the rows stay the truth (`PostgresLedger.changesElsewhere` reads them
+/// by sequence), so a notification missed while the connection was down loses nothing: after
+/// every reconnection the ledger reads every watched queue again.
+///
+/// The same connection as the units of work: a session's own notifications come back with its
+/// `COMMIT`'s answer, not through another backend woken for each of them. Notifications that
+/// arrive with a unit's answers wait in libpq until `receive()`, which the loop calls after
+/// every unit of work as well as when the socket is readable.
 public final class FleetListener: LedgerChangeFeed {
-    private let connection: PostgresConnection
     private let ledger: PostgresLedger
-    /// When the next reconnection may be tried (monotonic ms), and the wait after a failed one.
-    private var nextReconnect: Int64 = 0
-    private var reconnectWait = PostgresLedger.reconnectInterval
+    /// The connection whose socket the loop watches (`PostgresConnection.generation`); the
+    /// loop registers a new one after the ledger reconnected.
+    private var watched: UInt64
 
-    public init(conninfo: String, ledger: PostgresLedger) throws(LedgerError) {
+    public init(ledger: PostgresLedger) throws(LedgerError) {
         self.ledger = ledger
-        connection = try PostgresConnection(conninfo: conninfo)
-        try listen()
-    }
-
-    /// The channel is the schema's (its name is letters, digits and underscores: an identifier).
-    private func listen() throws(LedgerError) {
-        try connection.execute("LISTEN \(try PostgresLedger.channel(on: connection))")
+        try ledger.listen()
+        watched = ledger.connection.generation
     }
 
     /// The socket to watch for readability; -1 while disconnected.
-    public var socket: Int32 { connection.socket }
-    public var isConnected: Bool { !connection.isBroken }
+    public var socket: Int32 { ledger.connection.socket }
+    /// False too once the ledger reconnected: the socket watched is gone, the new one is not watched yet.
+    public var isConnected: Bool { !ledger.connection.isBroken && ledger.connection.generation == watched }
 
     /// Reads the notifications that arrived; true when another daemon changed something (the
     /// ledger then has changes to read), or when the connection was lost (they may have been
     /// missed: everything is read again once it is back).
     public func receive() -> Bool {
-        guard let payloads = connection.notifications() else {
-            connection.close()
+        let connection = ledger.connection
+        guard connection.generation == watched, let payloads = connection.notifications() else {
+            // A broken connection of ours is closed here (its socket leaves the loop's epoll with
+            // it, and the ledger opens a new one); a replaced one was closed by the reconnection.
+            if connection.generation == watched { connection.close() }
             ledger.noteMissedNotifications()
             return true
         }
@@ -41,23 +44,29 @@ public final class FleetListener: LedgerChangeFeed {
         return elsewhere
     }
 
-    /// Reconnects and listens again, backing off while it fails; true once connected (what was
-    /// missed meanwhile is read again).
-    public func reconnect(now: Int64) -> Bool {
-        guard connection.isBroken, now >= nextReconnect else { return !connection.isBroken }
-        do {
-            try connection.reconnect()
-            try listen()
-            reconnectWait = PostgresLedger.reconnectInterval
-            ledger.noteMissedNotifications()
-            return true
-        } catch {
-            connection.close()
-            nextReconnect = now + reconnectWait
-            reconnectWait = min(reconnectWait * 2, PostgresLedger.longestReconnectInterval)
-            return false
-        }
+    /// The notifications the ledger's own statements read with their answers (no system call);
+    /// true when another daemon changed something.
+    public func receiveBuffered() -> Bool {
+        let connection = ledger.connection
+        guard connection.generation == watched, !connection.isBroken else { return false }
+        var elsewhere = false
+        for payload in connection.bufferedNotifications() where ledger.noteNotification(payload) { elsewhere = true }
+        return elsewhere
     }
 
-    public func close() { connection.close() }
+    /// Reconnects the ledger if its connection broke (backing off, as a unit of work would);
+    /// true once connected, listening, and ready to be watched (what was missed meanwhile is
+    /// read again).
+    public func reconnect(now: Int64) -> Bool {
+        do {
+            try ledger.reconnectIfBroken()
+        } catch {
+            return false
+        }
+        watched = ledger.connection.generation
+        return true
+    }
+
+    /// The connection is the ledger's, closed with it.
+    public func close() {}
 }

@@ -22,6 +22,8 @@ final class PostgresConnection {
     let description: String
     /// Round trips made (a statement, or a pipeline of them), for the tests of how many a unit takes.
     private(set) var roundTrips = 0
+    /// Counts the connections opened: a new one has a new socket (which may reuse the old number).
+    private(set) var generation: UInt64 = 0
 
     init(conninfo: String) throws(LedgerError) {
         self.conninfo = conninfo
@@ -52,6 +54,7 @@ final class PostgresConnection {
         // Notices (e.g. "there is no transaction in progress") are not written to stderr.
         _ = pq.setNoticeProcessor(opened, { _, _ in }, nil)
         connection = opened
+        generation &+= 1
     }
 
     func close() {
@@ -67,6 +70,18 @@ final class PostgresConnection {
     /// notifications that arrived; nil when the connection is lost.
     func notifications() -> [String]? {
         guard let connection, pq.consumeInput(connection) == 1, pq.status(connection) == CONNECTION_OK else { return nil }
+        var payloads: [String] = []
+        while let notification = pq.notifies(connection) {
+            payloads.append(Self.text(notification.pointee.extra))
+            pq.freemem(notification)
+        }
+        return payloads
+    }
+
+    /// The notifications libpq read along with statements' answers, without reading the socket
+    /// (no system call): they no longer make the socket readable.
+    func bufferedNotifications() -> [String] {
+        guard let connection else { return [] }
         var payloads: [String] = []
         while let notification = pq.notifies(connection) {
             payloads.append(Self.text(notification.pointee.extra))

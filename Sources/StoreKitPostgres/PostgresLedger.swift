@@ -173,23 +173,7 @@ public final class PostgresLedger: Ledger {
     /// round trip, which finds a connection that died while idle as the `BEGIN` would.
     func begin(deferred: Bool) throws(LedgerError) {
         precondition(!isInTransaction, "nested store transaction")
-        if connection.isBroken {
-            let now = Monotonic.milliseconds()
-            guard now >= nextReconnect else {
-                throw LedgerError(.io, path: path, message: "PostgreSQL is unreachable (trying again in \(nextReconnect - now) ms)")
-            }
-            do {
-                try connection.reconnect()
-                reconnectWait = Self.reconnectInterval
-            } catch {
-                nextReconnect = now + reconnectWait
-                reconnectWait = min(reconnectWait * 2, Self.longestReconnectInterval)
-                throw error
-            }
-            // What other daemons did meanwhile is read again (their notifications may be lost).
-            catchUpAll = true
-            externalGeneration &+= 1
-        }
+        try reconnectIfBroken()
         // synchronous_commit on: COMMIT returns after the commit record is flushed (and, with
         // synchronous standbys configured, after they have it). Set per transaction, so that a
         // server or role default of `off` cannot make an acknowledged purchase losable.
@@ -215,6 +199,43 @@ public final class PostgresLedger: Ledger {
         changedQueues.removeAll()
         changedOther = false
         atBegin = (watermarks, notifiedQueues, catchUpAll)
+    }
+
+    /// Opens the connection again if it broke, backing off while that fails; listens to the
+    /// fleet again on the new one (`listen()`).
+    func reconnectIfBroken() throws(LedgerError) {
+        guard connection.isBroken else { return }
+        let now = Monotonic.milliseconds()
+        guard now >= nextReconnect else {
+            throw LedgerError(.io, path: path, message: "PostgreSQL is unreachable (trying again in \(nextReconnect - now) ms)")
+        }
+        do {
+            try connection.reconnect()
+            if isListening { try connection.execute("LISTEN \(channel)") }
+            reconnectWait = Self.reconnectInterval
+        } catch {
+            connection.close()
+            nextReconnect = now + reconnectWait
+            reconnectWait = min(reconnectWait * 2, Self.longestReconnectInterval)
+            throw error
+        }
+        // What other daemons did meanwhile is read again (their notifications may be lost).
+        catchUpAll = true
+        externalGeneration &+= 1
+    }
+
+    /// Whether this connection `LISTEN`s on the fleet's channel (`FleetListener`).
+    private(set) var isListening = false
+
+    /// Listens on the fleet's channel on the ledger's own connection (and again after every
+    /// reconnection). One connection for the units of work and the notifications: PostgreSQL
+    /// hands a session its own notifications with its `COMMIT`'s answer, where a listening
+    /// connection of its own was woken (another backend, another wake-up of the loop) by every
+    /// unit this host committed: a third of the cycles of one client (docs/performance.md).
+    func listen() throws(LedgerError) {
+        precondition(!isInTransaction, "LISTEN inside a unit of work would end with it")
+        try connection.execute("LISTEN \(channel)")
+        isListening = true
     }
 
     public func commit() throws(LedgerError) {

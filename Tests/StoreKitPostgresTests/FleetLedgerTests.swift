@@ -173,7 +173,7 @@ struct FleetLedgerTests {
         let a = try PostgresLedger(conninfo: conninfo, member: FleetMember(host: "a"))
         let b = try PostgresLedger(conninfo: conninfo, member: FleetMember(host: "b"))
         defer { a.close(); b.close() }
-        let listener = try FleetListener(conninfo: conninfo, ledger: b)
+        let listener = try FleetListener(ledger: b)
         defer { listener.close() }
         let queue = QueueKey(uid: 0, app: app)
         try b.begin()
