@@ -320,7 +320,7 @@ extension Server {
             familiesDueAt = applied ? nil : Monotonic.milliseconds() + 1000
         }
         let plan = ledger.readsAhead ? readAhead(for: batch) : ReadAhead()
-        do {
+        do throws(LedgerError) {
             try ledger.begin(readingAhead: plan)
             applyFamilies(into: &output)
             fireDueEvents(into: &output)
@@ -330,14 +330,30 @@ extension Server {
             // its own savepoint, so that only the failing one is refused. Control commands may
             // act outside the store, so a batch with one never runs twice.
             var optimistic = !control
+            var committed = false
+            // Hand the fsync to the sync thread only when there is other work to do meanwhile
+            // (requests waiting, earlier units of work still syncing, or pushes to sign: the
+            // signer signs while the disk syncs).
+            func commit() throws(LedgerError) {
+                try ledger.commit(deferSync: !output.pendingSignatures.isEmpty || !gate.isEmpty || epoll.hasReadyEvents())
+            }
             if optimistic {
                 do throws(LedgerError) {
                     for (session, message) in batch where sessions[session.token] != nil {
                         if holds(session, message, output) { continue }
                         try execute(message, for: session, into: &output, restoring: &restoring)
                     }
-                    try ledger.flushWrites()
+                    if ledger.readsAhead {
+                        // The deferred writes go with the COMMIT, in one round trip: one that
+                        // fails there leaves the unit uncommitted, and it runs again below.
+                        try commit()
+                        committed = true
+                    } else {
+                        try ledger.flushWrites()
+                    }
                 } catch {
+                    // A COMMIT that failed itself (or a lost connection) is the unit's failure.
+                    if ledger.readsAhead && !error.beforeCommit { throw error }
                     logger.debug("A request of a batch failed (\(error.message)); running each in a savepoint")
                     ledger.rollback()
                     undoSubscriptions(output.subscriptions)
@@ -366,10 +382,7 @@ extension Server {
                 }
             }
             let executed = Monotonic.microseconds()
-            // Hand the fsync to the sync thread only when there is other work to do meanwhile
-            // (requests waiting, earlier units of work still syncing, or pushes to sign: the
-            // signer signs while the disk syncs).
-            try ledger.commit(deferSync: !output.pendingSignatures.isEmpty || !gate.isEmpty || epoll.hasReadyEvents())
+            if !committed { try commit() }
             statusStale = true
             if logger.maximumPriority >= .debug {
                 let now = Monotonic.microseconds()

@@ -18,6 +18,9 @@ public struct LedgerError: Error, CustomStringConvertible, Sendable, Equatable {
     public let code: Code
     public let path: String
     public let message: String
+    /// A unit of work's `commit()` failed at a statement it sent before its `COMMIT` (a deferred
+    /// write): the unit was certainly not committed and may be run again, request by request.
+    public var beforeCommit = false
 
     public init(_ code: Code, path: String, message: String) {
         self.code = code

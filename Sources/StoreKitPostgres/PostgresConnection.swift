@@ -188,9 +188,10 @@ final class PostgresConnection {
             throw failure
         }
         var failure: LedgerError?
+        var failedAt: Int?
         var results: [Result] = []
         results.reserveCapacity(sent)
-        for _ in 0..<sent {
+        for index in 0..<sent {
             guard let result = pq.getResult(connection) else {
                 failure = failure ?? error(nil)
                 break
@@ -199,6 +200,7 @@ final class PostgresConnection {
             if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
                 results.append(read(result))
             } else if status != PGRES_PIPELINE_ABORTED {
+                if failure == nil { failedAt = index }
                 failure = failure ?? error(result)
             }
             pq.clear(result)
@@ -215,7 +217,12 @@ final class PostgresConnection {
             close()
             throw lost
         }
-        if let failure { throw failure }
+        if var failure {
+            // A statement before the last failed, and the server said so (not a lost connection,
+            // after which the server may have run everything): the last (a unit's COMMIT) did not run.
+            failure.beforeCommit = failure.code != .io && failedAt.map { $0 < sent - 1 } ?? false
+            throw failure
+        }
         return results
     }
 

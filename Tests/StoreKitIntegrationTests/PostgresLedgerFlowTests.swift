@@ -69,6 +69,46 @@ struct PostgresLedgerFlowTests {
         #expect(try back.buy(Sample.coins).id > max(coins.id, levelPack.id, repeated.value))
     }
 
+    @Test("a write PostgreSQL refuses at the unit's COMMIT (sent with it, in one round trip) leaves the unit uncommitted: it runs again request by request, the refused payment is answered with its error, the others in it go through")
+    func aWriteRefusedAtCommitIsIsolated() throws {
+        try withRunningDaemon { server, daemon, buyer in
+            // The ledger's disk is "full" for level packs only (SQLSTATE 53100), as PostgreSQL says it.
+            _ = try server.sql("""
+                CREATE FUNCTION refuse_packs() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                  IF NEW.product = 'com.example.game.level_pack' THEN
+                    RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = '53100';
+                  END IF;
+                  RETURN NEW;
+                END $$;
+                CREATE TRIGGER refuse_packs BEFORE INSERT ON transactions FOR EACH ROW EXECUTE FUNCTION refuse_packs();
+                """)
+            // Both payments in one write: read in one turn, they are one unit of work.
+            let coinsID = buyer.makeRequestID(), packID = buyer.makeRequestID()
+            let frames = [ClientMessage.addPayment(.init(requestID: coinsID, key: "coins-1", productID: Sample.coins, quantity: 1)),
+                          .addPayment(.init(requestID: packID, key: "pack-1", productID: Sample.levelPack, quantity: 1))]
+                .flatMap { Frame.encode(body: $0.encode(version: buyer.connection.version)) }
+            try buyer.connection.sendRaw(frames)
+            var results: [UInt32: (ResultCode, String)] = [:]
+            var purchased: [String] = []
+            while results.count < 2 {
+                switch try buyer.connection.receive() {
+                case .result(let id, let code, _, _, let message): results[id] = (code, message)
+                case .updated(let records): purchased += records.filter { $0.state == .purchased }.map(\.productID)
+                default: continue
+                }
+            }
+            #expect(results[coinsID]?.0 == .ok, "\(results)")
+            #expect(results[packID]?.0 == .storageFull && results[packID]?.1.contains("No space left") == true, "\(results)")
+            #expect(purchased.contains(Sample.coins) && !purchased.contains(Sample.levelPack))
+            #expect(try server.sql("SELECT count(*) FROM transactions WHERE product = '\(Sample.coins)'") == "1")
+            #expect(try server.sql("SELECT count(*) FROM transactions WHERE product = '\(Sample.levelPack)'") == "0")
+            // The daemon runs on: the same payment again once the disk has room.
+            _ = try server.sql("DROP TRIGGER refuse_packs ON transactions")
+            #expect(try buyer.addPayment(Sample.levelPack, key: "pack-1").code == .ok)
+        }
+    }
+
     @Test("PostgreSQL stopped: payments are refused with storeUnreachable, observers stay connected, the daemon runs on; started again: payments go through")
     func postgresGoesAwayAndComesBack() throws {
         try withRunningDaemon { server, daemon, buyer in
