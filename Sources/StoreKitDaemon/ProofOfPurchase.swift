@@ -37,7 +37,7 @@ public final class ProofOfPurchase {
     /// Receipts made, by queue, with the queue's last sequence number when each was made: a
     /// receipt is made (and signed) again only when its queue changed since, not per request.
     /// Each app's device identifier (an HMAC of the machine id), made once.
-    private var deviceIdentifiers: [String: [UInt8]] = [:]
+    private var deviceIdentifiers: [String: String] = [:]
     /// `appTransactionID(uid:app:engine:)` of each queue, made once (a password-database lookup
     /// and a digest are not paid per signature); forgotten at a reload and past 65,536 queues.
     private var appTransactionIDs: [QueueKey: String] = [:]
@@ -204,23 +204,33 @@ public final class ProofOfPurchase {
 
     /// A new nonce, and the device verification of `device` made with it.
     static func verificationMembers(device: [UInt8]) -> [(String, JSONValue)] {
-        let nonce = randomUUID().uuidString.lowercased()
+        verificationMembers(device: Digest.uuidString(device))
+    }
+
+    /// The same, for the device identifier as its lowercase UUID string (kept per app).
+    static func verificationMembers(device: String) -> [(String, JSONValue)] {
+        let nonce = Digest.uuidString(randomUUIDBytes())
         return [("deviceVerificationNonce", .string(nonce)),
-                ("deviceVerification", .string(Data(Digest.deviceVerification(nonce: nonce, deviceIdentifier: device)).base64EncodedString()))]
+                ("deviceVerification", .string(Data(Digest.sha384(Array((nonce + device).utf8))).base64EncodedString()))]
     }
 
     /// A random (version 4) UUID from the system's generator (`getrandom`): Foundation's `UUID()`
     /// opens, reads and closes /dev/urandom each time, three system calls per signature on the
     /// serving loop (seen with strace: one per purchase).
     static func randomUUID() -> UUID {
+        let raw = randomUUIDBytes()
+        return UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
+                           raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
+    }
+
+    /// The 16 bytes of a random (version 4) UUID.
+    static func randomUUIDBytes() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
-        var bytes = (generator.next() as UInt64, generator.next() as UInt64)
-        return withUnsafeMutableBytes(of: &bytes) { raw in
-            raw[6] = raw[6] & 0x0F | 0x40   // version 4
-            raw[8] = raw[8] & 0x3F | 0x80   // RFC 4122 variant
-            return UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-                               raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
-        }
+        var words = (generator.next() as UInt64, generator.next() as UInt64)
+        var raw = withUnsafeBytes(of: &words) { Array($0) }
+        raw[6] = raw[6] & 0x0F | 0x40   // version 4
+        raw[8] = raw[8] & 0x3F | 0x80   // RFC 4122 variant
+        return raw
     }
 
     /// The id of the user's "download" of `app` (Apple's `appTransactionId`): the same for every
@@ -248,14 +258,14 @@ public final class ProofOfPurchase {
     /// where the machine has no machine id (a transaction is signed without it; the app
     /// transaction, which must carry it, fails as before).
     func deviceVerification(app: String) -> [(String, JSONValue)] {
-        let device: [UInt8]
+        let device: String
         if let known = deviceIdentifiers[app] {
             device = known
         } else {
             guard let made = try? DeviceIdentifier.forApp(app) else { return [] }
             if deviceIdentifiers.count >= 1024 { deviceIdentifiers.removeAll() }
-            deviceIdentifiers[app] = made
-            device = made
+            device = Digest.uuidString(made)
+            deviceIdentifiers[app] = device
         }
         return Self.verificationMembers(device: device)
     }

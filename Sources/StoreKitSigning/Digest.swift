@@ -24,12 +24,27 @@ public enum Digest {
     }
 
     /// 16 bytes as a lowercase UUID string.
+    /// (Fewer than 16 bytes: their hex digits alone.) Written digit by digit into the string's
+    /// own storage: it runs for every transaction signed (its device verification).
     public static func uuidString(_ bytes: [UInt8]) -> String {
-        let hex = bytes.prefix(16).map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
-        let characters = Array(hex)
-        guard characters.count == 32 else { return hex }
-        return [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(characters[$0]) }.joined(separator: "-")
+        let count = min(bytes.count, 16)
+        let dashed = count == 16
+        return String(unsafeUninitializedCapacity: count * 2 + (dashed ? 4 : 0)) { buffer in
+            var at = 0
+            for index in 0..<count {
+                if dashed && (index == 4 || index == 6 || index == 8 || index == 10) {
+                    buffer[at] = UInt8(ascii: "-")
+                    at += 1
+                }
+                buffer[at] = hexDigits[Int(bytes[index] >> 4)]
+                buffer[at + 1] = hexDigits[Int(bytes[index] & 0x0F)]
+                at += 2
+            }
+            return at
+        }
     }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     public static func hmacSHA256(key: [UInt8], _ bytes: [UInt8]) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: 32)

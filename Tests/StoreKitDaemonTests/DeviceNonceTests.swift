@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitSigning
 import Testing
 @testable import StoreKitDaemon
 
@@ -27,7 +28,22 @@ import Testing
             Issue.record("not strings: \(members)")
             return
         }
-        #expect(UUID(uuidString: nonce) != nil)
+        #expect(UUID(uuidString: nonce) != nil && nonce == nonce.lowercased())
         #expect(Data(base64Encoded: verification)?.count == 48)   // SHA-384
+        #expect(Data(base64Encoded: verification).map(Array.init)
+                == Digest.deviceVerification(nonce: nonce, deviceIdentifier: Array(repeating: 7, count: 16)),
+                "the hash StoreKit's clients check: SHA-384 of the nonce and the device identifier, as lowercase UUIDs")
+    }
+
+    @Test func uuidStringsAreFoundationsInLowerCase() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<1_000 {
+            let bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let uuid = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                                   bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+            #expect(Digest.uuidString(bytes) == uuid.uuidString.lowercased())
+        }
+        #expect(Digest.uuidString([0x0a, 0xff]) == "0aff", "fewer than 16 bytes: their digits alone")
+        #expect(Digest.uuidString(Array(repeating: 1, count: 20)) == "01010101-0101-0101-0101-010101010101", "the first 16")
     }
 }
