@@ -22,10 +22,21 @@ extension Server {
     /// Notifications the ledger's own statements read with their answers (after a unit of work,
     /// a status line, a look at the schedule): the next turn runs the unit that reads the changes
     /// without waiting in epoll (`fleetHeardLate`).
+    /// A connection lost (or replaced) during a statement is seen here too: its socket left the
+    /// epoll set when it was closed, and no readiness will say so.
     func hearBufferedFleet() {
-        guard fleetWatched, let fleet, fleet.receiveBuffered() else { return }
-        fleetChangesDue = true
-        fleetHeardLate = true
+        guard fleetWatched, let fleet else { return }
+        if fleet.receiveBuffered() {
+            fleetChangesDue = true
+            fleetHeardLate = true
+        }
+        if !fleet.isConnected {
+            fleetWatched = false
+            fleetChangesDue = true
+            statusStale = true
+            logger.warning("Lost the fleet's notification connection to \(ledger.path); reconnecting (changes made by "
+                           + "other hosts meanwhile are read once it is back)", id: .storageFailure)
+        }
     }
 
     /// Watches the fleet's connection again once it is back (reconnecting it, backing off).
@@ -38,7 +49,7 @@ extension Server {
             statusStale = true
             logger.notice("Listening to the fleet on \(ledger.path) again", id: .recovery)
         } catch {
-            fleet.close()
+            logger.debug("Cannot watch the fleet's connection yet (\(error)); tried again in a second")
         }
     }
 

@@ -338,6 +338,7 @@ extension Server {
                 try ledger.commit(deferSync: !output.pendingSignatures.isEmpty || !gate.isEmpty || epoll.hasReadyEvents())
             }
             if optimistic {
+                var commitFailure: LedgerError?
                 do throws(LedgerError) {
                     for (session, message) in batch where sessions[session.token] != nil {
                         if holds(session, message, output) { continue }
@@ -345,15 +346,20 @@ extension Server {
                     }
                     if ledger.readsAhead {
                         // The deferred writes go with the COMMIT, in one round trip: one that
-                        // fails there leaves the unit uncommitted, and it runs again below.
-                        try commit()
+                        // fails there leaves the unit uncommitted, and it runs again below; a
+                        // COMMIT that failed itself (or a lost connection) is the unit's failure.
+                        do {
+                            try commit()
+                        } catch {
+                            if !error.beforeCommit { commitFailure = error }
+                            throw error
+                        }
                         committed = true
                     } else {
                         try ledger.flushWrites()
                     }
                 } catch {
-                    // A COMMIT that failed itself (or a lost connection) is the unit's failure.
-                    if ledger.readsAhead && !error.beforeCommit { throw error }
+                    if let commitFailure { throw commitFailure }
                     logger.debug("A request of a batch failed (\(error.message)); running each in a savepoint")
                     ledger.rollback()
                     undoSubscriptions(output.subscriptions)

@@ -233,10 +233,14 @@ public final class Server {
             // After a failed save, the next one is tried `LedgerDriver.saveRetryDelay` ms later.
             let waitsForSave = received.isEmpty && ledger.hasUnsavedChanges
             let saveWait = Int32(clamping: max(Int64(Self.idleSaveDelay), ledger.saveRetryAt - Monotonic.milliseconds()))
-            let canExecute = (!received.isEmpty && signerHasRoom && hasRunnableRequests) || fleetHeardLate
+            let canExecute = !received.isEmpty && signerHasRoom && hasRunnableRequests
+            var timeout = canExecute ? 0 : (waitsForSave ? min(nextTimeout(), saveWait) : nextTimeout())
+            // The statements just run (the schedule's next due time) may have brought notifications.
+            hearBufferedFleet()
+            if fleetHeardLate { timeout = 0 }
             var events = 0
             let waitStarted = Monotonic.milliseconds()
-            try epoll.wait(timeout: canExecute ? 0 : (waitsForSave ? min(nextTimeout(), saveWait) : nextTimeout())) {
+            try epoll.wait(timeout: timeout) {
                 token, flags in
                 events += 1
                 handle(token: token, events: flags)
