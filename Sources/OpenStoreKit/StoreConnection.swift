@@ -219,6 +219,9 @@ final class StoreConnection: Sendable {
                 (state.appIdentifier ?? Self.defaultAppIdentifier(),
                  state.socketPath ?? SocketLocation.clientSocket(environment: ProcessInfo.processInfo.environment))
             }
+            // A request made after the path was read is not this attempt's to fail: a test
+            // session may bind, and ask, between the read and the attempt's failure.
+            let attemptStarted = Date()
             do {
                 let connection = try WireConnection(path: path)
                 let welcome = try connection.hello(app: app, version: version)
@@ -243,9 +246,9 @@ final class StoreConnection: Sendable {
                 } else if case .connect(let errno) = error.code, errno.rawValue == ENOENT {
                     // No socket file anywhere: no daemon to wait for (a socket-activated or running
                     // one has its file in place), so what waits fails now, saying where it looked.
-                    failUndelivered(olderThan: 0, problem: problem)
+                    failUndelivered(olderThan: 0, madeBefore: attemptStarted, problem: problem)
                 } else {
-                    failUndelivered(olderThan: Self.unreachableTimeout, problem: problem)
+                    failUndelivered(olderThan: Self.unreachableTimeout, madeBefore: attemptStarted, problem: problem)
                 }
             }
             // Jittered exponential backoff: many apps restarting together do not reconnect in lockstep.
@@ -291,12 +294,13 @@ final class StoreConnection: Sendable {
 
     /// Fails requests that never reached a daemon and have waited `timeout`: a payment made while
     /// the store is unreachable fails as a purchase made offline does.
-    private func failUndelivered(olderThan timeout: TimeInterval, problem: String) {
+    /// Only requests made before `madeBefore` (the failed attempt's start) fail.
+    private func failUndelivered(olderThan timeout: TimeInterval, madeBefore: Date, problem: String) {
         let now = Date()
         let expired = state.withLock { state -> [Pending] in
             let ids = state.order.filter { id in
                 guard let pending = state.pending[id] else { return false }
-                return !pending.delivered && now.timeIntervalSince(pending.createdAt) >= timeout
+                return !pending.delivered && pending.createdAt < madeBefore && now.timeIntervalSince(pending.createdAt) >= timeout
             }
             for id in ids { state.order.removeAll { $0 == id } }
             return ids.compactMap { state.pending.removeValue(forKey: $0) }
