@@ -70,7 +70,7 @@ let package = Package(
         .target(name: "StoreKitTestSupport", dependencies: ["StoreKitPosix", "StoreKitWire", "StoreKitConnection"]),
         .testTarget(name: "StoreKitPosixTests", dependencies: ["StoreKitPosix", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitWireTests", dependencies: ["StoreKitWire"]),
-        .testTarget(name: "OpenStoreKitTestTests", dependencies: ["OpenStoreKit", "OpenStoreKitTest", "StoreKitTestSupport"],
+        .testTarget(name: "OpenStoreKitTestTests", dependencies: ["OpenStoreKit", "OpenStoreKitTest", "StoreKitSigning", "StoreKitTestSupport"],
                     exclude: ["Store.storekit"]),
         .testTarget(name: "StoreKitSigningTests", dependencies: ["StoreKitSigning", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitSQLiteTests", dependencies: ["StoreKitLedger", "StoreKitSQLite", "StoreKitTestSupport"]),
@@ -80,7 +80,8 @@ let package = Package(
         .testTarget(name: "StoreKitPostgresTests", dependencies: ["StoreKitPostgres", "StoreKitLedger", "StoreKitSQLite", "StoreKitTestSupport"]),
         .testTarget(name: "StoreKitDaemonTests", dependencies: ["StoreKitDaemon", "StoreKitLedger", "StoreKitTestSupport"]),
         .testTarget(name: "OpenStoreKitTests", dependencies: ["OpenStoreKit", "StoreKitSigning", "StoreKitTestSupport"]),
-        .testTarget(name: "StoreKitIntegrationTests", dependencies: ["StoreKitTestSupport", "StoreKitWire", "StoreKitConnection", "StoreKitPosix"]),
+        .testTarget(name: "StoreKitIntegrationTests", dependencies: ["StoreKitTestSupport", "StoreKitWire", "StoreKitConnection", "StoreKitPosix",
+                                                                   "StoreKitSigning"]),
     ],
     swiftLanguageModes: [.v6]
 )

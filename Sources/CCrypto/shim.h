@@ -23,3 +23,7 @@ static inline int storekit_sk_X509_num(const STACK_OF(X509) *stack) { return sk_
 static inline X509 *storekit_sk_X509_value(const STACK_OF(X509) *stack, int index) { return sk_X509_value(stack, index); }
 static inline void storekit_X509V3_set_ctx_nodb(X509V3_CTX *ctx) { X509V3_set_ctx_nodb(ctx); }
 static inline long storekit_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
+static inline int storekit_sk_X509_REVOKED_num(const STACK_OF(X509_REVOKED) *stack) { return sk_X509_REVOKED_num(stack); }
+static inline X509_REVOKED *storekit_sk_X509_REVOKED_value(const STACK_OF(X509_REVOKED) *stack, int index) {
+    return sk_X509_REVOKED_value(stack, index);
+}

@@ -50,10 +50,9 @@ public struct SKAppReceipt: Sendable, Equatable {
             throw ValidationError(description: "no receipt at \(url.path) (SKReceiptRefreshRequest fetches one)")
         }
         let app = bundleIdentifier ?? StoreConnection.shared.resolvedAppIdentifier
-        let root: Certificate
+        let verifier: ReceiptVerifier
         do {
-            root = try RootCertificateLocation.load(socketPath: StoreConnection.shared.resolvedSocketPath,
-                                                    environment: ProcessInfo.processInfo.environment)
+            verifier = try SignedDataTrust.receiptVerifier()
         } catch {
             throw ValidationError(description: "no trusted root certificate: \(error)")
         }
@@ -63,13 +62,14 @@ public struct SKAppReceipt: Sendable, Equatable {
         } catch {
             throw ValidationError(description: "cannot compute this device's identifier: \(error)")
         }
-        return try validate([UInt8](data), app: app, root: root, deviceIdentifier: device)
+        return try validate([UInt8](data), app: app, verifier: verifier, deviceIdentifier: device)
     }
 
     /// The checks of `validated(contentsOf:bundleIdentifier:)` on receipt bytes.
-    static func validate(_ data: [UInt8], app: String, root: Certificate, deviceIdentifier device: [UInt8]) throws(ValidationError) -> SKAppReceipt {
+    static func validate(_ data: [UInt8], app: String, verifier: ReceiptVerifier, deviceIdentifier device: [UInt8])
+        throws(ValidationError) -> SKAppReceipt {
         let receipt: AppReceipt
-        switch ReceiptVerifier(roots: [root]).verify(data) {
+        switch verifier.verify(data) {
         case .success(let verified): receipt = verified
         case .failure(let error): throw ValidationError(description: "the receipt does not verify: \(error.reason)")
         }

@@ -25,16 +25,23 @@ struct CertificateCommand: Subcommand {
     }
 }
 
-/// `storekitctl rotate-key [--chain]`: a new signing certificate and key; with --chain, a new root too.
+/// `storekitctl rotate-key [--revoke | --chain]`: a new signing certificate and key; with
+/// --revoke, the old one revoked; with --chain, a new root too.
 struct RotateKeyCommand: Subcommand {
     static let name = "rotate-key"
-    static let summary = "replace the signing key and certificate [--chain: the root and intermediate too]"
+    static let summary = "replace the signing key and certificate [--revoke: revoke the old one; --chain: the root and intermediate too]"
     static let usage = """
-        Usage: storekitctl rotate-key [--chain] [-o json]
+        Usage: storekitctl rotate-key [--revoke | --chain] [-o json]
 
         Makes a new signing key and certificate under the same root and intermediate and signs with
         them from now on. Everything signed before stays verifiable: each JWS carries its chain,
         and verifiers check it at the time it was signed.
+
+        With --revoke, the old signing certificate is also revoked: the intermediate's list of
+        revoked certificates (revoked-certificates.pem, beside the published root certificate)
+        names it, and nothing it signed verifies any more, whatever its date (StoreKit 2's
+        VerificationError.revokedCertificate; SKAppReceipt refuses its receipts). Apps and servers
+        keep their root. Use it when the signing key alone may have been copied.
 
         With --chain, makes a whole new chain instead (root, intermediate and signing certificate,
         each with a new key), publishes the new root where the old one was, and prints it. Use it
@@ -43,12 +50,24 @@ struct RotateKeyCommand: Subcommand {
         the new root, and every app and server must be given the new root (docs/receipts.md).
         """
     let chain: Bool
-    init(_ arguments: inout ArgumentList) throws(UsageError) { chain = arguments.flag("--chain") }
-    var request: (command: ControlCommand, arguments: [String]) { (.rotateKey, chain ? ["chain=1"] : []) }
+    let revoke: Bool
+    init(_ arguments: inout ArgumentList) throws(UsageError) {
+        chain = arguments.flag("--chain")
+        revoke = arguments.flag("--revoke")
+        if chain && revoke {
+            throw UsageError("--revoke and --chain do not go together: a new chain already leaves nothing the old one signed verifiable")
+        }
+    }
+    var request: (command: ControlCommand, arguments: [String]) {
+        (.rotateKey, chain ? ["chain=1"] : revoke ? ["revoke=1"] : [])
+    }
     func renderTable(_ json: JSONValue) -> String {
-        let expires = "New signing certificate, valid until \(json["expires"]?.string ?? "?")\n"
-        guard chain, let root = json["root"]?.string else { return expires }
-        return expires + "New root certificate (give it to every app and server that verifies purchases):\n" + root
+        var text = "New signing certificate, valid until \(json["expires"]?.string ?? "?")\n"
+        if let serial = json["revoked"]?.string {
+            text += "Revoked the previous signing certificate, serial \(serial): nothing it signed verifies any more\n"
+        }
+        guard chain, let root = json["root"]?.string else { return text }
+        return text + "New root certificate (give it to every app and server that verifies purchases):\n" + root
     }
 }
 

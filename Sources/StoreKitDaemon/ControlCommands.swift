@@ -185,11 +185,18 @@ struct ControlCommands {
         ]))
     }
 
-    /// A new signing certificate and key under the same root; with `chain=1`, a whole new chain.
+    /// A new signing certificate and key under the same root; with `revoke=1`, the old one revoked;
+    /// with `chain=1`, a whole new chain.
     private func rotateKey(_ arguments: Arguments) -> Result {
         let chain = arguments["chain"] == "1"
+        let revoke = arguments["revoke"] == "1"
+        if chain && revoke {
+            return .failure(.malformedRequest, "--revoke and --chain do not go together: a new chain already leaves "
+                                + "nothing the old one signed verifiable")
+        }
+        let old = server.proof.identity.leaf
         do {
-            try server.proof.rotateKey(chain: chain)
+            try server.proof.rotateKey(chain: chain, revoke: revoke)
         } catch {
             return .failure(.internalError, "cannot make a new signing key: \(error)")
         }
@@ -200,6 +207,11 @@ struct ControlCommands {
             server.logger.notice("Replaced the whole signing chain, root included (storekitctl rotate-key --chain): "
                                      + "hand the new root (\(server.proof.rootPaths[0])) to the servers that validate purchases",
                                  id: .signingKey, fields: fields)
+        } else if revoke, let entry = server.proof.identity.revocations.entry(revoking: old) {
+            server.logger.notice("Replaced and revoked the signing certificate (storekitctl rotate-key --revoke): nothing it "
+                                     + "signed verifies any more (serial \(entry.serial)); the revocation list is published "
+                                     + "beside the root certificate",
+                                 id: .signingKey, fields: fields + [("STOREKIT_REVOKED_SERIAL", entry.serial)])
         } else {
             server.logger.notice("Replaced the signing certificate (storekitctl rotate-key)", id: .signingKey, fields: fields)
         }
@@ -208,6 +220,7 @@ struct ControlCommands {
             ("expires", .string(RFC3339.string(milliseconds: expires))),
         ]
         if chain { json.append(("root", .string(String(decoding: identity.root.pem, as: UTF8.self)))) }
+        if revoke, let entry = identity.revocations.entry(revoking: old) { json.append(("revoked", .string(entry.serial))) }
         return Result(json: .object(json))
     }
 

@@ -80,7 +80,10 @@ public final class ProofOfPurchase {
         }
         var rootPaths = [stateDirectory + "/" + RootCertificateLocation.fileName]
         if let runtimeDirectory { rootPaths.append(runtimeDirectory + "/" + RootCertificateLocation.fileName) }
-        for path in rootPaths { try identity.publishRoot(to: path) }
+        for path in rootPaths {
+            try identity.publishRoot(to: path)
+            try identity.publishRevocations(to: RootCertificateLocation.revocationsPath(besideRoot: path))
+        }
         let fields = [("STOREKIT_SIGNING_LEAF_EXPIRES", RFC3339.string(milliseconds: Int64(identity.leaf.notAfter.timeIntervalSince1970 * 1000)))]
         switch origin {
         case .created:
@@ -89,6 +92,9 @@ public final class ProofOfPurchase {
         case .leafRenewed:
             logger.notice("Replaced the signing certificate in \(directory): the previous one was about to expire",
                           id: .signingKey, fields: fields)
+        case .revokedLeafReplaced:
+            logger.notice("Replaced the signing certificate in \(directory): it was revoked (a storekitctl rotate-key "
+                              + "--revoke stopped before its new certificate was made)", id: .signingKey, fields: fields)
         case .loaded:
             logger.info("Loaded the signing key from \(directory)", id: .signingKey, fields: fields)
         }
@@ -96,14 +102,20 @@ public final class ProofOfPurchase {
     }
 
     /// `storekitctl rotate-key`: a new leaf from now on; what the old one signed stays verifiable.
-    /// With `chain`, a new root and intermediate as well (published at once where the old root
-    /// was): for a key someone else may have read.
-    func rotateKey(chain: Bool = false) throws(SigningError) {
+    /// With `revoke`, the old leaf is revoked (the list published where the root is): nothing it
+    /// signed verifies any more. With `chain`, a new root and intermediate as well (published at
+    /// once where the old root was): for a key someone else may have read.
+    func rotateKey(chain: Bool = false, revoke: Bool = false) throws(SigningError) {
         if chain {
             identity = try SigningIdentity.replacingChain(in: keyDirectory)
-            for path in rootPaths { try identity.publishRoot(to: path) }
         } else {
-            identity = try identity.rotatingLeaf(in: keyDirectory)
+            identity = try identity.rotatingLeaf(in: keyDirectory, revokingCurrent: revoke)
+        }
+        if chain || revoke {
+            for path in rootPaths {
+                try identity.publishRoot(to: path)
+                try identity.publishRevocations(to: RootCertificateLocation.revocationsPath(besideRoot: path))
+            }
         }
         cache.removeAll()
         cacheOrder.removeAll()

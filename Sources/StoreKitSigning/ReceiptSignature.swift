@@ -31,11 +31,16 @@ extension SigningIdentity {
 }
 
 /// Checks an app receipt offline: PKCS#7 signed data whose signer chains to a trusted root (the
-/// signer carrying the signing marker extension), whose signature covers the payload.
+/// signer carrying the signing marker extension, revoked by no list its issuer signed), whose
+/// signature covers the payload.
 public struct ReceiptVerifier: Sendable {
     let roots: [Certificate]
+    let revocations: [RevocationList]
 
-    public init(roots: [Certificate]) { self.roots = roots }
+    public init(roots: [Certificate], revocationLists: [RevocationList] = []) {
+        self.roots = roots
+        revocations = revocationLists
+    }
 
     /// The payload when `receipt` is trusted; why not otherwise.
     public func verify(_ receipt: [UInt8], at date: Date = Date()) -> Result<AppReceipt, SignedDataVerificationError> {
@@ -70,8 +75,13 @@ public struct ReceiptVerifier: Sendable {
               X509_up_ref(signer) == 1 else {
             return .failure(.init(.invalidCertificateChain, "not exactly one signer"))
         }
-        guard Certificate(adopting: signer).hasExtension(Certificate.Marker.leaf) else {
+        let leaf = Certificate(adopting: signer)
+        guard leaf.hasExtension(Certificate.Marker.leaf) else {
             return .failure(.init(.invalidCertificateChain, "the signer lacks the signing marker extension"))
+        }
+        if let revoked = revocation(of: leaf, in: pkcs7) {
+            return .failure(.init(.revokedCertificate, "the signing certificate (serial \(revoked.serial)) was revoked on "
+                                      + RFC3339.string(revoked.date)))
         }
         var data: UnsafeMutablePointer<CChar>?
         let count = storekit_BIO_get_mem_data(output, &data)
@@ -84,7 +94,24 @@ public struct ReceiptVerifier: Sendable {
             return .failure(.init(.missingRequiredProperties, error.description))
         }
     }
+
+    /// The entry revoking `leaf` in a list signed by one of the receipt's certificates that issued
+    /// it (the signature's chain was verified through one of them; every candidate is asked, so a
+    /// certificate added beside the real issuer cannot hide a list).
+    func revocation(of leaf: Certificate, in pkcs7: UnsafeMutablePointer<PKCS7>) -> RevocationList.Entry? {
+        guard !revocations.isEmpty, let certificates = pkcs7.pointee.d.sign?.pointee.cert else { return nil }
+        for index in 0..<storekit_sk_X509_num(certificates) {
+            guard let candidate = storekit_sk_X509_value(certificates, index),
+                  X509_check_issued(candidate, leaf.pointer) == X509_V_OK, X509_up_ref(candidate) == 1 else { continue }
+            let issuer = Certificate(adopting: candidate)
+            for list in revocations where list.isIssued(by: issuer) {
+                if let entry = list.entry(revoking: leaf) { return entry }
+            }
+        }
+        return nil
+    }
 }
+
 
 /// The device identifier an app receipt's hash is made with, on Linux: 16 bytes of
 /// HMAC-SHA256 keyed with the machine id (`/etc/machine-id`) over the bundle identifier — stable

@@ -12,8 +12,13 @@ import StoreKitPosix
 /// where it is written at every start). Beside the socket, a file is only taken from a directory
 /// owned by this user or root that nobody else may write into, as for the socket itself; the
 /// system path's directory belongs to the daemon's user and must not be writable by group or others.
+///
+/// Beside the root, wherever it was found, the daemon publishes the intermediate's list of
+/// revoked signing certificates (`revoked-certificates.pem`, `RevocationList`); a list there
+/// counts only if the intermediate signed it, so its place needs no further check.
 public enum RootCertificateLocation {
     public static let fileName = "root-certificate.pem"
+    public static let revocationsFileName = "revoked-certificates.pem"
     public static let system = "/var/lib/storekitd/root-certificate.pem"
 
     public static func candidates(socketPath: String?, environment: [String: String]) -> [String] {
@@ -28,6 +33,37 @@ public enum RootCertificateLocation {
 
     /// The first candidate that exists, read and parsed.
     public static func load(socketPath: String?, environment: [String: String]) throws(SigningError) -> Certificate {
+        try locate(socketPath: socketPath, environment: environment).certificate
+    }
+
+    /// Where the revocation list beside the root certificate at `rootPath` is.
+    public static func revocationsPath(besideRoot rootPath: String) -> String {
+        (rootPath.lastIndex(of: "/").map { String(rootPath[..<$0]) } ?? ".") + "/" + revocationsFileName
+    }
+
+    /// The revocation list published beside the root certificate at `rootPath`; nil when there is
+    /// none (a daemon older than the lists). One that is there but cannot be read is an error: the
+    /// caller trusts nothing rather than what may have been revoked.
+    public static func revocations(besideRoot rootPath: String) throws(SigningError) -> RevocationList? {
+        let path = revocationsPath(besideRoot: rootPath)
+        let bytes: [UInt8]
+        do throws(Errno) {
+            bytes = try FileSystem.readContents(of: path)
+        } catch .notFound {
+            return nil
+        } catch {
+            throw SigningError("Cannot read the revocation list \(path): \(error)")
+        }
+        do {
+            return try RevocationList(pem: bytes)
+        } catch {
+            throw SigningError("\(path): \(error)")
+        }
+    }
+
+    /// The first candidate that exists, its path and its certificate.
+    public static func locate(socketPath: String?, environment: [String: String]) throws(SigningError)
+        -> (path: String, certificate: Certificate) {
         let paths = candidates(socketPath: socketPath, environment: environment)
         for path in paths where FileSystem.exists(path) {
             let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
@@ -40,7 +76,7 @@ public enum RootCertificateLocation {
                 }
             }
             do {
-                return try Certificate(pem: try FileSystem.readContents(of: path))
+                return (path, try Certificate(pem: try FileSystem.readContents(of: path)))
             } catch let error as SigningError {
                 throw SigningError("\(path): \(error)")
             } catch {

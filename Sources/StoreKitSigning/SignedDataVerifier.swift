@@ -8,7 +8,7 @@ import Glibc
 public struct SignedDataVerificationError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The kinds StoreKit 2's `VerificationResult.VerificationError` distinguishes.
     public enum Kind: Sendable, Equatable {
-        case invalidEncoding, invalidCertificateChain, invalidSignature, missingRequiredProperties
+        case invalidEncoding, invalidCertificateChain, invalidSignature, missingRequiredProperties, revokedCertificate
     }
 
     public var kind: Kind
@@ -29,18 +29,29 @@ public struct SignedDataVerificationError: Error, Sendable, Equatable, CustomStr
 /// carries at least leaf and intermediate in `x5c`; the leaf chains through the intermediate to a
 /// trusted root under OpenSSL's strict X.509 rules at the payload's `signedDate` (as Apple's
 /// verifiers do offline, so an old signature stays verifiable after the leaf is replaced); leaf
-/// and intermediate carry Apple's marker extensions; and the signature over `header.payload`
-/// verifies with the leaf's key. Anything else is an error with its reason.
+/// and intermediate carry Apple's marker extensions; no revocation list the intermediate signed
+/// names the leaf (`RevocationList`; a revoked leaf is refused whatever the signature's date);
+/// and the signature over `header.payload` verifies with the leaf's key. Anything else is an
+/// error with its reason.
 public struct SignedDataVerifier: Sendable {
     let roots: [Certificate]
+    let revocations: [RevocationList]
 
-    /// `rootCertificatesDER`: the trust anchors, DER-encoded.
-    public init(rootCertificatesDER: [[UInt8]]) {
+    /// `rootCertificatesDER`: the trust anchors, DER-encoded; `revocationLists`: the lists of
+    /// revoked certificates known (each counts only for the chains whose intermediate signed it).
+    public init(rootCertificatesDER: [[UInt8]], revocationLists: [RevocationList] = []) {
         roots = rootCertificatesDER.compactMap { try? Certificate(der: $0) }
+        revocations = revocationLists
     }
 
-    public init(roots: [Certificate]) {
+    public init(roots: [Certificate], revocationLists: [RevocationList] = []) {
         self.roots = roots
+        revocations = revocationLists
+    }
+
+    /// The same trust anchors with `revocationLists` in place of the lists known so far.
+    public func revoking(_ revocationLists: [RevocationList]) -> SignedDataVerifier {
+        SignedDataVerifier(roots: roots, revocationLists: revocationLists)
     }
 
     /// The payload's bytes (JSON) when `compactJWS` is trusted. `date`: when the chain must be
@@ -80,6 +91,10 @@ public struct SignedDataVerifier: Sendable {
         }
         if let problem = verifyChain(leaf: chain[0], intermediate: chain[1], at: date ?? signedDate ?? Date()) {
             return .failure(.init(.invalidCertificateChain, problem))
+        }
+        if let revoked = revocation(of: chain[0], issuedBy: chain[1]) {
+            return .failure(.init(.revokedCertificate, "the signing certificate (serial \(revoked.serial)) was revoked on "
+                                      + RFC3339.string(revoked.date)))
         }
         guard let publicKey = X509_get0_pubkey(chain[0].pointer) else {
             return .failure(.init(.invalidCertificateChain, "the leaf has no public key"))
@@ -128,6 +143,14 @@ public struct SignedDataVerifier: Sendable {
         }
 
         var string: String? { if case .string(let text) = self { text } else { nil } }
+    }
+
+    /// The entry of a list `intermediate` signed that revokes `certificate`, if any.
+    public func revocation(of certificate: Certificate, issuedBy intermediate: Certificate) -> RevocationList.Entry? {
+        for list in revocations where list.isIssued(by: intermediate) {
+            if let entry = list.entry(revoking: certificate) { return entry }
+        }
+        return nil
     }
 
     /// nil when `leaf` chains through `intermediate` to a trusted root at `date`, else the reason.

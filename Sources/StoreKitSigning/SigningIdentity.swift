@@ -12,15 +12,19 @@ import Glibc
 /// checked at every start, see `secureFiles`), one file per level
 /// holding its key and certificate, so that replacing the leaf is one rename:
 /// `root.pem` (20 years), `intermediate.pem` (15 years), `leaf.pem` (2 years, replaced by
-/// `storekitctl rotate-key` and automatically within 30 days of its end). Replacing the leaf
-/// leaves every earlier signature verifiable: each JWS carries its own chain and verifiers check
-/// it at the time it was signed.
+/// `storekitctl rotate-key` and automatically within 30 days of its end), and `revoked.pem`, the
+/// intermediate's list of revoked leaves (`RevocationList`, published beside the root).
+/// Replacing the leaf leaves every earlier signature verifiable: each JWS carries its own chain
+/// and verifiers check it at the time it was signed; replacing it with `--revoke` adds the old
+/// leaf to the list, and nothing it signed verifies any more.
 public final class SigningIdentity: @unchecked Sendable {
     public let root: Certificate
     public let intermediate: Certificate
     public let leaf: Certificate
     let leafKey: SigningKey
     let intermediateKey: SigningKey
+    /// The leaves taken back, signed by the intermediate.
+    public let revocations: RevocationList
     /// The JWS header (`alg` and `x5c`), base64url, the same for every signature of this leaf.
     public let encodedHeader: String
 
@@ -29,19 +33,23 @@ public final class SigningIdentity: @unchecked Sendable {
     static let leafDays = 2 * 365
     static let renewLeafWithinDays = 30
 
-    init(root: Certificate, intermediate: Certificate, intermediateKey: SigningKey, leaf: Certificate, leafKey: SigningKey) {
+    init(root: Certificate, intermediate: Certificate, intermediateKey: SigningKey, leaf: Certificate, leafKey: SigningKey,
+         revocations: RevocationList) {
         self.root = root
         self.intermediate = intermediate
         self.intermediateKey = intermediateKey
         self.leaf = leaf
         self.leafKey = leafKey
+        self.revocations = revocations
         let x5c = [leaf, intermediate, root].map { "\"" + Data($0.der).base64EncodedString() + "\"" }
         encodedHeader = Base64URL.encode(Array(("{\"alg\":\"ES256\",\"x5c\":[" + x5c.joined(separator: ",") + "]}").utf8))
     }
 
     /// Where the identity was loaded from, and whether anything was made.
     public enum Origin: Sendable, Equatable {
-        case loaded, created, leafRenewed
+        /// `revokedLeafReplaced`: the leaf in place was on the revocation list (a `rotate-key
+        /// --revoke` cut short between the list and the new leaf).
+        case loaded, created, leafRenewed, revokedLeafReplaced
     }
 
     /// A key file, or the key directory, found with a mode that let other users in, and made
@@ -58,7 +66,7 @@ public final class SigningIdentity: @unchecked Sendable {
     }
 
     /// The files `directory` keeps, the root first.
-    public static let fileNames = ["root.pem", "intermediate.pem", "leaf.pem"]
+    public static let fileNames = ["root.pem", "intermediate.pem", "leaf.pem", "revoked.pem"]
 
     /// Loads the identity in `directory`, making what is missing: a whole new chain on first
     /// start, a new leaf when the leaf is about to expire. The directory and its files are
@@ -74,10 +82,14 @@ public final class SigningIdentity: @unchecked Sendable {
         let (root, _) = try readPair(rootPath)
         let (intermediate, intermediateKey) = try readPair(directory + "/intermediate.pem")
         let (leaf, leafKey) = try readPair(directory + "/leaf.pem")
+        let revocations = try readRevocations(directory, intermediate: intermediate, intermediateKey: intermediateKey)
         let identity = SigningIdentity(root: root, intermediate: intermediate, intermediateKey: intermediateKey,
-                                       leaf: leaf, leafKey: leafKey)
+                                       leaf: leaf, leafKey: leafKey, revocations: revocations)
         if let problem = identity.chainProblem(at: Date()) {
             throw SigningError("The signing chain in \(directory) does not verify: \(problem)")
+        }
+        if revocations.entry(revoking: leaf) != nil {
+            return (try identity.rotatingLeaf(in: directory), .revokedLeafReplaced, repairs)
         }
         if leaf.notAfter.timeIntervalSinceNow < Double(renewLeafWithinDays) * 86_400 {
             return (try identity.rotatingLeaf(in: directory), .leafRenewed, repairs)
@@ -161,13 +173,55 @@ public final class SigningIdentity: @unchecked Sendable {
     }
 
     /// A new leaf key and certificate under the same intermediate, written to `directory`.
-    public func rotatingLeaf(in directory: String) throws(SigningError) -> SigningIdentity {
+    /// With `revokingCurrent`, the leaf in place is added to the revocation list first: a crash
+    /// between the two leaves a revoked leaf in place, which the next start replaces.
+    public func rotatingLeaf(in directory: String, revokingCurrent: Bool = false) throws(SigningError) -> SigningIdentity {
+        var revocations = self.revocations
+        if revokingCurrent {
+            revocations = try RevocationList.issue(revoking: leaf, keeping: revocations, issuer: intermediate, key: intermediateKey)
+            try Self.writeRevocations(revocations, to: directory)
+        }
         let key = try SigningKey.generate()
         let certificate = try Certificate.issue(role: .leaf, commonName: "storekitd Signing", key: key,
                                                 issuer: (intermediate, intermediateKey), validForDays: Self.leafDays)
         try Self.writePair(certificate, key, to: directory + "/leaf.pem")
         return SigningIdentity(root: root, intermediate: intermediate, intermediateKey: intermediateKey,
-                               leaf: certificate, leafKey: key)
+                               leaf: certificate, leafKey: key, revocations: revocations)
+    }
+
+    /// The key directory's revocation list, which must be the intermediate's; made (empty) when
+    /// the directory has none yet (a chain made before lists were kept).
+    static func readRevocations(_ directory: String, intermediate: Certificate, intermediateKey: SigningKey)
+        throws(SigningError) -> RevocationList {
+        let path = directory + "/revoked.pem"
+        guard FileSystem.exists(path) else {
+            let empty = try RevocationList.issue(issuer: intermediate, key: intermediateKey)
+            try writeRevocations(empty, to: directory)
+            return empty
+        }
+        let list: RevocationList
+        do {
+            list = try RevocationList(pem: try FileSystem.readContents(of: path))
+        } catch let error as SigningError {
+            throw SigningError("\(path): \(error); the revoked signing certificates are unknown: restore the file, or "
+                               + "remove it and rotate the whole chain (storekitctl rotate-key --chain)")
+        } catch {
+            throw SigningError("Cannot read \(path): \(error)")
+        }
+        guard list.isIssued(by: intermediate) else {
+            throw SigningError("\(path) is not signed by the intermediate certificate beside it: the revoked signing "
+                               + "certificates are unknown: restore the file, or remove it and rotate the whole chain "
+                               + "(storekitctl rotate-key --chain)")
+        }
+        return list
+    }
+
+    static func writeRevocations(_ list: RevocationList, to directory: String) throws(SigningError) {
+        do {
+            try FileSystem.writeAtomically(list.pem, to: directory + "/revoked.pem", permissions: 0o600)
+        } catch {
+            throw SigningError("Cannot write \(directory)/revoked.pem: \(error)")
+        }
     }
 
     /// A whole new chain (root, intermediate and leaf, each with a new key) in place of the one in
@@ -238,9 +292,11 @@ public final class SigningIdentity: @unchecked Sendable {
         // the next start makes a whole new chain.
         try writePair(leaf, leafKey, to: directory + "/leaf.pem")
         try writePair(intermediate, intermediateKey, to: directory + "/intermediate.pem")
+        let revocations = try RevocationList.issue(issuer: intermediate, key: intermediateKey)
+        try writeRevocations(revocations, to: directory)
         try writePair(root, rootKey, to: directory + "/root.pem")
         return SigningIdentity(root: root, intermediate: intermediate, intermediateKey: intermediateKey,
-                               leaf: leaf, leafKey: leafKey)
+                               leaf: leaf, leafKey: leafKey, revocations: revocations)
     }
 
     /// nil when the leaf chains to the root at `date` under strict rules, else why not.
@@ -253,6 +309,15 @@ public final class SigningIdentity: @unchecked Sendable {
         let signingInput = encodedHeader + "." + Base64URL.encode(payload)
         let signature = try leafKey.signatureES256(over: Array(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature)
+    }
+
+    /// Writes the revocation list (PEM, mode 0644) to `path`, beside the published root.
+    public func publishRevocations(to path: String) throws(SigningError) {
+        do {
+            try FileSystem.writeAtomically(revocations.pem, to: path, permissions: 0o644)
+        } catch {
+            throw SigningError("Cannot write the revocation list to \(path): \(error)")
+        }
     }
 
     /// Writes the root certificate (PEM, mode 0644) to `path`, for apps and servers to trust.

@@ -29,7 +29,8 @@ struct AppReceiptValidationTests {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let identity = try Self.identity(directory)
-        let valid = try SKAppReceipt.validate(try identity.signReceipt(Self.receipt()), app: Self.app, root: identity.root,
+        let valid = try SKAppReceipt.validate(try identity.signReceipt(Self.receipt()), app: Self.app,
+                                              verifier: ReceiptVerifier(roots: [identity.root]),
                                               deviceIdentifier: Self.device)
         #expect(valid.bundleIdentifier == Self.app)
         #expect(valid.purchase(transactionIdentifier: "2000000000000007")?.cancellationDate != nil)
@@ -46,7 +47,8 @@ struct AppReceiptValidationTests {
         let other = try Self.identity(stranger)
         func refusal(_ data: [UInt8]) -> String? {
             do {
-                _ = try SKAppReceipt.validate(data, app: Self.app, root: identity.root, deviceIdentifier: Self.device)
+                _ = try SKAppReceipt.validate(data, app: Self.app, verifier: ReceiptVerifier(roots: [identity.root]),
+                                               deviceIdentifier: Self.device)
                 return nil
             } catch {
                 return error.description

@@ -1,6 +1,7 @@
 import Foundation
 import StoreKitConnection
 import StoreKitLedger
+import StoreKitSigning
 import StoreKitTestSupport
 import StoreKitWire
 import Testing
@@ -498,6 +499,87 @@ struct ProofOfPurchaseTests {
         try daemon.start()
         #expect(try daemon.ctl(["certificate"]).stdout == String(contentsOfFile: newRoot, encoding: .utf8), "the new chain is kept")
         #expect(!FileManager.default.fileExists(atPath: daemon.stateDirectory + "/signing.next"))
+    }
+
+    @Test("rotate-key --revoke: the old leaf is on the intermediate's list, published beside both roots; openssl refuses it and accepts the new one; kept across a restart")
+    func revocation() throws {
+        let daemon = try Self.daemon()
+        defer { daemon.remove() }
+        let before = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.levelPack])[string: "jwsRepresentation"])
+        let published = [daemon.stateDirectory, daemon.runtimeDirectory].map { $0 + "/revoked-certificates.pem" }
+        for path in published {
+            let list = try ProcessRunner.run("/usr/bin/openssl", ["crl", "-in", path, "-noout", "-text"])
+            #expect(list.status == 0 && list.stdout.contains("No Revoked Certificates"), "\(path): \(list.stdout) \(list.stderr)")
+        }
+        let rotated = try daemon.ctlObject(["rotate-key", "--revoke"])
+        let serial = try #require(rotated[string: "revoked"])
+        #expect(daemon.log().contains("Replaced and revoked the signing certificate"))
+        #expect(daemon.log().contains(serial))
+        let after = try #require(try daemon.ctlObject(["buy", Sample.app, Sample.seasonPass])[string: "jwsRepresentation"])
+
+        // Independent: the leaves out of the two JWS, checked by openssl against the published list.
+        func leafFile(_ jws: String, _ name: String) throws -> String {
+            let header = try #require(Data(base64Encoded: Self.base64(String(jws.split(separator: ".")[0]))))
+            let object = try #require(try JSONSerialization.jsonObject(with: header) as? JSONObject)
+            let x5c = try #require(object["x5c"] as? [String])
+            let path = daemon.directory.file(name)
+            func pem(_ base64: String) -> String {
+                var lines: [String] = []
+                var rest = Substring(base64)
+                while !rest.isEmpty { lines.append(String(rest.prefix(64))); rest = rest.dropFirst(64) }
+                return "-----BEGIN CERTIFICATE-----\n" + lines.joined(separator: "\n") + "\n-----END CERTIFICATE-----\n"
+            }
+            try pem(x5c[0]).write(toFile: path, atomically: true, encoding: .utf8)
+            try pem(x5c[1]).write(toFile: path + ".intermediate", atomically: true, encoding: .utf8)
+            return path
+        }
+        for path in published {
+            func verify(_ leaf: String) throws -> ProcessResult {
+                try ProcessRunner.run("/usr/bin/openssl", [
+                    "verify", "-x509_strict", "-crl_check", "-CRLfile", path, "-CAfile", daemon.directory.file("root.pem"),
+                    "-untrusted", leaf + ".intermediate", leaf])
+            }
+            let old = try verify(try leafFile(before, "old-leaf.pem"))
+            #expect(old.status != 0 && (old.stdout + old.stderr).contains("certificate revoked"), "\(old.stdout) \(old.stderr)")
+            let new = try verify(try leafFile(after, "new-leaf.pem"))
+            #expect(new.status == 0, "\(new.stdout) \(new.stderr)")
+            let text = try ProcessRunner.run("/usr/bin/openssl", ["crl", "-in", path, "-noout", "-text"])
+            #expect(text.stdout.contains("Serial Number: " + serial), "\(text.stdout)")
+        }
+        // The library's own reading of the published list refuses the old JWS as revoked.
+        let root = try Certificate(pem: Array(try Data(contentsOf: URL(fileURLWithPath: daemon.directory.file("root.pem")))))
+        let list = try #require(try RootCertificateLocation.revocations(besideRoot: daemon.runtimeDirectory + "/root-certificate.pem"))
+        let verifier = SignedDataVerifier(roots: [root], revocationLists: [list])
+        guard case .failure(let error) = verifier.verify(before) else {
+            Issue.record("the revoked leaf's JWS verified")
+            return
+        }
+        #expect(error.kind == .revokedCertificate)
+        #expect((try? verifier.verify(after).get()) != nil)
+
+        // Kept across a restart, republished; both flags at once are refused, by storekitctl and by the daemon.
+        try FileManager.default.removeItem(atPath: published[1])
+        _ = daemon.stop()
+        try daemon.start()
+        for path in published {
+            let text = try ProcessRunner.run("/usr/bin/openssl", ["crl", "-in", path, "-noout", "-text"])
+            #expect(text.stdout.contains("Serial Number: " + serial), "\(path): \(text.stdout) \(text.stderr)")
+        }
+        let both = try daemon.ctl(["rotate-key", "--revoke", "--chain"])
+        #expect(both.status != 0 && both.stderr.contains("do not go together"), "\(both.stderr)")
+        let control = try WireConnection(path: daemon.controlSocket)
+        defer { control.close() }
+        _ = try control.hello(app: "")
+        try control.send(.control(requestID: 7, command: "rotate-key", arguments: ["revoke=1", "chain=1"]))
+        var code: ResultCode?
+        var text = ""
+        while code == nil, let message = try? control.receive() {
+            if case .controlResult(7, let answer, let words, _) = message {
+                code = answer
+                text = words
+            }
+        }
+        #expect(code == .malformedRequest && text.contains("do not go together"), "\(text)")
     }
 
     static func base64(_ base64url: String) -> String {

@@ -143,7 +143,8 @@ struct SignedDataTests {
                                            issuer: (identity.intermediate, identity.intermediateKey), validForDays: 10)
         try SigningIdentity.writePair(ending, key, to: keys + "/leaf.pem")
         let short = SigningIdentity(root: identity.root, intermediate: identity.intermediate,
-                                    intermediateKey: identity.intermediateKey, leaf: ending, leafKey: key)
+                                    intermediateKey: identity.intermediateKey, leaf: ending, leafKey: key,
+                                    revocations: identity.revocations)
         let signedBefore = try short.signJWS(payload: Self.payload())
 
         let (renewed, origin, _) = try SigningIdentity.openOrCreate(directory: keys)
@@ -196,6 +197,11 @@ struct SignedDataTests {
 extension Result where Failure == SignedDataVerificationError {
     var failureKind: SignedDataVerificationError.Kind? {
         if case .failure(let error) = self { return error.kind }
+        return nil
+    }
+
+    var failureReason: String? {
+        if case .failure(let error) = self { return error.reason }
         return nil
     }
 }

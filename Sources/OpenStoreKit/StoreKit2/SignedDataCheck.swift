@@ -1,4 +1,5 @@
 import Foundation
+import StoreKitPosix
 import StoreKitSigning
 import Synchronization
 
@@ -14,6 +15,7 @@ enum SignatureFailure: Sendable, Equatable {
     case invalidSignature
     case missingRequiredProperties
     case invalidDeviceVerification
+    case revokedCertificate
 
     init(_ kind: SignedDataVerificationError.Kind) {
         self = switch kind {
@@ -21,6 +23,7 @@ enum SignatureFailure: Sendable, Equatable {
         case .invalidCertificateChain: .invalidCertificateChain
         case .invalidSignature: .invalidSignature
         case .missingRequiredProperties: .missingRequiredProperties
+        case .revokedCertificate: .revokedCertificate
         }
     }
 }
@@ -57,10 +60,35 @@ func checkDeviceVerification(_ payload: SignedPayload?, app: String) -> Bool {
     return Digest.deviceVerification(nonce: nonce, deviceIdentifier: device) == [UInt8](claimed)
 }
 
-/// The process's verifier: it trusts the root certificate `RootCertificateLocation` finds for the
-/// socket the library connects to. Found once; while none is found, asked again at every check.
+/// The process's trust: the root certificate `RootCertificateLocation` finds for the socket the
+/// library connects to, and the revocation list published beside it. The root is found once
+/// (while none is found, looked for again at every check); the list is read again whenever its
+/// file changes (`storekitctl rotate-key --revoke` takes effect at the next check, not at the
+/// app's next start). A list that is there but cannot be read leaves nothing trusted.
 enum SignedDataTrust {
-    private static let found = Mutex<SignedDataVerifier?>(nil)
+    /// What was found: the root, where, and the list as of the file's `stamp`.
+    private struct Found {
+        var root: Certificate
+        var rootPath: String
+        var stamp: FileStamp?
+        var revocations: [RevocationList]
+    }
+
+    /// What identifies one version of the list's file (nil: no file).
+    private struct FileStamp: Equatable {
+        var device: UInt64, inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
+
+        init?(path: String) {
+            guard let info = try? FileSystem.status(of: path, followingSymlinks: true) else { return nil }
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+            size = Int64(info.st_size)
+            seconds = info.st_mtim.tv_sec
+            nanoseconds = info.st_mtim.tv_nsec
+        }
+    }
+
+    private static let found = Mutex<Found?>(nil)
     private static let reported = Mutex<String?>(nil)
 
     /// Finds the root again at the next check (the library now talks to another daemon).
@@ -69,13 +97,21 @@ enum SignedDataTrust {
         reported.withLock { $0 = nil }
     }
 
+    /// The verifier of signed data; nil (nothing trusted) when no root is found or the list
+    /// beside it cannot be read.
     static func verifier() -> SignedDataVerifier? {
-        if let verifier = found.withLock({ $0 }) { return verifier }
+        trust().map { SignedDataVerifier(roots: [$0.root], revocationLists: $0.revocations) }
+    }
+
+    /// The verifier of app receipts, with the same trust.
+    static func receiptVerifier() throws(SigningError) -> ReceiptVerifier {
+        let current = try currentTrust()
+        return ReceiptVerifier(roots: [current.root], revocationLists: current.revocations)
+    }
+
+    private static func trust() -> (root: Certificate, revocations: [RevocationList])? {
         do {
-            let root = try SignedDataVerifier.rootCertificateFromEnvironment(socketPath: StoreConnection.shared.resolvedSocketPath)
-            let verifier = SignedDataVerifier(rootCertificatesDER: [root])
-            found.withLock { $0 = verifier }
-            return verifier
+            return try currentTrust()
         } catch {
             let problem = "\(error)"
             let isNew = reported.withLock { reported in
@@ -87,5 +123,30 @@ enum SignedDataTrust {
             }
             return nil
         }
+    }
+
+    private static func currentTrust() throws(SigningError) -> (root: Certificate, revocations: [RevocationList]) {
+        var current: Found
+        if let known = found.withLock({ $0 }) {
+            current = known
+        } else {
+            let located = try RootCertificateLocation.locate(socketPath: StoreConnection.shared.resolvedSocketPath,
+                                                             environment: ProcessInfo.processInfo.environment)
+            current = Found(root: located.certificate, rootPath: located.path, stamp: nil, revocations: [])
+            current.stamp = FileStamp(path: RootCertificateLocation.revocationsPath(besideRoot: located.path))
+            current.revocations = try RootCertificateLocation.revocations(besideRoot: located.path).map { [$0] } ?? []
+            let made = current
+            found.withLock { $0 = made }
+            reported.withLock { $0 = nil }
+            return (current.root, current.revocations)
+        }
+        let stamp = FileStamp(path: RootCertificateLocation.revocationsPath(besideRoot: current.rootPath))
+        if stamp != current.stamp {
+            current.stamp = stamp
+            current.revocations = try RootCertificateLocation.revocations(besideRoot: current.rootPath).map { [$0] } ?? []
+            let made = current
+            found.withLock { $0 = made }
+        }
+        return (current.root, current.revocations)
     }
 }

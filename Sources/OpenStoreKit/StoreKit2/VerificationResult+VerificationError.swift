@@ -36,6 +36,7 @@ extension VerificationResult {
             case .invalidSignature: .invalidSignature
             case .missingRequiredProperties: .missingRequiredProperties
             case .invalidDeviceVerification: .invalidDeviceVerification
+            case .revokedCertificate: .revokedCertificate
             }
         }
     }
