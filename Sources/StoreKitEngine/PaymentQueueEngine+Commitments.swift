@@ -71,10 +71,11 @@ extension PaymentQueueEngine {
         try store.setting(Self.runningCommitmentKey(originalID)).flatMap(Commitment.init(stored:))
     }
 
-    /// Whether the subscription must renew whatever its auto-renew: its commitment has billing
-    /// periods left.
+    /// Whether the subscription must renew whatever its auto-renew: it is live and its commitment
+    /// has billing periods left (one that expired or was refunded has no commitment any more).
     func commitmentContinues(_ subscription: Subscription) throws(LedgerError) -> Bool {
-        try runningCommitment(of: subscription.originalID)?.continues ?? false
+        guard subscription.status.isLive else { return false }
+        return try runningCommitment(of: subscription.originalID)?.continues ?? false
     }
 
     /// The billing plan a purchase asked for, checked: nil for up front (also when asked for
@@ -137,7 +138,7 @@ extension PaymentQueueEngine {
     /// `renewalBillingPlanType` (the next billing period's), and for a subscription in a
     /// commitment Apple's `RenewalCommitmentInfo` (what happens when the commitment ends).
     func renewalPlanMembers(_ subscription: Subscription) -> [(String, JSONValue)] {
-        let running = (try? runningCommitment(of: subscription.originalID)) ?? nil
+        let running = subscription.status.isLive ? (try? runningCommitment(of: subscription.originalID)) ?? nil : nil
         let catalog = catalogs[subscription.app]
         let renewsTo = subscription.nextProductID ?? subscription.productID
         // A commitment renews into a new one of its product while the product has the plan; a

@@ -257,11 +257,12 @@ extension PaymentQueueEngine {
 
     /// Starts the next period at `start`: a new `purchased` transaction linked to the original
     /// (for the pending downgrade's product, if any). A product gone from the catalogue expires.
-    /// A subscription in a commitment renews its product, billed monthly, until the commitment
-    /// ends (a downgrade waits for that); then a new commitment starts while the product has the
-    /// plan.
+    /// A live subscription in a commitment renews its product, billed monthly, until the
+    /// commitment ends (a downgrade waits for that); then a new commitment starts while the
+    /// product has the plan.
     func renew(_ subscription: inout StoreSubscription, at start: Int64) throws(LedgerError) -> [Effect] {
-        let running = try runningCommitment(of: subscription.originalID)
+        // An expired subscription renewed (`storekitctl renew`) starts again up front, as a purchase does.
+        let running = subscription.status.isLive ? try runningCommitment(of: subscription.originalID) : nil
         let committed = running?.continues ?? false
         let productID = committed ? subscription.productID : subscription.nextProductID ?? subscription.productID
         guard let catalogProduct = catalogs[subscription.app]?.product(productID), catalogProduct.kind == .autoRenewable else {

@@ -187,6 +187,27 @@ import Testing
     }
 
     @Test(arguments: LedgerBackend.allCases)
+    func anExpiredSubscriptionHasNoCommitmentLeft(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.buy()
+        #expect(bought.code == .ok)
+        try store.advance("P1M")
+        // Ended on demand (SKTestSession.expireSubscription) in the second month: nothing renews.
+        #expect(try store.store.inUnit { try store.engine.expire(.transaction(bought.value)) }.code == .ok)
+        let renewal = try store.renewalInfo()
+        #expect(renewal["autoRenewStatus"] == .int(0) && renewal["commitmentInfo"] == nil && renewal["renewalDate"] == nil)
+        try store.advance("P2M")
+        #expect(try store.purchases().count == 2)
+        // Renewed again, it starts over up front, as a purchase without a plan does.
+        let renewed = try store.store.inUnit { try store.engine.forceRenewal(.transaction(bought.value)) }
+        #expect(renewed.code == .ok, "\(renewed.message)")
+        let record = try #require(try store.store.transaction(id: renewed.value))
+        let payload = try store.payload(record)
+        #expect(payload["billingPlanType"] == .string("BILLED_UPFRONT") && payload["commitmentInfo"] == nil)
+        #expect(try #require(record.expiresDate) > record.date + 364 * 86_400_000)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
     func plansAProductDoesNotHaveAreRefused(backend: LedgerBackend) throws {
         let store = try Store(backend)
         let refused = try store.buy(Self.monthly, plan: .monthly)
