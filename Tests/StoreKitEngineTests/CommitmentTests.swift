@@ -18,12 +18,14 @@ import Testing
     static let catalogJSON = """
     { "subscriptionGroups" : [ { "id" : "G1", "name" : "News", "subscriptions" : [
         { "productID" : "news.yearly", "type" : "RecurringSubscription", "displayPrice" : "11.88",
-          "recurringSubscriptionPeriod" : "P1Y", "groupNumber" : 1,
+          "recurringSubscriptionPeriod" : "P1Y", "groupNumber" : 2,
           "billingPlans" : [
             { "billingPlanType" : "BILLED_UPFRONT", "displayPrice" : "11.88", "commitmentDisplayPrice" : "11.88", "isEnabled" : true },
             { "billingPlanType" : "MONTHLY", "displayPrice" : "0.5", "commitmentDisplayPrice" : "6.00", "isEnabled" : true } ] },
         { "productID" : "news.monthly", "type" : "RecurringSubscription", "displayPrice" : "0.99",
-          "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 2 } ] } ] }
+          "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 3 },
+        { "productID" : "news.premium", "type" : "RecurringSubscription", "displayPrice" : "1.99",
+          "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 1 } ] } ] }
     """
 
     final class Store {
@@ -69,7 +71,7 @@ import Testing
         }
 
         func setAutoRenew(_ on: Bool) throws {
-            let outcome = try store.inUnit { try engine.setAutoRenew(on, .product(uid: buyer, app: app, productID: yearly)) }
+            let outcome = try store.inUnit { try engine.setAutoRenew(on, .transaction(try subscription().originalID)) }
             #expect(outcome.code == .ok, "\(outcome.message)")
         }
     }
@@ -184,6 +186,45 @@ import Testing
         try again.advance("P9M")
         #expect(try again.purchases().count == 13)
         #expect(try again.subscription().status == .active)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aDowngradeWaitsForTheCommitmentsEndAnUpgradeEndsIt(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        #expect(try store.buy().code == .ok)
+        try store.advance("P1M")
+        // A lower level: it waits, and the commitment's months go on billing the yearly product.
+        #expect(try store.buy(Self.monthly, plan: nil).code == .ok)
+        #expect(try store.subscription().nextProductID == Self.monthly)
+        try store.advance("P10M")
+        let yearlyMonths = try store.purchases().filter { try $0.productID == Self.yearly && store.store.isRenewal(transactionID: $0.id) }
+        #expect(yearlyMonths.count == 11, "months 2 to 12 renewed the yearly product")
+        let renewal = try store.renewalInfo()
+        let commitment = Self.members(renewal["commitmentInfo"])
+        #expect(commitment["commitmentAutoRenewProductId"] == .string(Self.monthly))
+        #expect(commitment["commitmentRenewalBillingPlanType"] == .string("BILLED_UPFRONT") && commitment["commitmentRenewalPrice"] == .int(990))
+        #expect(renewal["renewalBillingPlanType"] == .string("BILLED_UPFRONT"), "the twelfth month is the last billed monthly")
+        // The commitment's end: the downgrade, billed up front, no commitment.
+        try store.advance("P1M")
+        let subscription = try store.subscription()
+        #expect(subscription.productID == Self.monthly && subscription.nextProductID == nil)
+        let last = try #require(try store.purchases().last)
+        #expect(last.productID == Self.monthly)
+        let payload = try store.payload(last)
+        #expect(payload["billingPlanType"] == .string("BILLED_UPFRONT") && payload["commitmentInfo"] == nil && payload["price"] == .int(990))
+
+        // A higher level switches at once and ends the commitment.
+        let upgrading = try Store(backend)
+        #expect(try upgrading.buy().code == .ok)
+        try upgrading.advance("P2M")
+        let upgraded = try upgrading.buy("news.premium", plan: nil)
+        #expect(upgraded.code == .ok)
+        let upgrade = try #require(try upgrading.store.transaction(id: upgraded.value))
+        #expect(try upgrading.payload(upgrade)["commitmentInfo"] == nil)
+        #expect(try upgrading.renewalInfo()["commitmentInfo"] == nil)
+        try upgrading.setAutoRenew(false)
+        try upgrading.advance("P1M")
+        #expect(try upgrading.subscription().status == .expired, "no commitment holds it any more")
     }
 
     @Test(arguments: LedgerBackend.allCases)
