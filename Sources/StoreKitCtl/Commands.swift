@@ -27,14 +27,30 @@ struct AppsCommand: Subcommand {
 struct ProductsCommand: Subcommand {
     static let name = "products"
     static let summary = "list an app's products"
-    static let usage = "Usage: storekitctl products APP [-o json]\n\nLists the products of APP's catalogue (with -o json, "
-        + "isDownloadable and the hosted content's version and size)."
+    static let usage = "Usage: storekitctl products APP [-o json]\n\nLists the products of APP's catalogue, with the billing "
+        + "plans of subscriptions that have them (with -o json, isDownloadable and the hosted content's version and size)."
     let app: String
     init(_ arguments: inout ArgumentList) throws(UsageError) { app = try arguments.positional("APP") }
     var request: (command: ControlCommand, arguments: [String]) { (.products, ["app=\(app)"]) }
     func renderTable(_ json: JSONValue) -> String {
         Table(columns: [("product", "productIdentifier"), ("type", "type"), ("price", "displayPrice"),
-                        ("title", "localizedTitle")]).render(json)
+                        ("plans", "plans"), ("title", "localizedTitle")]).render(Self.withPlans(json))
+    }
+
+    /// Each product with its billing plans in a line (`plans`): `BILLED_UPFRONT 11.88/P1Y,
+    /// MONTHLY 0.5/P1M for P1Y (6.00)`.
+    static func withPlans(_ json: JSONValue) -> JSONValue {
+        guard case .array(let rows) = json else { return json }
+        return .array(rows.map { row in
+            guard case .object(var members) = row, case .array(let plans)? = row["billingPlans"] else { return row }
+            let text = plans.map { plan in
+                let price = "\(Table.text(plan["billingPlanType"])) \(Table.text(plan["displayPrice"]))/\(Table.text(plan["billingPeriod"]))"
+                guard plan["billingPeriod"] != plan["commitmentPeriod"] else { return price }
+                return price + " for \(Table.text(plan["commitmentPeriod"])) (\(Table.text(plan["commitmentDisplayPrice"])))"
+            }
+            members.append(("plans", .string(text.joined(separator: ", "))))
+            return .object(members)
+        })
     }
 }
 

@@ -15,7 +15,8 @@ import StoreKitWire
 // What the files hold (see the real ones in shared/fixtures/storekit):
 //   products[]                      Consumable / NonConsumable (older files: also NonRenewingSubscription)
 //   subscriptionGroups[]            id, name, localizations, subscriptions[] (RecurringSubscription with
-//                                   groupNumber, recurringSubscriptionPeriod, introductoryOffer(s), adHocOffers)
+//                                   groupNumber, recurringSubscriptionPeriod, introductoryOffer(s), adHocOffers,
+//                                   winbackOffers, billingPlans; offers name their plan in billingPlanType)
 //   nonRenewingSubscriptions[]      NonRenewingSubscription
 //   settings {}                     `_askToBuyEnabled`, `_storefront`, `_timeRate`, …; format 1.x files
 //                                   may have an empty object or put such keys at the top level.
@@ -149,28 +150,101 @@ private struct StoreKitFileDecoder {
             if let level, level < 1 { throw fail(join(location, "groupNumber"), "level must be 1 or more, found \(level)") }
             product.groupLevel = level ?? defaultLevel
             product.subscriptionPeriod = try period(fields, "recurringSubscriptionPeriod", at: location, required: true)
-            product.introductoryOffer = try introductoryOffer(fields, at: location)
-            product.promotionalOffers = try array(fields, "adHocOffers", at: location).enumerated().map {
+            // Each offer is for a billing plan (`billingPlanType`, up front when absent).
+            let introductory = try introductoryOffers(fields, at: location)
+            let promotional = try array(fields, "adHocOffers", at: location).enumerated().map {
                 (position, element) throws(CatalogError) in
-                try offer(element, at: "\(join(location, "adHocOffers"))[\(position)]")
+                let here = "\(join(location, "adHocOffers"))[\(position)]"
+                return (try planType(element, at: here), try offer(element, at: here))
             }
-            product.winBackOffers = try array(fields, "winbackOffers", at: location).enumerated().map {
+            let winBack = try array(fields, "winbackOffers", at: location).enumerated().map {
                 (position, element) throws(CatalogError) in
-                try winBackOffer(element, at: "\(join(location, "winbackOffers"))[\(position)]")
+                let here = "\(join(location, "winbackOffers"))[\(position)]"
+                return (try planType(element, at: here), try winBackOffer(element, at: here))
+            }
+            product.introductoryOffer = introductory.first { $0.0 == .upFront }?.1
+            product.promotionalOffers = promotional.filter { $0.0 == .upFront }.map(\.1)
+            product.winBackOffers = winBack.filter { $0.0 == .upFront }.map(\.1)
+            product.billingPlans = try billingPlans(fields, of: product, at: location) { plan in
+                plan.introductoryOffer = introductory.first { $0.0 == .monthly }?.1
+                plan.promotionalOffers = promotional.filter { $0.0 == .monthly }.map(\.1)
+                plan.winBackOffers = winBack.filter { $0.0 == .monthly }.map(\.1)
             }
         }
         return product
     }
 
+    // MARK: Billing plans
+
+    /// An offer's or a plan's `billingPlanType`: `BILLED_UPFRONT` (also when absent) or `MONTHLY`.
+    private func planType(_ value: JSONValue, at location: String) throws(CatalogError) -> BillingPlan.Kind {
+        let fields = try object(value, at: location)
+        guard let text = try optionalString(fields, "billingPlanType", at: location) else { return .upFront }
+        guard let kind = BillingPlan.Kind(name: text) else {
+            throw fail(join(location, "billingPlanType"), "unknown billing plan type \"\(text)\" (expected BILLED_UPFRONT or MONTHLY)")
+        }
+        return kind
+    }
+
+    /// The enabled plans of `billingPlans`, the up-front one first; none without the key (the
+    /// product is billed up front: `CatalogProduct.billingPlan(_:)`). The up-front plan bills the product's price each period (its prices in the file
+    /// repeat it); a monthly plan bills its `displayPrice` each month and commits to the product's
+    /// period (`commitmentDisplayPrice`, else the monthly price times its months), with the offers
+    /// `monthlyOffers` gives it.
+    private func billingPlans(
+        _ fields: [String: JSONValue], of product: CatalogProduct, at location: String, monthlyOffers: (inout BillingPlan) -> Void
+    ) throws(CatalogError) -> [BillingPlan] {
+        let period = product.subscriptionPeriod ?? PaymentQueueEngine.defaultPeriod
+        let upFront = product.upFrontPlan
+        var plans: [BillingPlan] = []
+        for (position, element) in try array(fields, "billingPlans", at: location).enumerated() {
+            let here = "\(join(location, "billingPlans"))[\(position)]"
+            let kind = try planType(element, at: here)
+            let entry = try object(element, at: here)
+            guard try optionalString(entry, "billingPlanType", at: here) != nil else {
+                throw fail(join(here, "billingPlanType"), "missing required key \"billingPlanType\"")
+            }
+            guard try optionalBool(entry, "isEnabled", at: here) ?? true else { continue }
+            guard !plans.contains(where: { $0.kind == kind }) else {
+                throw fail(join(here, "billingPlanType"), "a second enabled \(kind.name) billing plan")
+            }
+            guard kind == .monthly else {
+                plans.append(upFront)
+                continue
+            }
+            guard let months = BillingPlan.months(in: period), months >= 2 else {
+                throw fail(here, "a MONTHLY billing plan commits to the subscription's period in months, and \(period) is not 2 months or more")
+            }
+            let (price, cents, display) = try self.price(entry, "displayPrice", at: here)
+            var commitment = (price * Decimal(months), cents * Int64(months), "")
+            if isPresent(entry, "commitmentDisplayPrice") {
+                commitment = try self.price(entry, "commitmentDisplayPrice", at: here)
+            } else {
+                commitment.2 = "\(commitment.0)"
+            }
+            var plan = BillingPlan(
+                kind: .monthly, price: price, priceCents: cents, displayPrice: display,
+                billingPeriod: SubscriptionPeriod(value: 1, unit: .month), billingPeriodCount: months,
+                commitmentPrice: commitment.0, commitmentPriceCents: commitment.1, commitmentDisplayPrice: commitment.2)
+            monthlyOffers(&plan)
+            plans.append(plan)
+        }
+        return plans.sorted { $0.kind.rawValue < $1.kind.rawValue }
+    }
+
     /// `displayPrice` (a string in every known format; a number is accepted too), else `price`.
     private func price(_ fields: [String: JSONValue], at location: String) throws(CatalogError) -> (Decimal, Int64, String) {
-        let key = !isPresent(fields, "displayPrice") && isPresent(fields, "price") ? "price" : "displayPrice"
+        try price(fields, !isPresent(fields, "displayPrice") && isPresent(fields, "price") ? "price" : "displayPrice", at: location)
+    }
+
+    /// The price under `key`.
+    private func price(_ fields: [String: JSONValue], _ key: String, at location: String) throws(CatalogError) -> (Decimal, Int64, String) {
         let priceLocation = join(location, key)
         let text: String
         switch fields[key] {
         case .string(let string)?: text = string.trimmingWhitespace()
         case .number(let number)?: text = number
-        case nil, .null?: throw fail(priceLocation, "missing required key \"displayPrice\"")
+        case nil, .null?: throw fail(priceLocation, "missing required key \"\(key)\"")
         case let other?: throw fail(priceLocation, "expected a price like \"0.99\", found \(other.kindDescription)")
         }
         guard let parsed = PriceText.parse(text) else {
@@ -192,15 +266,21 @@ private struct StoreKitFileDecoder {
 
     // MARK: Offers
 
-    /// `introductoryOffer` (an object or null); format 5 files also list `introductoryOffers`.
-    private func introductoryOffer(_ fields: [String: JSONValue], at location: String) throws(CatalogError) -> SubscriptionOffer? {
+    /// `introductoryOffer` (an object or null); format 5 files also list `introductoryOffers`, one
+    /// a billing plan. Each with its plan: the first of a plan is the plan's introductory offer.
+    private func introductoryOffers(_ fields: [String: JSONValue], at location: String) throws(CatalogError)
+        -> [(BillingPlan.Kind, SubscriptionOffer)]
+    {
+        var offers: [(BillingPlan.Kind, SubscriptionOffer)] = []
         if let single = fields["introductoryOffer"], !single.isNull {
-            return try offer(single, at: join(location, "introductoryOffer"))
+            let here = join(location, "introductoryOffer")
+            offers.append((try planType(single, at: here), try offer(single, at: here)))
         }
-        if let first = try array(fields, "introductoryOffers", at: location).first {
-            return try offer(first, at: "\(join(location, "introductoryOffers"))[0]")
+        for (position, element) in try array(fields, "introductoryOffers", at: location).enumerated() {
+            let here = "\(join(location, "introductoryOffers"))[\(position)]"
+            offers.append((try planType(element, at: here), try offer(element, at: here)))
         }
-        return nil
+        return offers
     }
 
     private func offer(_ value: JSONValue, at location: String) throws(CatalogError) -> SubscriptionOffer {

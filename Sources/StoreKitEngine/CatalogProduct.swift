@@ -43,6 +43,9 @@ public struct CatalogProduct: Sendable, Equatable {
     public var promotionalOffers: [SubscriptionOffer]
     /// Auto-renewable subscriptions only: the offers for lapsed subscribers (`winbackOffers`).
     public var winBackOffers: [WinBackOffer] = []
+    /// Auto-renewable subscriptions only: the enabled billing plans (`billingPlans`), the
+    /// up-front one first; empty when the file lists none (the product is billed up front).
+    public var billingPlans: [BillingPlan] = []
     /// Auto-renewable subscriptions only: the group's reference name and localizations (its
     /// `displayName` is StoreKit 2's `groupDisplayName`).
     public var groupName: String?
@@ -99,7 +102,8 @@ public struct CatalogProduct: Sendable, Equatable {
             introductoryOffer: kind == .autoRenewable ? introductoryOffer.map(offerRecord) : nil,
             promotionalOffers: kind == .autoRenewable ? promotionalOffers.map(offerRecord) : [],
             subscriptionGroupDisplayName: kind == .autoRenewable ? groupDisplayName(locale: locale) : nil,
-            winBackOffers: kind == .autoRenewable ? winBackOffers.map { offerRecord($0.offer) } : [])
+            winBackOffers: kind == .autoRenewable ? winBackOffers.map { offerRecord($0.offer) } : [],
+            billingPlans: kind == .autoRenewable ? billingPlans.map(planRecord) : [])
     }
 
     /// The group's display name for `locale` (as `localization(for:)` picks), else its reference name.

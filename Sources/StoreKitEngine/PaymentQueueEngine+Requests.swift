@@ -20,9 +20,11 @@ extension PaymentQueueEngine {
             record.date = now
             var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
-                let asked = try takeWaitingOffer(of: record.id, product: product)
+                let plan = try takeWaitingPlan(of: record.id, product: product)
+                let asked = try takeWaitingOffer(of: record.id, product: product.billed(with: plan))
                 startsPeriod = try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: asked.promotion,
-                                                             promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed)
+                                                             promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed,
+                                                             plan: plan)
             }
             record.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             guard try store.transition(id: record.id, from: .deferred, to: .purchased, sequence: record.sequence, date: now,
@@ -77,6 +79,7 @@ extension PaymentQueueEngine {
 
     private func fail(_ record: TransactionRecord, code: StoreKitErrorCode, message: String, at time: Int64) throws(LedgerError) -> [Effect] {
         try dropWaitingOffer(of: record.id)
+        if try store.setting(Self.waitingPlanKey(record.id)) != nil { try store.setSetting(Self.waitingPlanKey(record.id), nil) }
         var failed = record
         failed.state = .failed
         failed.date = time
@@ -106,9 +109,11 @@ extension PaymentQueueEngine {
                 sequence: 0, date: now, applicationUsername: record.applicationUsername)
             var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
-                let asked = try takeWaitingOffer(of: record.id, product: product)
+                let plan = try takeWaitingPlan(of: record.id, product: product)
+                let asked = try takeWaitingOffer(of: record.id, product: product.billed(with: plan))
                 startsPeriod = try applySubscriptionPurchase(&purchase, product: product, catalog: catalog, at: now, promotion: asked.promotion,
-                                                             promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed)
+                                                             promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed,
+                                                             plan: plan)
             }
             purchase.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             try store.insert(purchase)

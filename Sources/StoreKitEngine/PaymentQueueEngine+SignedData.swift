@@ -63,11 +63,14 @@ extension PaymentQueueEngine {
         // The offer the period was bought or renewed with, and its price (a restored or family
         // copy, made later, names none).
         let offer = product?.kind == .autoRenewable && record.state == .purchased ? try offer(of: record.id) : nil
-        if let product { members.append(("price", .int(offer?.priceMillis ?? product.priceCents * 10))) }
+        // The billing period of a commitment it is (monthly billing), at the plan's price.
+        let commitment = product?.kind == .autoRenewable && record.state == .purchased ? try commitment(of: record.id) : nil
+        if let product { members.append(("price", .int(offer?.priceMillis ?? commitment?.priceMillis ?? product.priceCents * 10))) }
         if product?.kind == .autoRenewable {
             members.append(("subscriptionGroupIdentifier", .string(product?.subscriptionGroupID ?? record.productID)))
             members.append(("webOrderLineItemId", .string(String(record.id))))
             if let offer { members += offer.payloadMembers }
+            if record.state == .purchased { members += planMembers(commitment) }
         }
         if let expires = record.expiresDate { members.append(("expiresDate", .int(expires))) }
         if let revoked = record.revocationDate {
@@ -131,17 +134,21 @@ extension PaymentQueueEngine {
     /// `expirationIntent` 3 when it ended for want of consent).
     public func renewalInfoPayload(_ subscription: Subscription, environment: String, signedDate: Int64,
                                    priceIncrease: PriceIncrease? = nil) -> JSONValue {
+        let renews = subscription.autoRenew || ((try? commitmentContinues(subscription)) ?? false)
         var members: [(String, JSONValue)] = [
             ("originalTransactionId", .string(String(subscription.originalID))),
             ("productId", .string(subscription.productID)),
             ("autoRenewProductId", .string(subscription.nextProductID ?? subscription.productID)),
-            ("autoRenewStatus", .int(subscription.autoRenew ? 1 : 0)),
+            // In a commitment the next billing period comes whatever auto-renew says (that
+            // decides what happens at the commitment's end: `commitmentInfo`).
+            ("autoRenewStatus", .int(renews ? 1 : 0)),
             ("isInBillingRetryPeriod", .bool(subscription.status == .billingRetry || subscription.status == .gracePeriod)),
             ("recentSubscriptionStartDate", .int(subscription.periodStart)),
             ("signedDate", .int(signedDate)),
             ("environment", .string(environment)),
         ]
-        if subscription.autoRenew, subscription.status.isLive { members.append(("renewalDate", .int(subscription.expiresDate))) }
+        if renews, subscription.status.isLive { members.append(("renewalDate", .int(subscription.expiresDate))) }
+        members += renewalPlanMembers(subscription)
         if let grace = subscription.gracePeriodEnd, subscription.status == .gracePeriod {
             members.append(("gracePeriodExpiresDate", .int(grace)))
         }

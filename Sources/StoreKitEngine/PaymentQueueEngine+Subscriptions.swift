@@ -32,11 +32,15 @@ extension PaymentQueueEngine {
     /// period of it here.
     /// Whether the purchase starts a period now (a new subscription or run, an upgrade): not a
     /// purchase of the running product again, nor a downgrade that waits for the renewal.
+    /// `plan`: a monthly billing plan (nil: up front): the period that starts now is its first
+    /// billing period, priced and as long as the plan's, with the plan's offers.
     @discardableResult
     func applySubscriptionPurchase(
-        _ record: inout TransactionRecord, product: CatalogProduct, catalog: Catalog, at now: Int64,
-        promotion: SubscriptionOffer? = nil, promotionKind: TransactionOffer.Kind = .promotional, introductoryOfferAllowed: Bool? = nil
+        _ record: inout TransactionRecord, product catalogProduct: CatalogProduct, catalog: Catalog, at now: Int64,
+        promotion: SubscriptionOffer? = nil, promotionKind: TransactionOffer.Kind = .promotional, introductoryOfferAllowed: Bool? = nil,
+        plan: BillingPlan? = nil
     ) throws(LedgerError) -> Bool {
+        let product = catalogProduct.billed(with: plan)
         let groupID = product.subscriptionGroupID ?? product.id
         let period = product.subscriptionPeriod ?? Self.defaultPeriod
         let existing = try store.subscription(uid: record.uid, app: record.app, groupID: groupID)
@@ -51,11 +55,15 @@ extension PaymentQueueEngine {
                 current.nextProductID = nil
                 current.lastTransactionID = record.id
                 record.expiresDate = current.expiresDate
+                // The period goes on as it was billed: in a commitment, this is its billing period too.
+                if let running = try runningCommitment(of: current.originalID) {
+                    try store.setSetting(Self.commitmentKey(record.id), running.stored)
+                }
                 // An offer bought while subscribed to the product starts with the next period.
                 if let promotion, let id = promotion.id {
                     try store.setSetting(Self.nextOfferKey(current.originalID), "\(promotionKind.rawValue)\t\(id)\t\(current.periodStart)")
                 }
-            } else if Self.switchesImmediately(from: catalog.product(current.productID), to: product) {
+            } else if Self.switchesImmediately(from: catalog.product(current.productID), to: catalogProduct) {
                 // Upgrade, or crossgrade to the same period: the new subscription starts now, at
                 // its own price (a price increase of the product left is over).
                 try setPriceIncrease(nil, of: current.originalID)
@@ -76,10 +84,12 @@ extension PaymentQueueEngine {
                 record.expiresDate = end
                 startsPeriod = true
                 if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
+                try continueCommitment(nil, plan: plan, originalID: current.originalID, transactionID: record.id, periodEnd: end)
             } else {
-                // Downgrade, or crossgrade to another period: takes effect at the next renewal.
+                // Downgrade, or crossgrade to another period: takes effect at the next renewal
+                // (billed up front; in a commitment, the renewal after its end).
                 current.nextProductID = product.id
-                record.expiresDate = clock.rate.end(of: period, from: current.expiresDate)
+                record.expiresDate = clock.rate.end(of: catalogProduct.subscriptionPeriod ?? period, from: current.expiresDate)
             }
             try saveSubscription(current)
             return startsPeriod
@@ -107,6 +117,7 @@ extension PaymentQueueEngine {
             }
         }
         record.expiresDate = end
+        try continueCommitment(nil, plan: plan, originalID: originalID, transactionID: record.id, periodEnd: end)
         // A new run of the subscription starts at today's price: no increase of an earlier run waits.
         if existing != nil { try setPriceIncrease(nil, of: originalID) }
         try saveSubscription(StoreSubscription(
@@ -191,7 +202,9 @@ extension PaymentQueueEngine {
                 try saveSubscription(subscription)
                 return []
             }
-            guard subscription.autoRenew else {
+            // Auto-renew off ends a subscription at the end of its period, or of its commitment.
+            let committed = try commitmentContinues(subscription)
+            guard subscription.autoRenew || committed else {
                 subscription.status = .expired
                 subscription.due = nil
                 // Turned off by the subscriber (not a declined increase): no increase waits any more.
@@ -244,14 +257,22 @@ extension PaymentQueueEngine {
 
     /// Starts the next period at `start`: a new `purchased` transaction linked to the original
     /// (for the pending downgrade's product, if any). A product gone from the catalogue expires.
+    /// A live subscription in a commitment renews its product, billed monthly, until the
+    /// commitment ends (a downgrade waits for that); then a new commitment starts while the
+    /// product has the plan.
     func renew(_ subscription: inout StoreSubscription, at start: Int64) throws(LedgerError) -> [Effect] {
-        let productID = subscription.nextProductID ?? subscription.productID
-        guard let product = catalogs[subscription.app]?.product(productID), product.kind == .autoRenewable else {
+        // An expired subscription renewed (`storekitctl renew`) starts again up front, as a purchase does.
+        let running = subscription.status.isLive ? try runningCommitment(of: subscription.originalID) : nil
+        let committed = running?.continues ?? false
+        let productID = committed ? subscription.productID : subscription.nextProductID ?? subscription.productID
+        guard let catalogProduct = catalogs[subscription.app]?.product(productID), catalogProduct.kind == .autoRenewable else {
             subscription.status = .expired
             subscription.due = nil
             try saveSubscription(subscription)
             return []
         }
+        let plan = running != nil && productID == subscription.productID ? catalogProduct.billingPlan(.monthly) : nil
+        let product = catalogProduct.billed(with: plan)
         var period = product.subscriptionPeriod ?? Self.defaultPeriod
         // A pay-as-you-go offer goes on for its periods: each renewal is at its price (a
         // promotional one in the product's period, an introductory one in its own).
@@ -285,6 +306,7 @@ extension PaymentQueueEngine {
         try store.insert(record)
         try store.markRenewal(transactionID: record.id)
         if let carried { try store.setSetting(Self.offerKey(record.id), carried.stored) }
+        try continueCommitment(running, plan: plan, originalID: subscription.originalID, transactionID: record.id, periodEnd: end)
         // A promotional or win-back offer still running is kept with the subscription (a purchase
         // of the same product meanwhile does not end it); it goes with its last period.
         try setRunningOffer(carried?.kind != .introductory && subscription.offerPeriodsLeft > 0 ? carried : nil,
@@ -292,7 +314,7 @@ extension PaymentQueueEngine {
         // A period at the new price starts: a price increase (agreed, or forced with `renew`) is done.
         try setPriceIncrease(nil, of: subscription.originalID)
         subscription.productID = productID
-        subscription.nextProductID = nil
+        if !committed { subscription.nextProductID = nil }
         subscription.status = .active
         subscription.periodStart = start
         subscription.expiresDate = end

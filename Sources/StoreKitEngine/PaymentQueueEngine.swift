@@ -158,15 +158,22 @@ public final class PaymentQueueEngine {
         if payment.winBackOfferID != nil, promotionalOfferID != nil || payment.discount != nil {
             return .storeKit(.missingOfferParams, "the payment carries a promotional and a win-back offer: it may carry one")
         }
+        let plan: BillingPlan?
+        switch billingPlan(payment.billingPlanType, of: product) {
+        case .success(let found): plan = found
+        case .failure(let refusal): return refusal.outcome
+        }
+        // The offers of a monthly plan are its own.
+        let billed = product.billed(with: plan)
         var promotion: SubscriptionOffer?
         var promotionKind = TransactionOffer.Kind.promotional
         if let offerID = promotionalOfferID ?? payment.discount?.offerID {
-            switch try promotionalOffer(offerID, of: product, uid: uid, app: app) {
+            switch try promotionalOffer(offerID, of: billed, uid: uid, app: app) {
             case .success(let offer): promotion = offer
             case .failure(let refusal): return refusal.outcome
             }
         } else if let offerID = payment.winBackOfferID {
-            switch try winBackOffer(offerID, of: product, uid: uid, app: app) {
+            switch try winBackOffer(offerID, of: billed, uid: uid, app: app) {
             case .success(let offer):
                 promotion = offer
                 promotionKind = .winBack
@@ -181,7 +188,7 @@ public final class PaymentQueueEngine {
         return try process(uid: uid, app: app, productID: payment.productID, quantity: payment.quantity,
                            applicationUsername: payment.applicationUsername, paymentKey: key,
                            simulatesAskToBuy: payment.simulatesAskToBuy, promotion: promotion, promotionKind: promotionKind,
-                           introductoryOfferAllowed: introductoryOfferAllowed)
+                           introductoryOfferAllowed: introductoryOfferAllowed, plan: plan)
     }
 
     /// A refusal of a payment, as StoreKit reports it (`SKError`).
@@ -215,7 +222,7 @@ public final class PaymentQueueEngine {
     func process(
         uid: UInt32, app: String, productID: String, quantity: Int32, applicationUsername: String?,
         paymentKey: String?, simulatesAskToBuy: Bool, promotion: SubscriptionOffer? = nil,
-        promotionKind: TransactionOffer.Kind = .promotional, introductoryOfferAllowed: Bool? = nil
+        promotionKind: TransactionOffer.Kind = .promotional, introductoryOfferAllowed: Bool? = nil, plan: BillingPlan? = nil
     ) throws(LedgerError) -> Outcome {
         synchronize()
         guard let catalog = catalogs[app], let product = catalog.product(productID) else {
@@ -252,6 +259,7 @@ public final class PaymentQueueEngine {
                 created: now, expires: now + Self.askToBuyLifetime))
             try keepWaitingOffer(promotion, kind: promotionKind, introductoryOfferAllowed: introductoryOfferAllowed,
                                  product: product, of: record.id)
+            try keepWaitingPlan(plan, of: record.id)
             scheduleChanged()
         } else if interrupted(productID: productID, catalog: catalog) {
             record.state = .failed
@@ -262,11 +270,13 @@ public final class PaymentQueueEngine {
                 created: now, expires: nil))
             try keepWaitingOffer(promotion, kind: promotionKind, introductoryOfferAllowed: introductoryOfferAllowed,
                                  product: product, of: record.id)
+            try keepWaitingPlan(plan, of: record.id)
         } else {
             record.state = .purchased
             if product.kind == .autoRenewable {
                 startsPeriod = try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: promotion,
-                                                             promotionKind: promotionKind, introductoryOfferAllowed: introductoryOfferAllowed)
+                                                             promotionKind: promotionKind, introductoryOfferAllowed: introductoryOfferAllowed,
+                                                             plan: plan)
             }
         }
         record.sequence = try store.nextSequence(uid: uid, app: app)

@@ -56,11 +56,14 @@ public enum ClientMessage: Sendable, Equatable {
         public var eligibilityJWS: String?
         /// A win-back offer of the product (StoreKit 2's `.winBackOffer(_:)`; version 4).
         public var winBackOfferID: String?
+        /// The billing plan to buy (StoreKit 2's `.billingPlanType(_:)`; version 5); nil: up front.
+        public var billingPlanType: ProductRecord.BillingPlan.PlanType?
 
         public init(
             requestID: UInt32, key: String, productID: String, quantity: Int32,
             applicationUsername: String? = nil, hasRequestData: Bool = false, simulatesAskToBuy: Bool = false,
-            discount: Discount? = nil, offerJWS: String? = nil, eligibilityJWS: String? = nil, winBackOfferID: String? = nil
+            discount: Discount? = nil, offerJWS: String? = nil, eligibilityJWS: String? = nil, winBackOfferID: String? = nil,
+            billingPlanType: ProductRecord.BillingPlan.PlanType? = nil
         ) {
             self.requestID = requestID
             self.key = key
@@ -73,6 +76,7 @@ public enum ClientMessage: Sendable, Equatable {
             self.offerJWS = offerJWS
             self.eligibilityJWS = eligibilityJWS
             self.winBackOfferID = winBackOfferID
+            self.billingPlanType = billingPlanType
         }
     }
 
@@ -108,6 +112,8 @@ public enum ClientMessage: Sendable, Equatable {
     public var requiredVersion: UInt16 {
         switch self {
         case .addPayment(let payment):
+            // Up front is what an older daemon bills anyway.
+            if payment.billingPlanType == .monthly { return ProtocolVersion.billingPlans }
             if payment.offerJWS != nil || payment.eligibilityJWS != nil || payment.winBackOfferID != nil { return ProtocolVersion.offerJWS }
             return payment.discount != nil ? ProtocolVersion.hostedContent : 1
         case .content, .openContent: return ProtocolVersion.hostedContent
@@ -165,6 +171,14 @@ public enum ClientMessage: Sendable, Equatable {
                 writer.optionalString(payment.offerJWS)
                 writer.optionalString(payment.eligibilityJWS)
                 writer.optionalString(payment.winBackOfferID)
+            }
+            if version >= ProtocolVersion.billingPlans {
+                if let type = payment.billingPlanType {
+                    writer.u8(1)
+                    writer.u8(type.rawValue)
+                } else {
+                    writer.u8(0)
+                }
             }
         case .finish(let id, let transactionID):
             writer.u8(Tag.finish.rawValue); writer.u32(id); writer.u64(transactionID)
@@ -234,6 +248,18 @@ public enum ClientMessage: Sendable, Equatable {
                 payment.eligibilityJWS = try reader.optionalString()
                 payment.winBackOfferID = try reader.optionalString()
             }
+            if version >= ProtocolVersion.billingPlans {
+                switch try reader.u8() {
+                case 0: break
+                case 1:
+                    let raw = try reader.u8()
+                    guard let type = ProductRecord.BillingPlan.PlanType(rawValue: raw) else {
+                        throw WireError(.invalidValue("billing plan type \(raw)"))
+                    }
+                    payment.billingPlanType = type
+                case let other: throw WireError(.invalidValue("optional marker \(other)"))
+                }
+            }
             message = .addPayment(payment)
         case .finish:
             message = .finish(requestID: try reader.u32(), transactionID: try reader.u64())
@@ -273,23 +299,26 @@ public enum ClientMessage: Sendable, Equatable {
 /// `TransactionRecord`, no offers in a `ProductRecord`, no `history`, `subscriptionStatus`,
 /// `appTransaction` or `receipt`), `unfinished` answered in one frame. Version 2 added signed
 /// data. Version 3 added hosted content (`content`, `openContent`, the welcome's list of
-/// downloadable products) and signed promotional offers (`addPayment`'s `discount`). Version 4 is
-/// today's: offers and introductory-offer eligibility signed as JWS and win-back offers
+/// downloadable products) and signed promotional offers (`addPayment`'s `discount`). Version 4
+/// added: offers and introductory-offer eligibility signed as JWS and win-back offers
 /// (`addPayment`'s `offer_jws`, `eligibility_jws`, `win_back_offer_id`), and the subscription
-/// group's display name and win-back offers in a `ProductRecord`; every other message is encoded
-/// as in version 3.
+/// group's display name and win-back offers in a `ProductRecord`. Version 5 is today's: billing
+/// plans (a `ProductRecord`'s `billing_plans`, `addPayment`'s `billing_plan_type`); every other
+/// message is encoded as in version 3.
 /// The daemon serves every version in `served` (docs/protocol.md §13 has the policy).
 public enum ProtocolVersion {
     /// The version this build's clients speak.
-    public static let current: UInt16 = 4
+    public static let current: UInt16 = 5
     /// The versions the daemon serves, oldest first.
-    public static let served: ClosedRange<UInt16> = 1...4
+    public static let served: ClosedRange<UInt16> = 1...5
     /// The first version with signed data (JWS in records, offers, `history`, `receipt`, …).
     public static let signedData: UInt16 = 2
     /// The first version with hosted content.
     public static let hostedContent: UInt16 = 3
     /// The first version with JWS-signed offers and eligibility, and group display names.
     public static let offerJWS: UInt16 = 4
+    /// The first version with billing plans (a `ProductRecord`'s, `addPayment`'s `billing_plan_type`).
+    public static let billingPlans: UInt16 = 5
 
     /// The last client message type a connection of `version` may send.
     static func lastClientMessage(version: UInt16) -> UInt8 {

@@ -149,9 +149,10 @@ extension TransactionRecord {
 }
 
 extension ProductRecord {
-    /// The stable `-o json` shape, with StoreKit's names.
+    /// The stable `-o json` shape, with StoreKit's names; `billingPlans` only for a subscription
+    /// whose catalogue lists them.
     public var json: JSONValue {
-        .object([
+        var members: [(String, JSONValue)] = [
             ("productIdentifier", .string(productID)),
             ("type", .string(kind.name)),
             ("displayPrice", .string(displayPrice)),
@@ -161,6 +162,18 @@ extension ProductRecord {
             ("subscriptionGroupIdentifier", .optional(subscriptionGroupID)),
             ("subscriptionPeriod", .optional(subscriptionPeriod)),
             ("familyShareable", .bool(familyShareable)),
-        ])
+        ]
+        if !billingPlans.isEmpty {
+            members.append(("billingPlans", .array(billingPlans.map { plan in
+                .object([
+                    ("billingPlanType", .string(plan.type.name)),
+                    ("billingPeriod", .string(plan.billingPeriod)),
+                    ("displayPrice", .string(plan.displayPrice)),
+                    ("commitmentPeriod", .string(plan.commitmentPeriod)),
+                    ("commitmentDisplayPrice", .string(plan.commitmentDisplayPrice)),
+                ])
+            })))
+        }
+        return .object(members)
     }
 }

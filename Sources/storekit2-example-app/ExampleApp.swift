@@ -12,7 +12,7 @@ enum ExampleApp {
           listen [--listeners N]  run the store's Transaction.updates listener until stopped, with N
                                   more listeners; each update is printed once per listener. Reads
                                   commands (buy, list, finish, status) from stdin, one per line.
-          buy PRODUCT [--quantity N] [--account-token UUID] [--ask-to-buy]
+          buy PRODUCT [--quantity N] [--account-token UUID] [--ask-to-buy] [--billing-plan monthly|upFront]
                                   buy with Product.purchase(), print how it ended
           list [entitlements|unfinished|all|products]
                                   print the customer's current entitlements (default) or the
@@ -120,6 +120,13 @@ enum ExampleApp {
                 words.remove(at: index)
                 options.insert(.simulatesAskToBuyInSandbox(true))
             }
+            if let plan = option("--billing-plan") {
+                switch plan {
+                case "monthly": options.insert(.billingPlanType(.monthly))
+                case "upFront": options.insert(.billingPlanType(.upFront))
+                default: return usageError("--billing-plan needs monthly or upFront")
+                }
+            }
             guard words.count == 2, let store else { return usageError("buy needs one PRODUCT") }
             return await buy(words[1], options: options, store: store)
         case "list":
@@ -200,6 +207,12 @@ enum ExampleApp {
                         object["introductoryOffer"] = subscription.introductoryOffer?.paymentMode.rawValue ?? NSNull()
                         object["promotionalOffers"] = subscription.promotionalOffers.compactMap(\.id)
                         object["isEligibleForIntroOffer"] = await subscription.isEligibleForIntroOffer
+                        // "MONTHLY $0.50/1 month, $6.00 for 1 year".
+                        object["pricingTerms"] = subscription.pricingTerms.map { terms in
+                            "\(terms.billingPlanType.rawValue) \(terms.billingDisplayPrice)/"
+                                + "\(terms.billingPeriod.formatted(product.subscriptionPeriodFormatStyle)), "
+                                + "\(terms.commitmentInfo.displayPrice) for \(terms.commitmentInfo.period.formatted(product.subscriptionPeriodFormatStyle))"
+                        }
                     }
                     Output.event(object)
                 }

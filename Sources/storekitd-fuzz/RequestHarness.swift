@@ -73,7 +73,8 @@ final class RequestHarness {
             let message = ClientMessage.addPayment(.init(
                 requestID: input.u32(), key: paymentKey(&input), productID: product(&input), quantity: quantity(&input),
                 applicationUsername: input.bool() ? input.string(limit: input.bool() ? 300 : 16) : nil,
-                hasRequestData: input.byte() == 0, simulatesAskToBuy: input.bool()))
+                hasRequestData: input.byte() == 0, simulatesAskToBuy: input.bool(),
+                billingPlanType: input.pick([nil, nil, ProductRecord.BillingPlan.PlanType.upFront, .monthly]) ?? nil))
             guard case .addPayment(let payment) = roundTrip(message) else { return }
             client(uid, app) {
                 // A key already used names that payment: the new one's content is not taken.

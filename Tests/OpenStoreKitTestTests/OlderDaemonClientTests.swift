@@ -1,5 +1,5 @@
-// This library against an older storekitd: a daemon that serves versions up to 3 (or 2) refuses
-// the library's version 4 hello; the library says hello again in the daemon's version and works
+// This library against an older storekitd: a daemon that serves versions up to 4 (or 3, or 2)
+// refuses the library's version 5 hello; the library says hello again in the daemon's version and works
 // on, and a request only a newer version carries fails with an error instead of going out without
 // what it asked for.
 import Foundation
@@ -14,7 +14,7 @@ extension OpenStoreKitTestSuites {
 @Suite("An older storekitd, in the app's process")
 struct OlderDaemonClientTests {
     @Test("the library steps down to the daemon's version, buys, and refuses what that version cannot carry",
-          arguments: [3, 2] as [UInt16])
+          arguments: [4, 3, 2] as [UInt16])
     func stepsDown(to version: UInt16) async throws {
         let daemon = try DaemonProcess()
         defer { daemon.remove() }
@@ -42,9 +42,13 @@ struct OlderDaemonClientTests {
         await transaction.finish()
 
         let monthly = try #require(products.first { $0.id == "com.example.game.premium.monthly" })
-        #expect(monthly.subscription?.winBackOffers.isEmpty == true, "version \(version) carries no win-back offers")
+        #expect(monthly.subscription?.winBackOffers.isEmpty == (version < 4), "version \(version) carries win-back offers from 4")
+        #expect(monthly.subscription?.pricingTerms.map(\.billingPlanType) == [.upFront], "no billing plans before version 5: up front")
+        await #expect(throws: (any Error).self, "a monthly billing plan needs version 5") {
+            _ = try await monthly.purchase(options: [.billingPlanType(.monthly)])
+        }
         let offer = try #require(monthly.subscription?.promotionalOffers.first)
-        await #expect(throws: (any Error).self, "a signed offer needs version 4") {
+        await #expect(throws: (any Error).self, "a signed offer needs version 4 (and this one is no JWS)") {
             _ = try await monthly.purchase(options: [.promotionalOffer(offer, compactJWS: "a.b.c")])
         }
         #expect(await Transaction.all.reduce(0) { count, _ in count + 1 } >= 1, "the connection goes on")

@@ -120,7 +120,30 @@ private final class Store {
                                                           .introductoryOfferEligibility(compactJWS: "d.e.f")])
                 print(product.subscription?.groupDisplayName ?? "", await product.latestTransaction?.unsafePayloadValue.offer?.type as Any)
             },
+            Task { _ = try? await self.purchaseMonthlyWithCommitment() },
         ]
+    }
+
+    /// Monthly billing with a 12-month commitment, as Apple's sample code offers and buys it (iOS 26.4).
+    func purchaseMonthlyWithCommitment() async throws -> String? {
+        guard let product = try await Product.products(for: ["premium.yearly"]).first,
+              let monthly = product.subscription?.pricingTerms.first(where: { $0.billingPlanType == .monthly }) else { return nil }
+        let paywall = "\(monthly.billingDisplayPrice)/\(monthly.billingPeriod.unit.formatted(product.subscriptionPeriodUnitFormatStyle)), "
+            + "\(monthly.commitmentInfo.displayPrice) over \(monthly.commitmentInfo.period.formatted(product.subscriptionPeriodFormatStyle))"
+        let firstMonth: Decimal? = monthly[offers: .introductory].first?.price ?? monthly.subscriptionOffers.first?.price
+        print(paywall, monthly.billingPrice, monthly.commitmentInfo.price, firstMonth as Any)
+        guard case .success(.verified(let transaction)) = try await product.purchase(options: [.billingPlanType(.monthly)]) else { return nil }
+        if transaction.billingPlanType == .monthly, let commitment = transaction.commitmentInfo {
+            print("month \(commitment.billingPeriodNumber) of \(commitment.totalBillingPeriods), until \(commitment.expirationDate)",
+                  commitment.price)
+        }
+        await transaction.finish()
+        if let status = try await product.subscription?.status.first, case .verified(let renewal) = status.renewalInfo,
+           let commitment = renewal.commitmentInfo {
+            print(renewal.renewalBillingPlanType == .upFront, commitment.willAutoRenew, commitment.renewalDate, commitment.renewalPrice,
+                  commitment.autoRenewPreference, commitment.renewalBillingPlanType.rawValue)
+        }
+        return transaction.productID
     }
 
     func explain(_ error: any Error) -> String {
@@ -176,6 +199,9 @@ struct StoreKit2SourceCompatibilityTests {
         requireSendable(StoreTransaction.Transactions.self)
         requireSendable(Storefront.self)
         requireSendable(StoreKitError.self)
+        requireSendable(Product.SubscriptionInfo.PricingTerms.self)
+        requireSendable(StoreTransaction.CommitmentInfo.self)
+        requireSendable(RenewalInfo.CommitmentInfo.self)
     }
 
     @Test func rawValuesAreApples() {
@@ -192,6 +218,8 @@ struct StoreKit2SourceCompatibilityTests {
         #expect(StoreTransaction.RevocationReason.developerIssue.rawValue == 1)
         #expect(StoreTransaction.OfferType.introductory.rawValue == 1)
         #expect(RenewalInfo.ExpirationReason.billingError.rawValue == 2)
+        #expect(Product.SubscriptionInfo.BillingPlanType.monthly.rawValue == "MONTHLY")
+        #expect(Product.SubscriptionInfo.BillingPlanType.upFront.rawValue == "BILLED_UPFRONT")
     }
 
     @Test func subscriptionPeriodsAndOptions() {
@@ -200,8 +228,9 @@ struct StoreKit2SourceCompatibilityTests {
         #expect(Product.SubscriptionPeriod.everySixMonths.value == 6)
         #expect(Product.SubscriptionPeriod.weekly != .yearly)
         let token = UUID()
-        let options: Set<Product.PurchaseOption> = [.quantity(2), .appAccountToken(token), .quantity(2), .simulatesAskToBuyInSandbox(true)]
-        #expect(options.count == 3)
+        let options: Set<Product.PurchaseOption> = [.quantity(2), .appAccountToken(token), .quantity(2), .simulatesAskToBuyInSandbox(true),
+                                                    .billingPlanType(.monthly), .billingPlanType(.monthly), .billingPlanType(.upFront)]
+        #expect(options.count == 5)
         #expect(AppStore.canMakePayments)
     }
 

@@ -103,6 +103,18 @@ struct CatalogSharedFileTests {
         expectConsistent(catalog, loadedFrom: CatalogFiles.sharedFixture(name))
     }
 
+    @Test("format 5.0 (RevenueCat unit tests): a yearly subscription billed monthly, 0.5 a month, 6.00 committed")
+    func revenueCatCommitment() throws {
+        let catalog = try Catalog.load(path: CatalogFiles.sharedFixture("revenuecat-unit-tests.storekit"))
+        let product = try #require(catalog.product("com.revenuecat.annual_with_commitment"))
+        #expect(product.displayPrice == "11.88" && product.billingPlans.map(\.kind) == [.upFront, .monthly])
+        // The up-front plan bills the product's price, whatever the file's copy of it says.
+        #expect(product.billingPlans[0].priceCents == 1188)
+        let plan = try #require(product.billingPlan(.monthly))
+        #expect(plan.displayPrice == "0.5" && plan.priceCents == 50 && plan.billingPeriodCount == 12)
+        #expect(plan.commitmentDisplayPrice == "6.00" && plan.commitmentPriceCents == 600)
+    }
+
     @Test("format 5.0 (RevenueCat unit tests): all kinds, two groups, offers")
     func revenueCat() throws {
         let catalog = try Catalog.load(path: CatalogFiles.sharedFixture("revenuecat-unit-tests.storekit"))
@@ -437,7 +449,7 @@ struct CatalogFormatVersionTests {
         #expect(catalog.record("com.lanternfish.reader.tokens10")?.introductoryOffer == nil)
     }
 
-    @Test("format 5.0: introductoryOffers, billing plans read past, whole-yen prices in JPN")
+    @Test("format 5.0: introductoryOffers, billing plans and their offers, whole-yen prices in JPN")
     func format5() throws {
         let path = CatalogFiles.formatFixture(5)
         #expect(try Self.version(of: path) == "5.0")
@@ -465,11 +477,41 @@ struct CatalogFormatVersionTests {
         #expect(monthly.introductoryOffer == Self.offer(SubscriptionOffer.freeTrial, "P1M"))
         #expect(monthly.promotionalOffers == [Self.offer(
             id: "com.lanternfish.reader.plus.monthly.half_price", SubscriptionOffer.payAsYouGo, "P1M", count: 2, price: "300", cents: 30_000)])
-        // An empty `introductoryOffers`, a win-back offer and a monthly billing plan change nothing.
+        // The offers marked `MONTHLY` are the monthly plan's, not the product's.
         let yearly = try #require(catalog.product("com.lanternfish.reader.plus.yearly"))
         #expect(yearly.introductoryOffer == nil)
         #expect(yearly.promotionalOffers.isEmpty)
         #expect(yearly.displayPrice == "6000")
+        #expect(yearly.billingPlans.map(\.kind) == [.upFront, .monthly])
+        let upFront = yearly.billingPlans[0]
+        #expect(upFront.displayPrice == "6000" && upFront.priceCents == 600_000 && upFront.billingPeriod.description == "P1Y")
+        #expect(upFront.billingPeriodCount == 1 && upFront.commitmentPriceCents == 600_000)
+        #expect(upFront.winBackOffers.map(\.offer.id) == ["com.lanternfish.reader.plus.yearly.return"])
+        let plan = try #require(yearly.billingPlan(.monthly))
+        #expect(plan.price == Decimal(500) && plan.priceCents == 50_000 && plan.displayPrice == "500")
+        #expect(plan.billingPeriod.description == "P1M" && plan.billingPeriodCount == 12)
+        #expect(plan.commitmentPrice == Decimal(6000) && plan.commitmentPriceCents == 600_000 && plan.commitmentDisplayPrice == "6000")
+        #expect(plan.introductoryOffer == Self.offer(SubscriptionOffer.freeTrial, "P1W"))
+        #expect(plan.promotionalOffers == [Self.offer(
+            id: "com.lanternfish.reader.plus.yearly.monthly_half_price", SubscriptionOffer.payAsYouGo, "P1M", count: 2, price: "250",
+            cents: 25_000)])
+        #expect(plan.winBackOffers.isEmpty)
+        let yearlyRecord = yearly.record(locale: "ja_JP", currencyCode: "JPY")
+        #expect(yearlyRecord.billingPlans.count == 2)
+        #expect(yearlyRecord.billingPlans[1] == ProductRecord.BillingPlan(
+            type: .monthly, billingPeriod: "P1M", priceCents: 50_000, displayPrice: "500", commitmentPeriod: "P1Y",
+            commitmentPriceCents: 600_000, commitmentDisplayPrice: "6000",
+            introductoryOffer: .init(paymentMode: .freeTrial, period: "P1W"),
+            promotionalOffers: [.init(id: "com.lanternfish.reader.plus.yearly.monthly_half_price", paymentMode: .payAsYouGo,
+                                      period: "P1M", periodCount: 2, priceCents: 25_000, displayPrice: "250")]))
+        #expect(yearlyRecord.billingPlans[0].winBackOffers.map(\.id) == ["com.lanternfish.reader.plus.yearly.return"])
+        // A disabled plan is read past: the premium subscription is billed up front only.
+        let premium = try #require(catalog.product("com.lanternfish.reader.premium.monthly"))
+        #expect(premium.billingPlans.map(\.kind) == [.upFront])
+        #expect(premium.billingPlan(.monthly) == nil)
+        // A product whose file lists no plans is billed up front, and tells clients no plans.
+        let consumable = try #require(catalog.product("com.lanternfish.reader.tokens10"))
+        #expect(consumable.billingPlans.isEmpty && consumable.billingPlan(.upFront) == nil)
         // Both spellings present and equal.
         #expect(catalog.product("com.lanternfish.reader.premium.monthly")?.introductoryOffer == Self.offer(
             SubscriptionOffer.payUpFront, "P3M", price: "900", cents: 90_000))
@@ -521,6 +563,43 @@ struct CatalogBadFileTests {
         #expect(error == CatalogError(
             path: path, location: "subscriptionGroups[1].subscriptions[0].recurringSubscriptionPeriod",
             reason: "expected a period like P1W, P1M or P1Y, found \"P1Q\""))
+    }
+
+    @Test("billing plans: an unknown plan type, a second enabled plan, a monthly plan of a monthly product, a plan without its type")
+    func badBillingPlans() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let plans = "subscriptionGroups[0].subscriptions[1].billingPlans"
+        let cases: [(from: String, to: String, location: String, reason: String)] = [
+            ("\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\"",
+             "\"billingPlanType\" : \"QUARTERLY\",\n              \"commitmentDisplayPrice\" : \"6000\"",
+             "\(plans)[1].billingPlanType", "unknown billing plan type \"QUARTERLY\" (expected BILLED_UPFRONT or MONTHLY)"),
+            ("\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\"",
+             "\"billingPlanType\" : \"BILLED_UPFRONT\",\n              \"commitmentDisplayPrice\" : \"6000\"",
+             "\(plans)[1].billingPlanType", "a second enabled BILLED_UPFRONT billing plan"),
+            ("\"displayPrice\" : \"100\",\n              \"internalID\" : \"9A72F633\",\n              \"isEnabled\" : false",
+             "\"displayPrice\" : \"100\",\n              \"internalID\" : \"9A72F633\",\n              \"isEnabled\" : true",
+             "subscriptionGroups[0].subscriptions[2].billingPlans[1]",
+             "a MONTHLY billing plan commits to the subscription's period in months, and P1M is not 2 months or more"),
+            ("\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\",\n              \"displayPrice\" : \"500\"",
+             "\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\",\n              \"displayPrice\" : \"5oo\"",
+             "\(plans)[1].displayPrice", "expected a price like \"0.99\", found \"5oo\""),
+            ("\"billingPlanType\" : \"MONTHLY\",\n              \"internalID\" : \"9A72F624\"",
+             "\"billingPlanType\" : \"monthly\",\n              \"internalID\" : \"9A72F624\"",
+             "subscriptionGroups[0].subscriptions[1].introductoryOffers[0].billingPlanType",
+             "unknown billing plan type \"monthly\" (expected BILLED_UPFRONT or MONTHLY)"),
+        ]
+        for (from, to, location, reason) in cases {
+            let path = try Self.edited(5, in: directory) { $0.replacingOccurrences(of: from, with: to) }
+            let error = try #require(throws: CatalogError.self, "\(to)") { try Catalog.load(path: path) }
+            #expect(error == CatalogError(path: path, location: location, reason: reason))
+        }
+        // A plan must say which it is.
+        let path = try Self.edited(5, in: directory) {
+            $0.replacingOccurrences(of: "\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\",", with: "")
+        }
+        let error = try #require(throws: CatalogError.self) { try Catalog.load(path: path) }
+        #expect(error == CatalogError(path: path, location: "\(plans)[1].billingPlanType", reason: "missing required key \"billingPlanType\""))
     }
 
     @Test("a product id with \\u0000 is refused with its JSON path, not stored cut at the NUL")

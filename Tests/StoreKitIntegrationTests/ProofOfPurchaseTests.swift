@@ -12,9 +12,11 @@ import Testing
 @Suite("Proof of purchase: JWS and receipts from the real daemon")
 struct ProofOfPurchaseTests {
     /// A daemon whose app signs as `environment`, with its root certificate saved as PEM and DER.
-    /// A daemon of the sample app signing for `environment`, `settings` added to its storekitd.conf;
-    /// its root certificate in root.pem and root.der of its directory.
-    static func daemon(environment: String = "Xcode", settings: String = "") throws -> DaemonProcess {
+    /// A daemon of the sample app signing for `environment`, `settings` added to its storekitd.conf,
+    /// `prepare` run on its directory before it starts; its root certificate in root.pem and
+    /// root.der of its directory.
+    static func daemon(environment: String = "Xcode", settings: String = "",
+                       prepare: (DaemonProcess) throws -> Void = { _ in }) throws -> DaemonProcess {
         let daemon = try DaemonProcess()
         let registration = daemon.directory.file("config/apps.d/com.example.game.conf")
         var text = try String(contentsOfFile: registration, encoding: .utf8)
@@ -24,6 +26,7 @@ struct ProofOfPurchaseTests {
             let conf = try String(contentsOfFile: daemon.configFile, encoding: .utf8)
             try (conf + "\n" + settings).write(toFile: daemon.configFile, atomically: true, encoding: .utf8)
         }
+        try prepare(daemon)
         try daemon.start()
         try daemon.ctl(["certificate"]).stdout.write(toFile: daemon.directory.file("root.pem"), atomically: true, encoding: .utf8)
         _ = try ProcessRunner.run("/usr/bin/openssl", ["x509", "-in", daemon.directory.file("root.pem"), "-outform", "DER",

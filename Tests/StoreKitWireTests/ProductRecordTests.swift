@@ -18,12 +18,20 @@ struct ProductRecordTests {
         return product
     }
 
-    @Test("the smallest product is 42 bytes in versions 2 and 3, 47 in version 4 (the group's display name, the win-back offers): docs/protocol.md's minimum")
+    @Test("the smallest product is 42 bytes in versions 2 and 3, 47 in version 4 (the group's display name, the win-back offers), 51 in version 5 (the billing plans): docs/protocol.md's minimum")
     func minimalSize() {
         var version3 = WireWriter()
         WireSamples.minimalProduct.encode(into: &version3, version: 3)
         #expect(version3.bytes.count == 42)
-        #expect(Self.encoded(WireSamples.minimalProduct).count == 47)
+        var version4 = WireWriter()
+        WireSamples.minimalProduct.encode(into: &version4, version: 4)
+        #expect(version4.bytes.count == 47)
+        #expect(Self.encoded(WireSamples.minimalProduct).count == 51)
+        // The smallest billing plan: docs/protocol.md's 42 bytes.
+        var product = WireSamples.minimalProduct
+        product.billingPlans = [.init(type: .upFront, billingPeriod: "", priceCents: 0, displayPrice: "", commitmentPeriod: "",
+                                      commitmentPriceCents: 0, commitmentDisplayPrice: "")]
+        #expect(Self.encoded(product).count == 51 + 42)
         #expect(ProductRecord.minimumEncodedSize == 42, "a lower bound for every version")
     }
 
@@ -55,6 +63,7 @@ struct ProductRecordTests {
             + [0x2B, 1, 0, 0, 0, 0, 0, 0] + [4, 0, 0, 0] + Array("2.99".utf8)
             + [0]                                                 // group display name: absent (version 4)
             + [0, 0, 0, 0]                                        // no win-back offers (version 4)
+            + [0, 0, 0, 0]                                        // no billing plans (version 5)
         #expect(tail == expected)
     }
 

@@ -22,10 +22,70 @@ struct ProtocolVersionTests {
         id: 2_028_391_047_000_123, uid: 1000, app: "com.example.game", productID: "com.example.game.coins100",
         quantity: 1, state: .purchased, sequence: 2, date: 1_700_000_000_000)
 
-    @Test("the daemon serves versions 1 to 4; its clients speak 4")
+    @Test("the daemon serves versions 1 to 5; its clients speak 5")
     func served() {
-        #expect(ProtocolVersion.served == 1...4)
-        #expect(ProtocolVersion.current == 4)
+        #expect(ProtocolVersion.served == 1...5)
+        #expect(ProtocolVersion.current == 5)
+    }
+
+    @Test("version 5 adds billing plans to a ProductRecord and the billing plan to addPayment; nothing else changes")
+    func version5() throws {
+        let monthly = ClientMessage.addPayment(.init(requestID: 7, key: "k", productID: "p", quantity: 1, billingPlanType: .monthly))
+        #expect(try ClientMessage.decode(monthly.encode(version: 5), version: 5) == monthly)
+        #expect(monthly.requiredVersion == 5)
+        let upFront = ClientMessage.addPayment(.init(requestID: 7, key: "k", productID: "p", quantity: 1, billingPlanType: .upFront))
+        #expect(try ClientMessage.decode(upFront.encode(version: 5), version: 5) == upFront)
+        // Up front is what an older daemon bills anyway: it is dropped for one.
+        #expect(upFront.requiredVersion == 1)
+        let plain = ClientMessage.addPayment(.init(requestID: 7, key: "k", productID: "p", quantity: 1))
+        #expect(upFront.encode(version: 4) == plain.encode(version: 4))
+        #expect(monthly.encode(version: 5).count == plain.encode(version: 5).count + 1)
+        #expect(plain.encode(version: 5).count == plain.encode(version: 4).count + 1)
+        // An unknown plan type or optional marker is refused.
+        var bad = monthly.encode(version: 5)
+        bad[bad.count - 1] = 9
+        #expect(throws: WireError.self) { try ClientMessage.decode(bad, version: 5) }
+        bad[bad.count - 2] = 2
+        #expect(throws: WireError.self) { try ClientMessage.decode(bad, version: 5) }
+
+        var product = WireSamples.fullProduct
+        product.billingPlans = [
+            .init(type: .upFront, billingPeriod: "P1Y", priceCents: 1188, displayPrice: "11.88", commitmentPeriod: "P1Y",
+                  commitmentPriceCents: 1188, commitmentDisplayPrice: "11.88", introductoryOffer: product.introductoryOffer,
+                  promotionalOffers: product.promotionalOffers),
+            .init(type: .monthly, billingPeriod: "P1M", priceCents: 50, displayPrice: "0.5", commitmentPeriod: "P1Y",
+                  commitmentPriceCents: 600, commitmentDisplayPrice: "6.00",
+                  winBackOffers: [.init(id: "w", paymentMode: .freeTrial, period: "P1M")]),
+        ]
+        var writer = WireWriter()
+        product.encode(into: &writer, version: 5)
+        var reader = WireReader(writer.bytes)
+        #expect(try ProductRecord.decode(from: &reader, version: 5) == product)
+        #expect(reader.remaining == 0)
+        var older = WireWriter()
+        product.encode(into: &older, version: 4)
+        var withoutPlans = product
+        withoutPlans.billingPlans = []
+        var olderReader = WireReader(older.bytes)
+        #expect(try ProductRecord.decode(from: &olderReader, version: 4) == withoutPlans)
+        var empty = WireWriter()
+        withoutPlans.encode(into: &empty, version: 5)
+        #expect(empty.bytes.count == older.bytes.count + 4)
+        // A plan type the wire does not define is refused.
+        var unknown = writer.bytes
+        unknown[older.bytes.count + 4] = 7
+        var unknownReader = WireReader(unknown)
+        #expect(throws: WireError.self) { try ProductRecord.decode(from: &unknownReader, version: 5) }
+        // Every other message is encoded the same in versions 4 and 5.
+        for message in WireSamples.serverMessages {
+            if case .products = message { continue }
+            if case .promotedPurchase = message { continue }
+            #expect(message.encode(version: 4) == message.encode(version: 5))
+        }
+        for message in WireSamples.clientMessages {
+            if case .addPayment = message { continue }
+            #expect(message.encode(version: 4) == message.encode(version: 5))
+        }
     }
 
     @Test("version 4 adds JWS-signed offers and win-back offers to addPayment, the group's display name and win-back offers to a ProductRecord; nothing else changes")

@@ -17,6 +17,7 @@ extension Product {
         var offerJWS: String?
         var eligibilityJWS: String?
         var winBackOfferID: String?
+        var billingPlanType: ProductRecord.BillingPlan.PlanType?
         var storefrontDecider: StorefrontDecider?
         for option in options {
             switch option.value {
@@ -36,6 +37,10 @@ extension Product {
             case .winBackOffer(let offerID):
                 guard let offerID else { throw PurchaseError.invalidOfferIdentifier }
                 winBackOfferID = offerID
+            case .billingPlanType(let type):
+                // A plan this library does not know is one the store does not have.
+                guard let plan = ProductRecord.BillingPlan.PlanType(name: type.rawValue) else { throw PurchaseError.productUnavailable }
+                billingPlanType = plan
             case .onStorefrontChange(let decider): storefrontDecider = decider
             case .custom: break   // no effect, as Apple documents
             }
@@ -45,7 +50,7 @@ extension Product {
         let payment = ClientMessage.AddPayment(
             requestID: 0, key: SKPaymentQueue.idempotencyKey(), productID: id, quantity: Int32(quantity),
             applicationUsername: token?.uuidString, simulatesAskToBuy: askToBuy, discount: discount,
-            offerJWS: offerJWS, eligibilityJWS: eligibilityJWS, winBackOfferID: winBackOfferID)
+            offerJWS: offerJWS, eligibilityJWS: eligibilityJWS, winBackOfferID: winBackOfferID, billingPlanType: billingPlanType)
         let feed = TransactionFeed.shared
         feed.beginPurchase(of: id)
         let reply: ServerMessage

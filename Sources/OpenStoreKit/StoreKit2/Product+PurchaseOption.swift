@@ -19,6 +19,7 @@ extension Product {
             case promotionalOfferJWS(offerID: String?, compactJWS: String)
             case introductoryOfferEligibility(compactJWS: String)
             case winBackOffer(offerID: String?)
+            case billingPlanType(Product.SubscriptionInfo.BillingPlanType)
             case onStorefrontChange(StorefrontDecider)
             case custom(key: String, value: CustomValue)
         }
@@ -69,6 +70,14 @@ extension Product {
         /// whose subscription lapsed; the store refuses it (`ineligibleForOffer`) to a buyer it is not for.
         public static func winBackOffer(_ offer: Product.SubscriptionOffer) -> PurchaseOption {
             PurchaseOption(value: .winBackOffer(offerID: offer.id))
+        }
+
+        /// Buys the subscription with billing plan `type` (one of `SubscriptionInfo.pricingTerms`):
+        /// `.monthly` bills a month at a time, committing to the subscription's period; `.upFront`
+        /// is what a purchase without this option is. The store refuses a plan the product does
+        /// not have (`Product.PurchaseError.productUnavailable`).
+        public static func billingPlanType(_ type: Product.SubscriptionInfo.BillingPlanType) -> PurchaseOption {
+            PurchaseOption(value: .billingPlanType(type))
         }
 
         /// Decides whether a purchase still waiting (an Ask to Buy request) goes on when the

@@ -31,6 +31,11 @@ extension Product.SubscriptionInfo {
         public let renewalDate: Date?
         /// The win-back offers the lapsed subscriber may have now (`eligibleWinBackOfferIds`).
         public let eligibleWinBackOfferIDs: [String]
+        /// How the next billing period is billed (`renewalBillingPlanType`).
+        public let renewalBillingPlanType: Product.SubscriptionInfo.BillingPlanType?
+        /// What happens when the commitment of a subscription billed monthly ends; nil for one
+        /// billed up front.
+        public let commitmentInfo: CommitmentInfo?
         /// The renewal info as JSON: its signed payload.
         public let jsonRepresentation: Data
         /// The compact JWS it came in.
@@ -57,6 +62,8 @@ extension Product.SubscriptionInfo {
             recentSubscriptionStartDate = payload?.date("recentSubscriptionStartDate") ?? start
             renewalDate = payload?.date("renewalDate") ?? expires
             eligibleWinBackOfferIDs = payload?.fields["eligibleWinBackOfferIds"] as? [String] ?? []
+            renewalBillingPlanType = payload?.string("renewalBillingPlanType").map(Product.SubscriptionInfo.BillingPlanType.init(rawValue:))
+            commitmentInfo = CommitmentInfo(payload: payload)
             jsonRepresentation = payload?.json ?? Data()
             jwsRepresentation = jws
         }

@@ -20,6 +20,10 @@ extension Product {
         /// The group's name for the user (the catalogue's group localization in the storefront's
         /// locale, else the group's reference name; empty from a daemon older than protocol 4).
         public let groupDisplayName: String
+        /// The ways to pay for the subscription: up front, and monthly with a commitment to the
+        /// subscription's period where the catalogue offers it (`billingPlans`). Buy one with
+        /// `PurchaseOption.billingPlanType(_:)`.
+        public let pricingTerms: [PricingTerms]
 
         /// The subscription terms of a catalogue record; nil unless it is an auto-renewable subscription.
         init?(record: ProductRecord) {
@@ -39,6 +43,8 @@ extension Product {
             winBackOffers = record.winBackOffers.map {
                 SubscriptionOffer(record: $0, type: .winBack, currency: record.currencyCode, locale: record.locale, fallbackPeriod: period)
             }
+            pricingTerms = PricingTerms.terms(
+                of: record, period: period, offers: (introductoryOffer.map { [$0] } ?? []) + promotionalOffers + winBackOffers)
         }
 
         /// Whether the user may get the introductory offer of this subscription's group.

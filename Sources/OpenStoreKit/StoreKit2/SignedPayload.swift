@@ -45,6 +45,17 @@ struct SignedPayload {
 
     func uuid(_ key: String) -> UUID? { string(key).flatMap(UUID.init(uuidString:)) }
 
+    /// A member that is an object (`commitmentInfo`), read as leniently.
+    func object(_ key: String) -> SignedPayload? {
+        guard let object = fields[key] as? [String: Any] else { return nil }
+        return SignedPayload(fields: object)
+    }
+
+    private init(fields: [String: Any]) {
+        self.fields = fields
+        json = (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data()
+    }
+
     private static func isBoolean(_ number: NSNumber) -> Bool {
         // JSONSerialization gives `true`/`false` as NSNumber too (type code `c`); they are never
         // identifiers or dates.

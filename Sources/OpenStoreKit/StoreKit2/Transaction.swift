@@ -58,6 +58,11 @@ public struct Transaction: Identifiable, Hashable, Sendable, JWSRepresentable, D
     public let offerID: String?
     /// The offer the transaction was bought or renewed with, if any.
     public let offer: Offer?
+    /// How a subscription transaction was billed: `.monthly` for a billing period of a
+    /// commitment, `.upFront` otherwise; nil for other products.
+    public let billingPlanType: Product.SubscriptionInfo.BillingPlanType?
+    /// Where a transaction billed monthly stands in its commitment; nil otherwise.
+    public let commitmentInfo: CommitmentInfo?
     /// The device verification of the payload: SHA-384 of `deviceVerificationNonce`'s lowercase
     /// string followed by `AppStore.deviceVerificationID`'s, for the machine and app it was
     /// signed for (empty when the payload has none).
@@ -132,6 +137,8 @@ extension Transaction {
         offerType = payload?.int("offerType").map(OfferType.init(rawValue:))
         offerID = payload?.string("offerIdentifier")
         offer = Offer(payload: payload)
+        billingPlanType = payload?.string("billingPlanType").map(Product.SubscriptionInfo.BillingPlanType.init(rawValue:))
+        commitmentInfo = CommitmentInfo(payload: payload)
         deviceVerification = payload?.string("deviceVerification").flatMap { Data(base64Encoded: $0) } ?? Data()
         deviceVerificationNonce = payload?.uuid("deviceVerificationNonce") ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         appTransactionID = payload?.string("appTransactionId") ?? ""

@@ -1,0 +1,160 @@
+import StoreKitLedger
+import StoreKitWire
+
+// Monthly billing with a commitment (a `MONTHLY` billing plan, StoreKit 2's
+// `.billingPlanType(.monthly)`): the buyer commits to the product's period (12 months for a
+// year) and pays it a month at a time. Each month is a transaction of its own, at the plan's
+// monthly price, granting one month; turning auto-renew off ends the subscription only when the
+// commitment ends, after its last month; with auto-renew on, a new commitment starts then.
+//
+// Kept in the ledger's settings, as offers are (both ledgers and a fleet, no change to their
+// tables): the commitment a subscription is in (`commitment.running.ORIGINAL`), the billing
+// period of it each transaction is (`commitment.ID`), and the plan a waiting purchase (Ask to
+// Buy, interrupted) was asked with (`commitment.wait.ID`).
+
+/// Where a transaction, or a subscription, stands in a commitment.
+public struct Commitment: Sendable, Equatable {
+    /// The billing period (1 … `total`).
+    public var period: Int
+    /// How many billing periods the commitment has.
+    public var total: Int
+    /// When the commitment ends: the end of its last billing period (store clock, ms).
+    public var expires: Int64
+    /// A billing period's price and the whole commitment's, in milli-units of the currency.
+    public var priceMillis: Int64
+    public var commitmentPriceMillis: Int64
+
+    /// Whether a billing period of the commitment is still to come after this one.
+    public var continues: Bool { period < total }
+
+    /// `PERIOD\tTOTAL\tEXPIRES\tPRICE\tCOMMITMENT_PRICE`, as the settings hold it.
+    var stored: String { "\(period)\t\(total)\t\(expires)\t\(priceMillis)\t\(commitmentPriceMillis)" }
+
+    init(period: Int, total: Int, expires: Int64, priceMillis: Int64, commitmentPriceMillis: Int64) {
+        self.period = period
+        self.total = total
+        self.expires = expires
+        self.priceMillis = priceMillis
+        self.commitmentPriceMillis = commitmentPriceMillis
+    }
+
+    init?(stored text: String) {
+        let parts = text.split(separator: "\t", omittingEmptySubsequences: false)
+        guard parts.count == 5, let period = Int(parts[0]), let total = Int(parts[1]), let expires = Int64(parts[2]),
+              let price = Int64(parts[3]), let commitmentPrice = Int64(parts[4]), (1...total).contains(period) else { return nil }
+        self.init(period: period, total: total, expires: expires, priceMillis: price, commitmentPriceMillis: commitmentPrice)
+    }
+
+    /// Apple's `TransactionCommitmentInfo`.
+    var payload: JSONValue {
+        .object([
+            ("billingPeriodNumber", .int(Int64(period))),
+            ("totalBillingPeriods", .int(Int64(total))),
+            ("commitmentExpiresDate", .int(expires)),
+            ("commitmentPrice", .int(commitmentPriceMillis)),
+        ])
+    }
+}
+
+extension PaymentQueueEngine {
+    static func commitmentKey(_ transactionID: UInt64) -> String { "commitment.\(transactionID)" }
+    static func runningCommitmentKey(_ originalID: UInt64) -> String { "commitment.running.\(originalID)" }
+    static func waitingPlanKey(_ transactionID: UInt64) -> String { "commitment.wait.\(transactionID)" }
+
+    /// The billing period of a commitment transaction `transactionID` is, if any.
+    public func commitment(of transactionID: UInt64) throws(LedgerError) -> Commitment? {
+        try store.setting(Self.commitmentKey(transactionID)).flatMap(Commitment.init(stored:))
+    }
+
+    /// The commitment subscription `originalID` is in (its current billing period), if any.
+    public func runningCommitment(of originalID: UInt64) throws(LedgerError) -> Commitment? {
+        try store.setting(Self.runningCommitmentKey(originalID)).flatMap(Commitment.init(stored:))
+    }
+
+    /// Whether the subscription must renew whatever its auto-renew: it is live and its commitment
+    /// has billing periods left (one that expired or was refunded has no commitment any more).
+    func commitmentContinues(_ subscription: Subscription) throws(LedgerError) -> Bool {
+        guard subscription.status.isLive else { return false }
+        return try runningCommitment(of: subscription.originalID)?.continues ?? false
+    }
+
+    /// The billing plan a purchase asked for, checked: nil for up front (also when asked for
+    /// explicitly, if the product has the plan); refused, as StoreKit refuses it, for a plan the
+    /// product does not have.
+    func billingPlan(_ type: BillingPlan.Kind?, of product: CatalogProduct) -> Result<BillingPlan?, PaymentRefusal> {
+        guard let type else { return .success(nil) }
+        guard product.kind == .autoRenewable, let plan = product.billingPlan(type) else {
+            return .failure(PaymentRefusal(outcome: .storeKit(.storeProductNotAvailable, "\(product.id) has no \(type.name) billing plan")))
+        }
+        return .success(plan.kind == .monthly ? plan : nil)
+    }
+
+    /// The period that just started, ending at `periodEnd`, as transaction `transactionID` of
+    /// subscription `originalID` billed with `plan`: the next billing period of `running` while it
+    /// has some left, else the first of a new commitment; none (the commitment is forgotten) when
+    /// the period is billed up front.
+    func continueCommitment(_ running: Commitment?, plan: BillingPlan?, originalID: UInt64, transactionID: UInt64,
+                            periodEnd: Int64) throws(LedgerError) {
+        guard let plan, plan.kind == .monthly else {
+            if try store.setting(Self.runningCommitmentKey(originalID)) != nil { try store.setSetting(Self.runningCommitmentKey(originalID), nil) }
+            return
+        }
+        var next = Commitment(period: 1, total: plan.billingPeriodCount, expires: periodEnd, priceMillis: plan.priceCents * 10,
+                              commitmentPriceMillis: plan.commitmentPriceCents * 10)
+        if let running, running.continues {
+            next = running
+            next.period += 1
+        }
+        // The commitment ends after its remaining billing periods, each renewed as renewals are.
+        next.expires = periodEnd
+        for _ in next.period..<next.total { next.expires = clock.rate.end(of: plan.billingPeriod, from: next.expires) }
+        try store.setSetting(Self.runningCommitmentKey(originalID), next.stored)
+        try store.setSetting(Self.commitmentKey(transactionID), next.stored)
+    }
+
+    /// Keeps the plan a waiting purchase `transactionID` was asked with (monthly only).
+    func keepWaitingPlan(_ plan: BillingPlan?, of transactionID: UInt64) throws(LedgerError) {
+        guard let plan, plan.kind == .monthly else { return }
+        try store.setSetting(Self.waitingPlanKey(transactionID), plan.kind.name)
+    }
+
+    /// The plan the waiting purchase `transactionID` of `product` was asked with, forgotten here;
+    /// nil (up front) when it asked for none, or the catalogue no longer has it.
+    func takeWaitingPlan(of transactionID: UInt64, product: CatalogProduct) throws(LedgerError) -> BillingPlan? {
+        let key = Self.waitingPlanKey(transactionID)
+        guard let name = try store.setting(key) else { return nil }
+        try store.setSetting(key, nil)
+        return BillingPlan.Kind(name: name).flatMap { product.billingPlan($0) }
+    }
+
+    /// The members of a signed transaction that tell its billing plan: `billingPlanType`, and the
+    /// commitment's `commitmentInfo`.
+    func planMembers(_ commitment: Commitment?) -> [(String, JSONValue)] {
+        guard let commitment else { return [("billingPlanType", .string(BillingPlan.Kind.upFront.name))] }
+        return [("billingPlanType", .string(BillingPlan.Kind.monthly.name)), ("commitmentInfo", commitment.payload)]
+    }
+
+    /// The members of a signed renewal info that tell the billing plans ahead:
+    /// `renewalBillingPlanType` (the next billing period's), and for a subscription in a
+    /// commitment Apple's `RenewalCommitmentInfo` (what happens when the commitment ends).
+    func renewalPlanMembers(_ subscription: Subscription) -> [(String, JSONValue)] {
+        let running = subscription.status.isLive ? (try? runningCommitment(of: subscription.originalID)) ?? nil : nil
+        let catalog = catalogs[subscription.app]
+        let renewsTo = subscription.nextProductID ?? subscription.productID
+        // A commitment renews into a new one of its product while the product has the plan; a
+        // downgrade waiting for the commitment's end renews up front.
+        let nextCommitment = running != nil && renewsTo == subscription.productID ? catalog?.product(renewsTo)?.billingPlan(.monthly) : nil
+        let nextPlan: BillingPlan.Kind = running.map { $0.continues } == true || nextCommitment != nil ? .monthly : .upFront
+        var members: [(String, JSONValue)] = [("renewalBillingPlanType", .string(nextPlan.name))]
+        guard let running, subscription.status.isLive else { return members }
+        let renewalPrice = nextCommitment?.commitmentPriceCents ?? catalog?.product(renewsTo)?.priceCents ?? 0
+        members.append(("commitmentInfo", .object([
+            ("commitmentAutoRenewProductId", .string(renewsTo)),
+            ("commitmentAutoRenewStatus", .int(subscription.autoRenew ? 1 : 0)),
+            ("commitmentRenewalBillingPlanType", .string((nextCommitment != nil ? BillingPlan.Kind.monthly : .upFront).name)),
+            ("commitmentRenewalDate", .int(running.expires)),
+            ("commitmentRenewalPrice", .int(renewalPrice * 10)),
+        ])))
+        return members
+    }
+}

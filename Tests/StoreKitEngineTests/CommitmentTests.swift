@@ -1,0 +1,288 @@
+import Foundation
+import StoreKitEngine
+import StoreKitLedger
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// Monthly billing with a 12-month commitment (a `MONTHLY` billing plan), on each ledger: the
+/// commitment's twelve monthly transactions, auto-renew turned off in the middle (billing goes on
+/// to its end), the renewal into a new commitment, a plan the product does not have, and what the
+/// signed transaction and renewal info say.
+@Suite struct CommitmentTests {
+    static let app = "com.example.news"
+    static let buyer: UInt32 = 1000
+    static let yearly = "news.yearly"
+    static let monthly = "news.monthly"
+
+    static let catalogJSON = """
+    { "subscriptionGroups" : [ { "id" : "G1", "name" : "News", "subscriptions" : [
+        { "productID" : "news.yearly", "type" : "RecurringSubscription", "displayPrice" : "11.88",
+          "recurringSubscriptionPeriod" : "P1Y", "groupNumber" : 2,
+          "billingPlans" : [
+            { "billingPlanType" : "BILLED_UPFRONT", "displayPrice" : "11.88", "commitmentDisplayPrice" : "11.88", "isEnabled" : true },
+            { "billingPlanType" : "MONTHLY", "displayPrice" : "0.5", "commitmentDisplayPrice" : "6.00", "isEnabled" : true } ] },
+        { "productID" : "news.monthly", "type" : "RecurringSubscription", "displayPrice" : "0.99",
+          "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 3 },
+        { "productID" : "news.premium", "type" : "RecurringSubscription", "displayPrice" : "1.99",
+          "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 1 } ] } ] }
+    """
+
+    final class Store {
+        let directory = TemporaryDirectory("skcommitment")
+        let store: any Ledger
+        let engine: PaymentQueueEngine
+
+        init(_ backend: LedgerBackend) throws {
+            store = try backend.place(in: directory).open()
+            engine = PaymentQueueEngine(store: store, catalogs: [app: try Catalog(json: Data(catalogJSON.utf8), path: "news.storekit")])
+        }
+
+        deinit {
+            try? LedgerBackend.close(store)
+            directory.remove()
+        }
+
+        func buy(_ productID: String = yearly, plan: ProductRecord.BillingPlan.PlanType? = .monthly, askToBuy: Bool = false) throws -> Outcome {
+            let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: productID, quantity: 1, simulatesAskToBuy: askToBuy,
+                                                   billingPlanType: plan)
+            return try store.inUnit { try engine.addPayment(uid: buyer, app: app, payment: payment) }
+        }
+
+        func advance(_ text: String) throws {
+            _ = try store.inUnit { try engine.advanceClock(by: ClockDuration(text)!) }
+        }
+
+        func subscription() throws -> Subscription { try #require(try store.subscriptions(uid: buyer, app: app).first) }
+
+        /// The purchased transactions of the buyer, oldest first.
+        func purchases() throws -> [TransactionRecord] {
+            try store.all(uid: buyer, app: app).filter { $0.state == .purchased }
+        }
+
+        func payload(_ record: TransactionRecord) throws -> [String: JSONValue] {
+            guard case .object(let members)? = try engine.transactionPayload(record, environment: "Xcode", signedDate: 0) else { return [:] }
+            return Dictionary(members, uniquingKeysWith: { first, _ in first })
+        }
+
+        func renewalInfo() throws -> [String: JSONValue] {
+            guard case .object(let members) = engine.renewalInfoPayload(try subscription(), environment: "Xcode", signedDate: 0) else { return [:] }
+            return Dictionary(members, uniquingKeysWith: { first, _ in first })
+        }
+
+        func setAutoRenew(_ on: Bool) throws {
+            let outcome = try store.inUnit { try engine.setAutoRenew(on, .transaction(try subscription().originalID)) }
+            #expect(outcome.code == .ok, "\(outcome.message)")
+        }
+    }
+
+    /// A JSON object's members by name.
+    static func members(_ value: JSONValue?) -> [String: JSONValue] {
+        guard case .object(let members)? = value else { return [:] }
+        return Dictionary(members, uniquingKeysWith: { first, _ in first })
+    }
+
+    static func int(_ value: JSONValue?) -> Int64? {
+        guard case .int(let number)? = value else { return nil }
+        return number
+    }
+
+    @Test("the catalogue's plans reach clients: up front at the product's price, monthly at 0.50 for 12 months, 6.00 committed")
+    func plansInTheRecord() throws {
+        let catalog = try Catalog(json: Data(Self.catalogJSON.utf8), path: "news.storekit")
+        let record = try #require(catalog.product(Self.yearly)).record(locale: "en_US", currencyCode: "USD")
+        #expect(record.billingPlans.map(\.type) == [.upFront, .monthly])
+        #expect(record.billingPlans[0].priceCents == 1188 && record.billingPlans[0].billingPeriod == "P1Y")
+        #expect(record.billingPlans[1] == ProductRecord.BillingPlan(
+            type: .monthly, billingPeriod: "P1M", priceCents: 50, displayPrice: "0.5", commitmentPeriod: "P1Y",
+            commitmentPriceCents: 600, commitmentDisplayPrice: "6.00"))
+        #expect(try #require(catalog.product(Self.monthly)).record(locale: "en_US", currencyCode: "USD").billingPlans.isEmpty)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func twelveMonthlyTransactionsThenANewCommitment(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.buy()
+        #expect(bought.code == .ok, "\(bought.message)")
+        let first = try #require(try store.store.transaction(id: bought.value))
+        let firstPayload = try store.payload(first)
+        #expect(firstPayload["billingPlanType"] == .string("MONTHLY"))
+        #expect(firstPayload["price"] == .int(500), "the month's price, 0.50, in milliunits")
+        let commitment = Self.members(firstPayload["commitmentInfo"])
+        #expect(commitment["billingPeriodNumber"] == .int(1) && commitment["totalBillingPeriods"] == .int(12))
+        #expect(commitment["commitmentPrice"] == .int(6000))
+        let commitmentEnd = try #require(Self.int(commitment["commitmentExpiresDate"]))
+        // One month granted, not the product's year.
+        let firstEnd = try #require(first.expiresDate)
+        #expect(firstEnd < first.date + 32 * 86_400_000 && firstEnd > first.date + 27 * 86_400_000)
+        #expect(commitmentEnd > first.date + 364 * 86_400_000 && commitmentEnd < first.date + 367 * 86_400_000)
+
+        let renewal = try store.renewalInfo()
+        #expect(renewal["renewalBillingPlanType"] == .string("MONTHLY") && renewal["autoRenewStatus"] == .int(1))
+        let renewalCommitment = Self.members(renewal["commitmentInfo"])
+        #expect(renewalCommitment["commitmentRenewalDate"] == .int(commitmentEnd))
+        #expect(renewalCommitment["commitmentAutoRenewStatus"] == .int(1) && renewalCommitment["commitmentRenewalPrice"] == .int(6000))
+        #expect(renewalCommitment["commitmentAutoRenewProductId"] == .string(Self.yearly))
+        #expect(renewalCommitment["commitmentRenewalBillingPlanType"] == .string("MONTHLY"))
+
+        // Eleven more months: each its own transaction, the next billing period of the same commitment.
+        try store.advance("P11M")
+        let purchases = try store.purchases()
+        #expect(purchases.count == 12)
+        for (index, record) in purchases.enumerated() {
+            let payload = try store.payload(record)
+            let info = Self.members(payload["commitmentInfo"])
+            #expect(info["billingPeriodNumber"] == .int(Int64(index + 1)), "transaction \(index)")
+            #expect(info["commitmentExpiresDate"] == .int(commitmentEnd), "transaction \(index)")
+            #expect(payload["price"] == .int(500) && payload["billingPlanType"] == .string("MONTHLY"))
+            #expect(record.originalID ?? record.id == first.id)
+            if index > 0 { #expect(record.date == purchases[index - 1].expiresDate, "each month follows the last") }
+        }
+        #expect(purchases.last?.expiresDate == commitmentEnd, "the twelfth month ends the commitment")
+
+        // The commitment's end renews into a new one: billing period 1 of another 12.
+        try store.advance("P1M")
+        let renewed = try store.purchases()
+        #expect(renewed.count == 13)
+        let next = Self.members(try store.payload(try #require(renewed.last))["commitmentInfo"])
+        #expect(next["billingPeriodNumber"] == .int(1) && next["totalBillingPeriods"] == .int(12))
+        #expect(try #require(Self.int(next["commitmentExpiresDate"])) > commitmentEnd + 364 * 86_400_000)
+        #expect(try store.subscription().status == .active)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func autoRenewOffBillsToTheCommitmentsEnd(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        #expect(try store.buy().code == .ok)
+        try store.advance("P2M")
+        try store.setAutoRenew(false)
+        // The next billing period still comes; the commitment will not renew.
+        let renewal = try store.renewalInfo()
+        #expect(renewal["autoRenewStatus"] == .int(1), "the next month is billed whatever auto-renew says")
+        #expect(renewal["renewalDate"] != nil)
+        #expect(Self.members(renewal["commitmentInfo"])["commitmentAutoRenewStatus"] == .int(0))
+
+        try store.advance("P9M")
+        #expect(try store.purchases().count == 12, "billing continued through all 12 months")
+        #expect(try store.subscription().status == .active)
+        let last = Self.members(try store.payload(try #require(try store.purchases().last))["commitmentInfo"])
+        #expect(last["billingPeriodNumber"] == .int(12))
+        // In the last month, auto-renew off means what it always does.
+        #expect(try store.renewalInfo()["autoRenewStatus"] == .int(0))
+
+        try store.advance("P1M")
+        let subscription = try store.subscription()
+        #expect(subscription.status == .expired)
+        #expect(try store.purchases().count == 12, "no new commitment")
+        #expect(try store.renewalInfo()["expirationIntent"] == .int(1))
+        #expect(try store.renewalInfo()["commitmentInfo"] == nil)
+
+        // Turned back on within a commitment, it renews into a new one at its end, as if never off.
+        let again = try Store(backend)
+        #expect(try again.buy().code == .ok)
+        try again.setAutoRenew(false)
+        try again.advance("P3M")
+        try again.setAutoRenew(true)
+        try again.advance("P9M")
+        #expect(try again.purchases().count == 13)
+        #expect(try again.subscription().status == .active)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aDowngradeWaitsForTheCommitmentsEndAnUpgradeEndsIt(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        #expect(try store.buy().code == .ok)
+        try store.advance("P1M")
+        // A lower level: it waits, and the commitment's months go on billing the yearly product.
+        #expect(try store.buy(Self.monthly, plan: nil).code == .ok)
+        #expect(try store.subscription().nextProductID == Self.monthly)
+        try store.advance("P10M")
+        let yearlyMonths = try store.purchases().filter { try $0.productID == Self.yearly && store.store.isRenewal(transactionID: $0.id) }
+        #expect(yearlyMonths.count == 11, "months 2 to 12 renewed the yearly product")
+        let renewal = try store.renewalInfo()
+        let commitment = Self.members(renewal["commitmentInfo"])
+        #expect(commitment["commitmentAutoRenewProductId"] == .string(Self.monthly))
+        #expect(commitment["commitmentRenewalBillingPlanType"] == .string("BILLED_UPFRONT") && commitment["commitmentRenewalPrice"] == .int(990))
+        #expect(renewal["renewalBillingPlanType"] == .string("BILLED_UPFRONT"), "the twelfth month is the last billed monthly")
+        // The commitment's end: the downgrade, billed up front, no commitment.
+        try store.advance("P1M")
+        let subscription = try store.subscription()
+        #expect(subscription.productID == Self.monthly && subscription.nextProductID == nil)
+        let last = try #require(try store.purchases().last)
+        #expect(last.productID == Self.monthly)
+        let payload = try store.payload(last)
+        #expect(payload["billingPlanType"] == .string("BILLED_UPFRONT") && payload["commitmentInfo"] == nil && payload["price"] == .int(990))
+
+        // A higher level switches at once and ends the commitment.
+        let upgrading = try Store(backend)
+        #expect(try upgrading.buy().code == .ok)
+        try upgrading.advance("P2M")
+        let upgraded = try upgrading.buy("news.premium", plan: nil)
+        #expect(upgraded.code == .ok)
+        let upgrade = try #require(try upgrading.store.transaction(id: upgraded.value))
+        #expect(try upgrading.payload(upgrade)["commitmentInfo"] == nil)
+        #expect(try upgrading.renewalInfo()["commitmentInfo"] == nil)
+        try upgrading.setAutoRenew(false)
+        try upgrading.advance("P1M")
+        #expect(try upgrading.subscription().status == .expired, "no commitment holds it any more")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anExpiredSubscriptionHasNoCommitmentLeft(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.buy()
+        #expect(bought.code == .ok)
+        try store.advance("P1M")
+        // Ended on demand (SKTestSession.expireSubscription) in the second month: nothing renews.
+        #expect(try store.store.inUnit { try store.engine.expire(.transaction(bought.value)) }.code == .ok)
+        let renewal = try store.renewalInfo()
+        #expect(renewal["autoRenewStatus"] == .int(0) && renewal["commitmentInfo"] == nil && renewal["renewalDate"] == nil)
+        try store.advance("P2M")
+        #expect(try store.purchases().count == 2)
+        // Renewed again, it starts over up front, as a purchase without a plan does.
+        let renewed = try store.store.inUnit { try store.engine.forceRenewal(.transaction(bought.value)) }
+        #expect(renewed.code == .ok, "\(renewed.message)")
+        let record = try #require(try store.store.transaction(id: renewed.value))
+        let payload = try store.payload(record)
+        #expect(payload["billingPlanType"] == .string("BILLED_UPFRONT") && payload["commitmentInfo"] == nil)
+        #expect(try #require(record.expiresDate) > record.date + 364 * 86_400_000)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func plansAProductDoesNotHaveAreRefused(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let refused = try store.buy(Self.monthly, plan: .monthly)
+        #expect(refused.code == .storeKit && refused.detail == StoreKitErrorCode.storeProductNotAvailable.rawValue)
+        #expect(refused.message.contains("no MONTHLY billing plan"), "\(refused.message)")
+        #expect(try store.store.all(uid: Self.buyer, app: Self.app).isEmpty, "no transaction for a refused plan")
+
+        // Up front, asked or not, is the product's price and period; so is a product without plans.
+        let upFront = try store.buy(Self.yearly, plan: .upFront)
+        #expect(upFront.code == .ok)
+        let record = try #require(try store.store.transaction(id: upFront.value))
+        let payload = try store.payload(record)
+        #expect(payload["billingPlanType"] == .string("BILLED_UPFRONT") && payload["commitmentInfo"] == nil)
+        #expect(payload["price"] == .int(11_880))
+        #expect(try #require(record.expiresDate) > record.date + 364 * 86_400_000)
+        #expect(try store.renewalInfo()["renewalBillingPlanType"] == .string("BILLED_UPFRONT"))
+        #expect(try store.renewalInfo()["commitmentInfo"] == nil)
+
+        let other = try Store(backend)
+        #expect(try other.buy(Self.monthly, plan: .upFront).code == .ok, "a subscription whose file lists no plans is billed up front")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anAskToBuyRequestKeepsItsPlan(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let asked = try store.buy(askToBuy: true)
+        #expect(asked.code == .ok)
+        #expect(try store.store.transaction(id: asked.value)?.state == .deferred)
+        let approved = try store.store.inUnit { try store.engine.approve(transactionID: asked.value) }
+        #expect(approved.code == .ok, "\(approved.message)")
+        let record = try #require(try store.store.transaction(id: asked.value))
+        let payload = try store.payload(record)
+        #expect(payload["billingPlanType"] == .string("MONTHLY") && payload["price"] == .int(500))
+        #expect(Self.members(payload["commitmentInfo"])["billingPeriodNumber"] == .int(1))
+        #expect(try #require(record.expiresDate) < record.date + 32 * 86_400_000)
+    }
+}
