@@ -130,6 +130,50 @@ struct LibStoreKitTests {
         #expect(left.isEmpty, "the C tests left unfinished transactions: \(left)")
     }
 
+    @Test("a JWS and a receipt of a leaf revoked with rotate-key --revoke: REVOKED_CERTIFICATE from libstorekit, the list read beside the root; what the new leaf signs verifies")
+    func revokedCertificate() throws {
+        let work = TemporaryDirectory("sklibrev")
+        defer { work.remove() }
+        let program = try LibStoreKit.testProgram(in: work)
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        try daemon.start()
+        let environment = LibStoreKit.environment(daemon)
+        func verify(_ kind: String, _ bytes: Data, root: String? = nil) throws -> String {
+            let file = work.file("signed-\(UUID().uuidString)")
+            try bytes.write(to: URL(fileURLWithPath: file))
+            let result = try ProcessRunner.run(program, ["verify", kind, file] + (root.map { [$0] } ?? []),
+                                               environment: environment, timeout: 30)
+            #expect(result.status == 0, "\(result.stderr)")
+            return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        func bought(_ product: String) throws -> Data {
+            let object = try #require(try daemon.ctlJSON(["buy", Sample.app, product]) as? [String: Any])
+            return Data(try #require(object["jwsRepresentation"] as? String).utf8)
+        }
+        func receipt() throws -> Data {
+            let object = try #require(try daemon.ctlJSON(["receipt", Sample.app]) as? [String: Any])
+            let text = try #require(object["receipt"] as? String)
+            return try #require(Data(base64Encoded: text))
+        }
+        let root = daemon.stateDirectory + "/root-certificate.pem"
+        let before = try bought(Sample.levelPack)
+        let receiptBefore = try receipt()
+        #expect(try verify("jws", before) == "0 success")
+        #expect(try verify("receipt", receiptBefore) == "0 success")
+
+        #expect(try daemon.ctl(["rotate-key", "--revoke"]).status == 0)
+        #expect(try verify("jws", before) == "111 signed with a revoked certificate")
+        #expect(try verify("jws", before, root: root) == "111 signed with a revoked certificate")
+        #expect(try verify("receipt", receiptBefore) == "111 signed with a revoked certificate")
+        #expect(try verify("jws", try bought(Sample.seasonPass)) == "0 success")
+        #expect(try verify("receipt", try receipt()) == "0 success")
+
+        // A list that cannot be read trusts nothing.
+        try "not a list".write(toFile: daemon.stateDirectory + "/revoked-certificates.pem", atomically: true, encoding: .utf8)
+        #expect(try verify("jws", try bought(Sample.coins)) == "109 the certificate chain does not lead to the root")
+    }
+
     @Test("the C tests are clean under AddressSanitizer and UndefinedBehaviorSanitizer, leaks included")
     func sanitizers() throws {
         let work = TemporaryDirectory("sklibasan")

@@ -185,6 +185,7 @@ SK_EXPORT const char *storekit_strerror(int error) {
     case STOREKIT_ERROR_INVALID_ENCODING: return "not well-formed signed data";
     case STOREKIT_ERROR_INVALID_CHAIN: return "the certificate chain does not lead to the root";
     case STOREKIT_ERROR_INVALID_SIGNATURE: return "the signature does not verify";
+    case STOREKIT_ERROR_REVOKED_CERTIFICATE: return "signed with a revoked certificate";
     }
     return "unknown error";
 }

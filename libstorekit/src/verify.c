@@ -9,6 +9,11 @@
  * intermediate carry Apple's marker extensions; and the signature (raw r||s, turned into DER)
  * verifies over "header.payload" with the leaf's P-256 key. The JSON reader is strict and whole
  * (every value is checked, not only the members read), and reads only alg, x5c and signedDate.
+ *
+ * Beside the root certificate the daemon publishes its intermediate's revocation list
+ * (revoked-certificates.pem, `storekitctl rotate-key --revoke`): a list the intermediate signed
+ * that names the leaf makes the JWS or receipt REVOKED_CERTIFICATE, whatever its date. A list
+ * that is there but cannot be read trusts nothing (INVALID_CHAIN, with why).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,6 +33,7 @@
 #include <openssl/pkcs7.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/x509v3.h>
 
 #include "internal.h"
 
@@ -35,6 +41,20 @@
 #define INTERMEDIATE_MARKER "1.2.840.113635.100.6.2.1"
 #define ROOT_FILE_NAME "root-certificate.pem"
 #define SYSTEM_ROOT "/var/lib/storekitd/root-certificate.pem"
+#define REVOCATIONS_FILE_NAME "revoked-certificates.pem"
+
+/* What a check trusts: the root, and the revocation list published beside it (NULL: none). */
+typedef struct trust {
+    X509 *root;
+    X509_CRL *revocations;
+} trust;
+
+static void trust_free(trust *t) {
+    X509_free(t->root);
+    X509_CRL_free(t->revocations);
+    t->root = NULL;
+    t->revocations = NULL;
+}
 
 /* ---- base64 ------------------------------------------------------------------------------- */
 
@@ -374,8 +394,64 @@ static X509 *certificate_from_der(const uint8_t *der, size_t length) {
     return certificate;
 }
 
-/* Reads a root certificate file, PEM or DER: STOREKIT_OK or NO_ROOT_CERTIFICATE with why. */
-static int load_root(const char *path, X509 **out, char *message, size_t message_size) {
+/*
+ * The revocation list beside the root certificate at `root_path`: STOREKIT_OK with *out NULL when
+ * there is none, INVALID_CHAIN with why when one is there but cannot be read.
+ */
+static int load_revocations(const char *root_path, X509_CRL **out, char *message, size_t message_size) {
+    *out = NULL;
+    char path[4096];
+    const char *slash = strrchr(root_path, '/');
+    size_t length = slash ? (size_t)(slash - root_path) : 1;
+    if (length + sizeof "/" REVOCATIONS_FILE_NAME > sizeof path) return STOREKIT_OK;
+    if (slash) {
+        memcpy(path, root_path, length);
+        path[length] = 0;
+    } else {
+        strcpy(path, ".");
+    }
+    strcat(path, "/" REVOCATIONS_FILE_NAME);
+    FILE *file = fopen(path, "rb");
+    if (!file) {
+        if (errno == ENOENT) return STOREKIT_OK;
+        sk_format(message, message_size, "cannot read the revocation list %s: %s", path, strerror(errno));
+        return STOREKIT_ERROR_INVALID_CHAIN;
+    }
+    X509_CRL *list = PEM_read_X509_CRL(file, NULL, NULL, NULL);
+    fclose(file);
+    ERR_clear_error();
+    if (!list) {
+        sk_format(message, message_size, "%s holds no revocation list (PEM)", path);
+        return STOREKIT_ERROR_INVALID_CHAIN;
+    }
+    *out = list;
+    return STOREKIT_OK;
+}
+
+/*
+ * Whether a list `intermediate` signed names `leaf` (which `intermediate` issued: the chain is
+ * verified first). A list of another issuer, or one whose signature fails, names nothing.
+ */
+static bool revoked(X509_CRL *list, X509 *leaf, X509 *intermediate, char *message, size_t message_size) {
+    if (!list) return false;
+    EVP_PKEY *key = X509_get0_pubkey(intermediate);
+    X509_REVOKED *entry = NULL;
+    bool named = key && X509_NAME_cmp(X509_CRL_get_issuer(list), X509_get_subject_name(intermediate)) == 0
+        && X509_CRL_verify(list, key) == 1 && X509_CRL_get0_by_serial(list, &entry, X509_get0_serialNumber(leaf)) == 1;
+    ERR_clear_error();
+    if (named) {
+        BIGNUM *number = ASN1_INTEGER_to_BN(X509_get0_serialNumber(leaf), NULL);
+        char *hex = number ? BN_bn2hex(number) : NULL;
+        sk_format(message, message_size, "the signing certificate (serial %s) has been revoked", hex ? hex : "?");
+        OPENSSL_free(hex);
+        BN_free(number);
+    }
+    return named;
+}
+
+/* Reads a root certificate file, PEM or DER, and the list beside it: STOREKIT_OK, or
+ * NO_ROOT_CERTIFICATE / INVALID_CHAIN with why. */
+static int load_root(const char *path, trust *out, char *message, size_t message_size) {
     FILE *file = fopen(path, "rb");
     if (!file) {
         sk_format(message, message_size, "cannot read the root certificate %s: %s", path, strerror(errno));
@@ -401,7 +477,12 @@ static int load_root(const char *path, X509 **out, char *message, size_t message
         sk_format(message, message_size, "%s holds no certificate (PEM or DER)", path);
         return STOREKIT_ERROR_NO_ROOT_CERTIFICATE;
     }
-    *out = root;
+    int result = load_revocations(path, &out->revocations, message, message_size);
+    if (result != STOREKIT_OK) {
+        X509_free(root);
+        return result;
+    }
+    out->root = root;
     return STOREKIT_OK;
 }
 
@@ -414,7 +495,7 @@ static bool file_exists(const char *path) {
  * The root as RootCertificateLocation finds it: $STOREKIT_ROOT_CERTIFICATE; root-certificate.pem
  * beside the socket (in a directory only its user or root may change); the system daemon's.
  */
-static int find_root(const char *socket_path, X509 **out, char *message, size_t message_size) {
+static int find_root(const char *socket_path, trust *out, char *message, size_t message_size) {
     const char *explicit = getenv("STOREKIT_ROOT_CERTIFICATE");
     if (explicit && explicit[0]) {
         if (!file_exists(explicit)) {
@@ -499,7 +580,7 @@ static bool es256_verifies(X509 *leaf, const uint8_t *signature, size_t signatur
 
 /* ---- the checks --------------------------------------------------------------------------- */
 
-static int verify_jws(const char *jws, X509 *root, char **payload_json, char *message, size_t message_size) {
+static int verify_jws(const char *jws, const trust *trusted, char **payload_json, char *message, size_t message_size) {
     if (!jws) {
         sk_format(message, message_size, "no JWS");
         return STOREKIT_ERROR_BAD_ARGUMENT;
@@ -577,7 +658,11 @@ static int verify_jws(const char *jws, X509 *root, char **payload_json, char *me
         sk_format(message, message_size, "the intermediate lacks its marker extension " INTERMEDIATE_MARKER);
         goto done;
     }
-    if (!chain_verifies(leaf, intermediate, root, when, message, message_size)) goto done;
+    if (!chain_verifies(leaf, intermediate, trusted->root, when, message, message_size)) goto done;
+    if (revoked(trusted->revocations, leaf, intermediate, message, message_size)) {
+        result = STOREKIT_ERROR_REVOKED_CERTIFICATE;
+        goto done;
+    }
     if (!es256_verifies(leaf, signature, signature_length, jws, (size_t)(second - jws))) {
         sk_format(message, message_size, "the signature does not verify with the leaf's key");
         result = STOREKIT_ERROR_INVALID_SIGNATURE;
@@ -609,11 +694,11 @@ done:
 int sk_verify_jws_with_socket(const char *jws, const char *socket_path, char **payload_json, char *message,
                               size_t message_size) {
     if (payload_json) *payload_json = NULL;
-    X509 *root = NULL;
-    int result = find_root(socket_path, &root, message, message_size);
+    trust trusted = {0};
+    int result = find_root(socket_path, &trusted, message, message_size);
     if (result != STOREKIT_OK) return result;
-    result = verify_jws(jws, root, payload_json, message, message_size);
-    X509_free(root);
+    result = verify_jws(jws, &trusted, payload_json, message, message_size);
+    trust_free(&trusted);
     return result;
 }
 
@@ -621,11 +706,11 @@ SK_EXPORT int storekit_verify_jws_with_root(const char *jws, const char *root_ce
     char message[512];
     if (payload_json) *payload_json = NULL;
     if (!root_certificate_path) return STOREKIT_ERROR_BAD_ARGUMENT;
-    X509 *root = NULL;
-    int result = load_root(root_certificate_path, &root, message, sizeof message);
+    trust trusted = {0};
+    int result = load_root(root_certificate_path, &trusted, message, sizeof message);
     if (result != STOREKIT_OK) return result;
-    result = verify_jws(jws, root, payload_json, message, sizeof message);
-    X509_free(root);
+    result = verify_jws(jws, &trusted, payload_json, message, sizeof message);
+    trust_free(&trusted);
     return result;
 }
 
@@ -635,8 +720,8 @@ int sk_verify_receipt_with_socket(const uint8_t *receipt, size_t length, const c
         sk_format(message, message_size, "no receipt bytes");
         return STOREKIT_ERROR_BAD_ARGUMENT;
     }
-    X509 *root = NULL;
-    int result = find_root(socket_path, &root, message, message_size);
+    trust trusted = {0};
+    int result = find_root(socket_path, &trusted, message, message_size);
     if (result != STOREKIT_OK) return result;
 
     const unsigned char *at = receipt;
@@ -651,7 +736,7 @@ int sk_verify_receipt_with_socket(const uint8_t *receipt, size_t length, const c
     }
     store = X509_STORE_new();
     content = BIO_new(BIO_s_mem());
-    if (!store || !content || X509_STORE_add_cert(store, root) != 1) {
+    if (!store || !content || X509_STORE_add_cert(store, trusted.root) != 1) {
         sk_format(message, message_size, "cannot set up the receipt check");
         result = STOREKIT_ERROR_NO_MEMORY;
         goto done;
@@ -675,13 +760,24 @@ int sk_verify_receipt_with_socket(const uint8_t *receipt, size_t length, const c
         result = STOREKIT_ERROR_INVALID_CHAIN;
         goto done;
     }
+    /* Every certificate of the receipt that issued the signer is asked for its list: the chain
+     * went through one of them, and one added beside it cannot hide the list. */
+    STACK_OF(X509) *carried = pkcs7->d.sign->cert;
+    for (int i = 0; carried && trusted.revocations && i < sk_X509_num(carried); i++) {
+        X509 *candidate = sk_X509_value(carried, i);
+        if (X509_check_issued(candidate, sk_X509_value(signers, 0)) == X509_V_OK
+            && revoked(trusted.revocations, sk_X509_value(signers, 0), candidate, message, message_size)) {
+            result = STOREKIT_ERROR_REVOKED_CERTIFICATE;
+            goto done;
+        }
+    }
     result = STOREKIT_OK;
 done:
     sk_X509_free(signers);
     BIO_free(content);
     X509_STORE_free(store);
     PKCS7_free(pkcs7);
-    X509_free(root);
+    trust_free(&trusted);
     ERR_clear_error();
     return result;
 }

@@ -683,6 +683,36 @@ static int test_reconnect(const char *app, const char *ready_file) {
     return 0;
 }
 
+/*
+ * verify jws|receipt FILE [ROOT]: checks the signed data in FILE (a JWS, or a receipt's DER) and
+ * prints the result's name and code, for a test that drives the daemon in between (a revocation):
+ * with ROOT, the JWS through storekit_verify_jws_with_root.
+ */
+static int verify_file(const char *kind, const char *path, const char *root) {
+    FILE *file = fopen(path, "rb");
+    if (!file) {
+        fprintf(stderr, "cannot read %s\n", path);
+        return 2;
+    }
+    static uint8_t bytes[1 << 20];
+    size_t length = fread(bytes, 1, sizeof bytes - 1, file);
+    fclose(file);
+    bytes[length] = 0;
+    int result;
+    if (strcmp(kind, "jws") == 0) {
+        while (length > 0 && (bytes[length - 1] == '\n' || bytes[length - 1] == ' ')) bytes[--length] = 0;
+        result = root ? storekit_verify_jws_with_root((const char *)bytes, root, NULL)
+                      : storekit_verify_jws(NULL, (const char *)bytes, NULL);
+    } else if (strcmp(kind, "receipt") == 0) {
+        result = storekit_verify_receipt(NULL, bytes, length);
+    } else {
+        fprintf(stderr, "verify jws|receipt FILE [ROOT]\n");
+        return 2;
+    }
+    printf("%d %s\n", result, storekit_strerror(result));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -690,6 +720,7 @@ int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "no-daemon") == 0) return test_no_daemon();
     if (argc == 2 && strcmp(argv[1], "malformed") == 0) return test_malformed();
     if (argc == 4 && strcmp(argv[1], "reconnect") == 0) return test_reconnect(argv[2], argv[3]);
-    fprintf(stderr, "usage: storekit-test flow APP | no-daemon | malformed | reconnect APP READY_FILE\n");
+    if ((argc == 4 || argc == 5) && strcmp(argv[1], "verify") == 0) return verify_file(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
+    fprintf(stderr, "usage: storekit-test flow APP | no-daemon | malformed | reconnect APP READY_FILE | verify jws|receipt FILE [ROOT]\n");
     return 2;
 }

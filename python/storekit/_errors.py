@@ -37,6 +37,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_ENCODING = 108
     INVALID_CHAIN = 109
     INVALID_SIGNATURE = 110
+    REVOKED_CERTIFICATE = 111
 
 
 class SKErrorCode(enum.IntEnum):
@@ -143,6 +144,7 @@ class VerificationError(StoreKitError):
         ENCODING = "encoding"
         CHAIN = "chain"
         SIGNATURE = "signature"
+        REVOKED = "revoked"
         OTHER = "other"
 
     _KINDS = {
@@ -150,11 +152,12 @@ class VerificationError(StoreKitError):
         ErrorCode.INVALID_ENCODING: Kind.ENCODING,
         ErrorCode.INVALID_CHAIN: Kind.CHAIN,
         ErrorCode.INVALID_SIGNATURE: Kind.SIGNATURE,
+        ErrorCode.REVOKED_CERTIFICATE: Kind.REVOKED,
     }
 
     @property
     def kind(self):
-        """Why it failed: no-root-certificate, encoding, chain, signature (or other)."""
+        """Why it failed: no-root-certificate, encoding, chain, signature, revoked (or other)."""
         return self._KINDS.get(self.code, VerificationError.Kind.OTHER)
 
 
@@ -183,6 +186,7 @@ _CLASSES = {
     ErrorCode.INVALID_ENCODING: VerificationError,
     ErrorCode.INVALID_CHAIN: VerificationError,
     ErrorCode.INVALID_SIGNATURE: VerificationError,
+    ErrorCode.REVOKED_CERTIFICATE: VerificationError,
 }
 
 

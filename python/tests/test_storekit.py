@@ -286,6 +286,27 @@ class StoreSimulationTests(unittest.TestCase):
         self.assertIsNone(transaction.jws)
         self.connection.finish_and_wait(transaction, timeout=TIMEOUT)
 
+    def test_a_revoked_signing_key(self):
+        transaction = self.connection.buy(COINS, timeout=TIMEOUT)
+        self.addCleanup(self.connection.finish_and_wait, transaction.id, TIMEOUT)
+        self.connection.verify_jws(transaction.jws)
+        rotated = ctl("rotate-key", "--revoke")
+        self.assertTrue(rotated["revoked"])
+        # The revocation list is read beside the root: the root where the daemon publishes it.
+        published = ctl("certificate")["published"][0]
+        with self.assertRaises(storekit.VerificationError) as caught:
+            self.connection.verify_jws(transaction.jws, root_certificate=published)
+        self.assertEqual(caught.exception.code, storekit.ErrorCode.REVOKED_CERTIFICATE)
+        self.assertEqual(caught.exception.kind, storekit.VerificationError.Kind.REVOKED)
+        self.assertIn("revoked", str(caught.exception))
+        with self.assertRaises(storekit.VerificationError):
+            storekit.verify_jws(transaction.jws, published)
+        # What the daemon signs now verifies.
+        again = self.connection.buy(COINS, timeout=TIMEOUT)
+        self.addCleanup(self.connection.finish_and_wait, again.id, TIMEOUT)
+        self.assertEqual(self.connection.verify_jws(again.jws, root_certificate=published)["transactionId"],
+                         again.transaction_identifier)
+
     def test_deferred_purchase_then_approved(self):
         ctl("ask-to-buy", "on", "--uid", str(self.connection.uid))
         with self.assertRaises(storekit.PaymentError) as caught:

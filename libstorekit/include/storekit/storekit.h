@@ -78,6 +78,7 @@ typedef enum storekit_error {
     STOREKIT_ERROR_INVALID_ENCODING = 108,   /* signed data that is not a well-formed JWS / receipt */
     STOREKIT_ERROR_INVALID_CHAIN = 109,      /* its certificate chain does not lead to the root */
     STOREKIT_ERROR_INVALID_SIGNATURE = 110,  /* its signature does not verify */
+    STOREKIT_ERROR_REVOKED_CERTIFICATE = 111,/* signed with a certificate storekitd revoked (rotate-key --revoke) */
 } storekit_error;
 
 /* A short, static, English description of an error code ("the transaction is not finishable"). */
