@@ -67,6 +67,15 @@ extension Server {
     /// now durable and signed.
     func collectSignatures() {
         for done in signer.takeDone() {
+            if done.identity !== proof.identity, proof.identity.revocations.entry(revoking: done.identity.leaf) != nil {
+                // Signed with a leaf revoked meanwhile (`rotate-key --revoke` while the job was on
+                // a signer's thread): nothing it made would verify. The same job, the same ticket,
+                // signed again with the leaf in use now; the gate keeps waiting for it.
+                var again = done.job
+                again.identity = proof.identity
+                signer.submit(again)
+                continue
+            }
             if done.isHeavy {
                 if let lane = heavyJobs.removeValue(forKey: done.ticket) ?? nil {
                     heavyJobsPerUID[lane, default: 1] -= 1

@@ -74,8 +74,10 @@ final class Signer: @unchecked Sendable {
     }
 
     /// A signed job: each message's signed frame, the records signed (for the cache), the
-    /// receipts made (to keep), failures.
+    /// receipts made (to keep), failures; and the job itself, to be signed again when its leaf
+    /// was revoked while it was signed.
     struct Done: Sendable {
+        var job: Job
         var ticket: UInt64
         var identity: SigningIdentity
         var isHeavy: Bool
@@ -161,7 +163,8 @@ final class Signer: @unchecked Sendable {
     }
 
     static func sign(_ job: Job) -> Done {
-        var result = Done(ticket: job.ticket, identity: job.identity, isHeavy: job.isHeavy, frames: [], signed: [], failures: [])
+        var result = Done(job: job, ticket: job.ticket, identity: job.identity, isHeavy: job.isHeavy, frames: [], signed: [],
+                          failures: [])
         for push in job.pushes {
             guard var records = push.message.signableRecords else { continue }
             for (index, payload) in push.payloads {

@@ -585,6 +585,44 @@ struct ProofOfPurchaseTests {
         #expect(code == .malformedRequest && text.contains("do not go together"), "\(text)")
     }
 
+    @Test("rotate-key --revoke while a unit's six signatures wait on a signer's thread: they are made again with the new leaf, and no push carries the revoked one")
+    func revocationWhileSigning() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        daemon.extraArguments = ["--enable-test-hooks"]
+        try daemon.start()
+        let hooks = try TestHooks(daemon)
+        #expect(try hooks.run("debug-slow-signing", ["1000"]) == .ok)
+        let connection = try Self.observer(of: daemon, timeout: 20)
+        var bytes: [UInt8] = []
+        for index in 0..<6 {
+            let payment = ClientMessage.addPayment(.init(requestID: UInt32(1000 + index), key: "revoking-\(index)",
+                                                         productID: Sample.coins, quantity: 1))
+            Frame.append(body: payment.encode(), to: &bytes)
+        }
+        try connection.sendRaw(bytes)
+        try #require(eventually { daemon.log().contains("(6 signatures) waits 1000 ms first") },
+                     "the six purchases did not reach the signer's thread:\n\(daemon.log(tail: 20))")
+        let rotated = try daemon.ctlObject(["rotate-key", "--revoke"])
+        #expect(rotated[string: "revoked"] != nil)
+        var signed: [UInt64: String] = [:]
+        while signed.count < 6 {
+            if case .updated(let records) = try connection.receive() {
+                for record in records where record.state == .purchased { signed[record.id] = record.jwsRepresentation ?? "" }
+            }
+        }
+        let published = daemon.stateDirectory + "/root-certificate.pem"
+        let root = try Certificate(pem: Array(try Data(contentsOf: URL(fileURLWithPath: published))))
+        let list = try #require(try RootCertificateLocation.revocations(besideRoot: published))
+        #expect(list.entries.count == 1)
+        let verifier = SignedDataVerifier(roots: [root], revocationLists: [list])
+        for (id, jws) in signed {
+            if case .failure(let error) = verifier.verify(jws) {
+                Issue.record("transaction \(id): \(error)")
+            }
+        }
+    }
+
     static func base64(_ base64url: String) -> String {
         var text = base64url.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while text.count % 4 != 0 { text += "=" }
