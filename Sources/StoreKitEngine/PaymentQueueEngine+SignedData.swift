@@ -63,7 +63,13 @@ extension PaymentQueueEngine {
         // The offer the period was bought or renewed with, and its price (a restored or family
         // copy, made later, names none).
         let offer = product?.kind == .autoRenewable && record.state == .purchased ? try offer(of: record.id) : nil
-        if let product { members.append(("price", .int(offer?.priceMillis ?? product.priceCents * 10))) }
+        // An Advanced Commerce purchase's price is its request's (the store levies no tax).
+        let commerce = try signedCommerce(of: record)
+        if let product {
+            members.append(("price", .int(commerce.map { $0.request.taxExclusivePriceMillis(period: $0.period) }
+                                          ?? offer?.priceMillis ?? product.priceCents * 10)))
+        }
+        if let commerce { members.append(("advancedCommerceTransactionInfo", commerce.request.transactionInfo(period: commerce.period))) }
         if product?.kind == .autoRenewable {
             members.append(("subscriptionGroupIdentifier", .string(product?.subscriptionGroupID ?? record.productID)))
             members.append(("webOrderLineItemId", .string(String(record.id))))

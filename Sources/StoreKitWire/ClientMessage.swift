@@ -56,11 +56,15 @@ public enum ClientMessage: Sendable, Equatable {
         public var eligibilityJWS: String?
         /// A win-back offer of the product (StoreKit 2's `.winBackOffer(_:)`; version 4).
         public var winBackOfferID: String?
+        /// The developer's signed Advanced Commerce request, a compact JWS
+        /// (`AdvancedCommerceProduct.purchase(compactJWS:)`; version 5).
+        public var advancedCommerceJWS: String?
 
         public init(
             requestID: UInt32, key: String, productID: String, quantity: Int32,
             applicationUsername: String? = nil, hasRequestData: Bool = false, simulatesAskToBuy: Bool = false,
-            discount: Discount? = nil, offerJWS: String? = nil, eligibilityJWS: String? = nil, winBackOfferID: String? = nil
+            discount: Discount? = nil, offerJWS: String? = nil, eligibilityJWS: String? = nil, winBackOfferID: String? = nil,
+            advancedCommerceJWS: String? = nil
         ) {
             self.requestID = requestID
             self.key = key
@@ -73,6 +77,7 @@ public enum ClientMessage: Sendable, Equatable {
             self.offerJWS = offerJWS
             self.eligibilityJWS = eligibilityJWS
             self.winBackOfferID = winBackOfferID
+            self.advancedCommerceJWS = advancedCommerceJWS
         }
     }
 
@@ -108,6 +113,7 @@ public enum ClientMessage: Sendable, Equatable {
     public var requiredVersion: UInt16 {
         switch self {
         case .addPayment(let payment):
+            if payment.advancedCommerceJWS != nil { return ProtocolVersion.advancedCommerce }
             if payment.offerJWS != nil || payment.eligibilityJWS != nil || payment.winBackOfferID != nil { return ProtocolVersion.offerJWS }
             return payment.discount != nil ? ProtocolVersion.hostedContent : 1
         case .content, .openContent: return ProtocolVersion.hostedContent
@@ -166,6 +172,7 @@ public enum ClientMessage: Sendable, Equatable {
                 writer.optionalString(payment.eligibilityJWS)
                 writer.optionalString(payment.winBackOfferID)
             }
+            if version >= ProtocolVersion.advancedCommerce { writer.optionalString(payment.advancedCommerceJWS) }
         case .finish(let id, let transactionID):
             writer.u8(Tag.finish.rawValue); writer.u32(id); writer.u64(transactionID)
         case .restore(let id, let username):
@@ -234,6 +241,7 @@ public enum ClientMessage: Sendable, Equatable {
                 payment.eligibilityJWS = try reader.optionalString()
                 payment.winBackOfferID = try reader.optionalString()
             }
+            if version >= ProtocolVersion.advancedCommerce { payment.advancedCommerceJWS = try reader.optionalString() }
             message = .addPayment(payment)
         case .finish:
             message = .finish(requestID: try reader.u32(), transactionID: try reader.u64())
@@ -273,23 +281,26 @@ public enum ClientMessage: Sendable, Equatable {
 /// `TransactionRecord`, no offers in a `ProductRecord`, no `history`, `subscriptionStatus`,
 /// `appTransaction` or `receipt`), `unfinished` answered in one frame. Version 2 added signed
 /// data. Version 3 added hosted content (`content`, `openContent`, the welcome's list of
-/// downloadable products) and signed promotional offers (`addPayment`'s `discount`). Version 4 is
-/// today's: offers and introductory-offer eligibility signed as JWS and win-back offers
+/// downloadable products) and signed promotional offers (`addPayment`'s `discount`). Version 4
+/// added offers and introductory-offer eligibility signed as JWS and win-back offers
 /// (`addPayment`'s `offer_jws`, `eligibility_jws`, `win_back_offer_id`), and the subscription
-/// group's display name and win-back offers in a `ProductRecord`; every other message is encoded
-/// as in version 3.
+/// group's display name and win-back offers in a `ProductRecord`. Version 5 is today's: the
+/// developer's signed Advanced Commerce request (`addPayment`'s `advanced_commerce_jws`); every
+/// other message is encoded as in version 4.
 /// The daemon serves every version in `served` (docs/protocol.md §13 has the policy).
 public enum ProtocolVersion {
     /// The version this build's clients speak.
-    public static let current: UInt16 = 4
+    public static let current: UInt16 = 5
     /// The versions the daemon serves, oldest first.
-    public static let served: ClosedRange<UInt16> = 1...4
+    public static let served: ClosedRange<UInt16> = 1...5
     /// The first version with signed data (JWS in records, offers, `history`, `receipt`, …).
     public static let signedData: UInt16 = 2
     /// The first version with hosted content.
     public static let hostedContent: UInt16 = 3
     /// The first version with JWS-signed offers and eligibility, and group display names.
     public static let offerJWS: UInt16 = 4
+    /// The first version with Advanced Commerce requests.
+    public static let advancedCommerce: UInt16 = 5
 
     /// The last client message type a connection of `version` may send.
     static func lastClientMessage(version: UInt16) -> UInt8 {

@@ -22,10 +22,26 @@ struct ProtocolVersionTests {
         id: 2_028_391_047_000_123, uid: 1000, app: "com.example.game", productID: "com.example.game.coins100",
         quantity: 1, state: .purchased, sequence: 2, date: 1_700_000_000_000)
 
-    @Test("the daemon serves versions 1 to 4; its clients speak 4")
+    @Test("the daemon serves versions 1 to 5; its clients speak 5")
     func served() {
-        #expect(ProtocolVersion.served == 1...4)
-        #expect(ProtocolVersion.current == 4)
+        #expect(ProtocolVersion.served == 1...5)
+        #expect(ProtocolVersion.current == 5)
+    }
+
+    @Test("version 5 adds the signed Advanced Commerce request to addPayment; nothing else changes")
+    func version5() throws {
+        let payment = ClientMessage.AddPayment(requestID: 7, key: "k", productID: "p", quantity: 1, offerJWS: "a.b.c",
+                                               advancedCommerceJWS: "g.h.i")
+        let message = ClientMessage.addPayment(payment)
+        #expect(message.requiredVersion == 5)
+        #expect(try ClientMessage.decode(message.encode(version: 5), version: 5) == message)
+        var plain = payment
+        plain.advancedCommerceJWS = nil
+        #expect(ClientMessage.addPayment(plain).requiredVersion == 4)
+        #expect(message.encode(version: 4) == ClientMessage.addPayment(plain).encode(version: 4))
+        #expect(message.encode(version: 5).count == message.encode(version: 4).count + 1 + 4 + 5)
+        // A version-5 payment cut short (no advanced_commerce_jws marker) is not a message.
+        #expect(throws: WireError.self) { try ClientMessage.decode(message.encode(version: 4), version: 5) }
     }
 
     @Test("version 4 adds JWS-signed offers and win-back offers to addPayment, the group's display name and win-back offers to a ProductRecord; nothing else changes")
