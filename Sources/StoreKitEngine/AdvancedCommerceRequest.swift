@@ -212,8 +212,9 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
 
     /// Apple's `advancedCommerceTransactionInfo` for the transaction of the `period`th period.
     /// The simulated store levies no tax: `taxRate` "0" and `estimatedTax` 0 (the price the
-    /// transaction says is the tax-exclusive one).
-    public func transactionInfo(period index: Int) -> JSONValue {
+    /// transaction says is the tax-exclusive one). A transaction revoked (refunded) revokes each
+    /// item with it (`revocationDate`).
+    public func transactionInfo(period index: Int, revocationDate: Int64? = nil) -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("requestReferenceId", .string(requestReferenceID)), ("taxCode", .string(taxCode)),
             ("taxExclusivePrice", .int(taxExclusivePriceMillis(period: index))), ("taxRate", .string("0")),
@@ -231,6 +232,7 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
                 fields.append(("offer", .object([("period", .string(offer.period)), ("periodCount", .int(Int64(offer.periodCount))),
                                                  ("price", .int(offer.priceMillis)), ("reason", .string(offer.reason))])))
             }
+            if let revocationDate { fields.append(("revocationDate", .int(revocationDate))) }
             return .object(fields)
         })))
         return .object(members)

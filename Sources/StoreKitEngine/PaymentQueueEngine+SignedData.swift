@@ -69,7 +69,10 @@ extension PaymentQueueEngine {
             members.append(("price", .int(commerce.map { $0.request.taxExclusivePriceMillis(period: $0.period) }
                                           ?? offer?.priceMillis ?? product.priceCents * 10)))
         }
-        if let commerce { members.append(("advancedCommerceTransactionInfo", commerce.request.transactionInfo(period: commerce.period))) }
+        if let commerce {
+            let info = commerce.request.transactionInfo(period: commerce.period, revocationDate: record.revocationDate)
+            members.append(("advancedCommerceTransactionInfo", info))
+        }
         if product?.kind == .autoRenewable {
             members.append(("subscriptionGroupIdentifier", .string(product?.subscriptionGroupID ?? record.productID)))
             members.append(("webOrderLineItemId", .string(String(record.id))))

@@ -58,6 +58,8 @@ public struct Transaction: Identifiable, Hashable, Sendable, JWSRepresentable, D
     public let offerID: String?
     /// The offer the transaction was bought or renewed with, if any.
     public let offer: Offer?
+    /// What a purchase made with the Advanced Commerce API bought (nil for any other).
+    public let advancedCommerceInfo: AdvancedCommerceInfo?
     /// The device verification of the payload: SHA-384 of `deviceVerificationNonce`'s lowercase
     /// string followed by `AppStore.deviceVerificationID`'s, for the machine and app it was
     /// signed for (empty when the payload has none).
@@ -132,6 +134,7 @@ extension Transaction {
         offerType = payload?.int("offerType").map(OfferType.init(rawValue:))
         offerID = payload?.string("offerIdentifier")
         offer = Offer(payload: payload)
+        advancedCommerceInfo = AdvancedCommerceInfo(payload: payload)
         deviceVerification = payload?.string("deviceVerification").flatMap { Data(base64Encoded: $0) } ?? Data()
         deviceVerificationNonce = payload?.uuid("deviceVerificationNonce") ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         appTransactionID = payload?.string("appTransactionId") ?? ""
