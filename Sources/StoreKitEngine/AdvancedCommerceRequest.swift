@@ -155,6 +155,7 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
             }
             let count: Int? = switch offer["periodCount"] {
             case .int(let number)?: Int(exactly: number)
+            case .number(let text)?: Int(text)
             default: nil
             }
             guard let count, (1...12).contains(count) else { throw Invalid("\(name).offer.periodCount is not from 1 to 12") }
@@ -210,7 +211,8 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
         items.reduce(0) { $0 + priceMillis(of: $1, period: period) }
     }
 
-    /// Apple's `advancedCommerceTransactionInfo` for the transaction of the `period`th period.
+    /// Apple's `advancedCommerceTransactionInfo` object (the signed transaction's
+    /// `advancedCommerceInfo`) for the transaction of the `period`th period.
     /// The simulated store levies no tax: `taxRate` "0" and `estimatedTax` 0 (the price the
     /// transaction says is the tax-exclusive one). A transaction revoked (refunded) revokes each
     /// item with it (`revocationDate`).

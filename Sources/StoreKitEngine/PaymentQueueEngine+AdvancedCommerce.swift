@@ -7,7 +7,8 @@ import StoreKitWire
 // period the transaction is of, 0 the first, and the request as Apple spells it; both ledgers and
 // a fleet, no change to their tables), and a subscription's with the subscription
 // (`commerce.running.ORIGINAL`) so that each renewal carries it. The signed transaction tells it
-// as Apple's `advancedCommerceTransactionInfo`, and its `price` is the request's.
+// as Apple's `advancedCommerceInfo` (an `advancedCommerceTransactionInfo` object), and its
+// `price` is the request's.
 
 extension PaymentQueueEngine {
     static func commerceKey(_ transactionID: UInt64) -> String { "commerce.\(transactionID)" }

@@ -71,7 +71,7 @@ extension PaymentQueueEngine {
         }
         if let commerce {
             let info = commerce.request.transactionInfo(period: commerce.period, revocationDate: record.revocationDate)
-            members.append(("advancedCommerceTransactionInfo", info))
+            members.append(("advancedCommerceInfo", info))
         }
         if product?.kind == .autoRenewable {
             members.append(("subscriptionGroupIdentifier", .string(product?.subscriptionGroupID ?? record.productID)))

@@ -3,7 +3,7 @@ import Foundation
 extension Transaction {
     /// What a purchase made with the Advanced Commerce API bought: the developer's own products
     /// (`items`) sold under a generic SKU of the catalogue, from the payload's
-    /// `advancedCommerceTransactionInfo`. Prices are in the transaction's currency (the payload
+    /// `advancedCommerceInfo`. Prices are in the transaction's currency (the payload
     /// gives milliunits).
     public struct AdvancedCommerceInfo: Hashable, Sendable {
         /// The developer's identifier of the request that made the purchase.
@@ -98,10 +98,10 @@ extension Transaction {
 }
 
 extension Transaction.AdvancedCommerceInfo {
-    /// The payload's `advancedCommerceTransactionInfo`; nil when it has none, or one without its
+    /// The payload's `advancedCommerceInfo`; nil when it has none, or one without its
     /// request's reference or items.
     init?(payload: SignedPayload?) {
-        guard let fields = payload?.fields["advancedCommerceTransactionInfo"] as? [String: Any],
+        guard let fields = payload?.fields["advancedCommerceInfo"] as? [String: Any],
               let reference = fields["requestReferenceId"] as? String,
               let items = fields["items"] as? [[String: Any]] else { return nil }
         requestReferenceID = reference
