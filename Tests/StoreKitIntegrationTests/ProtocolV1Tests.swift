@@ -105,7 +105,7 @@ enum ProtocolV1Client {
         observer.stop()
     }
 
-    @Test("version 1 on the wire: welcome 1, records without JWS, one-frame unfinished, no newer messages; versions outside 1…4 refused")
+    @Test("version 1 on the wire: welcome 1, records without JWS, one-frame unfinished, no newer messages; versions outside 1…5 refused")
     func version1Frames() throws {
         let daemon = try DaemonProcess()
         defer { daemon.remove() }
@@ -152,7 +152,7 @@ enum ProtocolV1Client {
         #expect(throws: ConnectionError.self) { for _ in 0..<100 { _ = try old.connection.receive() } }
 
         // Versions never shipped are refused, naming what is served.
-        for version: UInt16 in [0, 5, 0xFFFF] {
+        for version: UInt16 in [0, 6, 0xFFFF] {
             let connection = try WireConnection(path: daemon.clientSocket)
             connection.setReceiveTimeout(receiveTimeout)
             do {
@@ -160,7 +160,7 @@ enum ProtocolV1Client {
                 Issue.record("version \(version) was welcomed")
             } catch {
                 guard case .refused(let code, let text) = error.code else { throw error }
-                #expect(code == .unsupportedVersion && text.contains("serves 1 to 4"), "\(text)")
+                #expect(code == .unsupportedVersion && text.contains("serves 1 to 5"), "\(text)")
             }
         }
     }
