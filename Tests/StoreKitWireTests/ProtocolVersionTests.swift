@@ -40,6 +40,9 @@ struct ProtocolVersionTests {
         #expect(ClientMessage.addPayment(plain).requiredVersion == 4)
         #expect(message.encode(version: 4) == ClientMessage.addPayment(plain).encode(version: 4))
         #expect(message.encode(version: 5).count == message.encode(version: 4).count + 1 + 4 + 5)
+        // docs/protocol.md's worked example: the coins bought with key k1 are 52 bytes in version 5.
+        let coins = ClientMessage.addPayment(.init(requestID: 4, key: "k1", productID: "com.example.game.coins100", quantity: 1))
+        #expect([5, 4, 3, 2, 1].map { coins.encode(version: $0).count } == [52, 51, 48, 47, 47])
         // A version-5 payment cut short (no advanced_commerce_jws marker) is not a message.
         #expect(throws: WireError.self) { try ClientMessage.decode(message.encode(version: 4), version: 5) }
     }
