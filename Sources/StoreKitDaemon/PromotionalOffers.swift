@@ -73,7 +73,8 @@ extension AppRegistration {
     /// `nonce`, and, where it names one (`transactionId`, required for eligibility), a transaction
     /// of this buyer: one of its transactions of the app, or its `appTransactionId`
     /// (`ownsTransaction`). The terms, or the refusal (`invalidSignature`; `missingOfferParams`
-    /// for a JWS that cannot be read).
+    /// for a JWS that cannot be read). The Advanced Commerce request is checked first, likewise
+    /// (`advancedCommerceRequest`).
     func signedTerms(of payment: ClientMessage.AddPayment, nowMilliseconds: Int64,
                      ownsTransaction: (String) -> Bool) -> Result<SignedPaymentTerms, SignedRequestRefusal> {
         var terms = SignedPaymentTerms()

@@ -54,6 +54,11 @@ extension PaymentQueueEngine {
         try store.setSetting(Self.commerceKey(transactionID), Self.storedCommerce(request, period: period))
     }
 
+    /// Forgets the request of a waiting purchase that failed (declined, or lapsed unanswered).
+    func dropCommerce(of transactionID: UInt64) throws(LedgerError) {
+        if try store.setting(Self.commerceKey(transactionID)) != nil { try store.setSetting(Self.commerceKey(transactionID), nil) }
+    }
+
     static func storedCommerce(_ request: AdvancedCommerceRequest, period: Int) -> String {
         "\(period)\t\(request.json.serialized())"
     }

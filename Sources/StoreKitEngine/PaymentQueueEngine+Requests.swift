@@ -77,6 +77,7 @@ extension PaymentQueueEngine {
 
     private func fail(_ record: TransactionRecord, code: StoreKitErrorCode, message: String, at time: Int64) throws(LedgerError) -> [Effect] {
         try dropWaitingOffer(of: record.id)
+        try dropCommerce(of: record.id)
         var failed = record
         failed.state = .failed
         failed.date = time

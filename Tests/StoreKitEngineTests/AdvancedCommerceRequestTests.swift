@@ -167,5 +167,11 @@ import Testing
             prices.append(try store.payload(renewed.id)["advancedCommerceInfo"]?["taxExclusivePrice"])
         }
         #expect(prices == [.int(15000), .int(35000)], "the offer's two periods, then the items' prices")
+
+        // A declined request forgets its Advanced Commerce request with it.
+        let declined = try store.pay(SampleCatalog.levelPack, Self.charge, askingParent: true)
+        #expect(try store.store.setting("commerce.\(declined.value)") != nil)
+        #expect(try store.store.inUnit { try store.engine.decline(transactionID: declined.value) }.code == .ok)
+        #expect(try store.store.setting("commerce.\(declined.value)") == nil)
     }
 }
