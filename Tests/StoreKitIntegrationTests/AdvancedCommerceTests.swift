@@ -9,7 +9,8 @@ import Testing
 /// JSON), by `storekitctl sign-commerce` and by Apple's App Store Server Library buys the items it
 /// names under a generic SKU of the catalogue; the signed transaction (checked by PyJWT and
 /// python3-cryptography against the root) carries Apple's `advancedCommerceInfo`; a
-/// subscription renews with it; each refusal is StoreKit's error and records nothing.
+/// subscription renews with it; the request is kept across restarts, in SQLite and PostgreSQL;
+/// each refusal is StoreKit's error and records nothing.
 @Suite struct AdvancedCommerceTests {
     static let keyID = PromotionalOfferTests.keyID
 
@@ -158,6 +159,31 @@ import Testing
         let back = try Client(daemon)
         let kept = try #require(try back.unfinished().first { $0.id == bought.id })
         #expect(try Self.verifiedPayload(kept, daemon)["advancedCommerceInfo"] as? [String: Any] != nil)
+    }
+
+    @Test("on PostgreSQL the request is kept in the ledger's settings and told again after a restart",
+          .enabled(if: PostgresServer.unavailableReason == nil, Comment(rawValue: PostgresServer.unavailableReason ?? "")))
+    func keptInPostgreSQL() throws {
+        let server = try PostgresServer()
+        defer { server.remove() }
+        let (daemon, key) = try PromotionalOfferTests.daemonWithOfferKey()
+        defer { daemon.remove() }
+        try daemon.directory.write("config/storekitd.conf.d/ledger.conf", "[Store]\nDatabase=\(server.connectionString())\n")
+        try daemon.start()
+        let client = try Client(daemon)
+        _ = try client.subscribe()
+        let reply = try Self.pay(client, jws: try SignedRequestTests.pyjwt(try Self.claims(Self.oneTimeCharge()), keyFile: key))
+        #expect(reply.code == .ok, "\(reply.code.name) \(reply.message)")
+        let bought = try #require(reply.updated.last)
+        let kept = try server.sql("SELECT value FROM settings WHERE key = 'commerce.\(bought.id)'")
+        #expect(kept.hasPrefix("0\t{\"operation\":\"CREATE_ONE_TIME_CHARGE\""), "\(kept)")
+        client.close()
+        #expect(daemon.stop() == 0)
+        try daemon.start()
+        let back = try Client(daemon)
+        let again = try #require(try back.unfinished().first { $0.id == bought.id })
+        let info = try #require(try Self.verifiedPayload(again, daemon)["advancedCommerceInfo"] as? [String: Any])
+        #expect(info["requestReferenceId"] as? String == "7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01")
     }
 
     @Test("each bad signed request is refused with StoreKit's error, and records nothing")
