@@ -50,7 +50,8 @@ public enum StoreKitCtl {
         InterruptedCommand.self, AskToBuyCommand.self, StorefrontCommand.self, PromoteCommand.self,
         ClockCommand.self, EntitlementsCommand.self, HistoryCommand.self, SubscriptionsCommand.self,
         SwitchesCommand.self, ClearCommand.self, ResetCommand.self, BackupCommand.self,
-        MigrateCommand.self, CertificateCommand.self, RotateKeyCommand.self, ReceiptCommand.self, SignOfferCommand.self, SignEligibilityCommand.self, SignCommerceCommand.self,
+        MigrateCommand.self, CertificateCommand.self, RotateKeyCommand.self, ReceiptCommand.self, SignOfferCommand.self, SignEligibilityCommand.self,
+        SignCommerceCommand.self,
     ]
 
     static var globalUsage: String {

@@ -5,9 +5,13 @@ import Foundation
 /// developer's server signed (`purchase(compactJWS:options:)`). The transaction tells what was
 /// bought in `Transaction.advancedCommerceInfo`.
 public struct AdvancedCommerceProduct: Identifiable, Hashable, Sendable {
+    /// The generic SKU's product identifier.
     public typealias ID = String
+    /// The kind of product the generic SKU is.
     public typealias ProductType = Product.ProductType
+    /// What a purchase may be asked with (`.appAccountToken(_:)`, …), as for `Product`.
     public typealias PurchaseOption = Product.PurchaseOption
+    /// How a purchase ended, as for `Product`.
     public typealias PurchaseResult = Product.PurchaseResult
 
     /// The generic product ID.

@@ -12,10 +12,13 @@ extension Transaction {
         public let taxCode: String
         /// What the items cost before tax.
         public let taxExclusivePrice: Decimal
+        /// The tax rate applied (the simulated store levies no tax: 0).
         public let taxRate: Decimal
+        /// The tax charged on top of `taxExclusivePrice` (0 here).
         public let estimatedTax: Decimal
-        /// A subscription's name and description, from the request's `descriptors`.
+        /// A subscription's name, from the request's `descriptors`.
         public let displayName: String?
+        /// A subscription's description, from the request's `descriptors`.
         public let description: String?
         /// A subscription's period.
         public let period: Product.SubscriptionPeriod?
@@ -24,6 +27,7 @@ extension Transaction {
 
         /// The developer-defined product that was purchased.
         public struct Item: Hashable, Sendable {
+            /// The item's details.
             public let details: Details
             /// The refunds of this item (the simulated store refunds whole transactions: none).
             public let refunds: [Refund]?
@@ -34,10 +38,13 @@ extension Transaction {
             public struct Details: Hashable, Sendable {
                 /// The developer's identifier of the item.
                 public let sku: String
+                /// The item's name, as the buyer sees it.
                 public let displayName: String
+                /// The item's description.
                 public let description: String
                 /// The offer the item was bought or renewed with.
                 public let offer: Offer?
+                /// What the item cost in this transaction (its offer's price while the offer lasts).
                 public let price: Decimal
             }
         }
@@ -50,6 +57,7 @@ extension Transaction {
             public let periodCount: Int
             /// The discounted price.
             public let price: Decimal
+            /// Why the offer was given.
             public let reason: Reason
 
             /// Why the offer was given.
@@ -66,13 +74,18 @@ extension Transaction {
 
         /// A refund of an item.
         public struct Refund: Hashable, Sendable {
+            /// The amount refunded.
             public let amount: Decimal
+            /// When the refund was granted.
             public let date: Date
+            /// Why the item was refunded.
             public let reason: Reason
+            /// How much of the item was refunded.
             public let refundType: RefundType
 
             /// Why the item was refunded.
             public struct Reason: RawRepresentable, Hashable, Sendable {
+                /// The payload's spelling (`UNINTENDED_PURCHASE`, …).
                 public let rawValue: String
                 public init(rawValue: String) { self.rawValue = rawValue }
 
@@ -86,6 +99,7 @@ extension Transaction {
 
             /// How much was refunded.
             public struct RefundType: RawRepresentable, Hashable, Sendable {
+                /// The payload's spelling (`FULL`, `PRORATED`, `CUSTOM`).
                 public let rawValue: String
                 public init(rawValue: String) { self.rawValue = rawValue }
 
