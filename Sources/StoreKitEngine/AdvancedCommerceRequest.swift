@@ -180,23 +180,40 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
         if let storefront { members.append(("storefront", .string(storefront))) }
         switch operation {
         case .oneTimeCharge:
-            members.append(("item", Self.itemJSON(items[0], offer: true)))
+            members.append(("item", Self.itemJSON(items[0], priceMillis: items[0].priceMillis, offer: items[0].offer)))
         case .subscription:
-            members.append(("items", .array(items.map { Self.itemJSON($0, offer: true) })))
-            members.append(("descriptors", .object([("displayName", .string(displayName ?? "")), ("description", .string(description ?? ""))])))
+            members.append(("items", .array(items.map { Self.itemJSON($0, priceMillis: $0.priceMillis, offer: $0.offer) })))
+            members.append(("descriptors", descriptorsJSON))
             members.append(("period", .string(period?.description ?? "P1M")))
         }
         return .object(members)
     }
 
-    private static func itemJSON(_ item: Item, offer: Bool) -> JSONValue {
+    /// An item in Apple's names, at `priceMillis`, with `offer` when one is told.
+    private static func itemJSON(_ item: Item, priceMillis: Int64, offer: Offer?) -> JSONValue {
         var members: [(String, JSONValue)] = [("SKU", .string(item.sku)), ("displayName", .string(item.displayName)),
-                                              ("description", .string(item.description)), ("price", .int(item.priceMillis))]
-        if offer, let itemOffer = item.offer {
-            members.append(("offer", .object([("period", .string(itemOffer.period)), ("periodCount", .int(Int64(itemOffer.periodCount))),
-                                              ("price", .int(itemOffer.priceMillis)), ("reason", .string(itemOffer.reason))])))
+                                              ("description", .string(item.description)), ("price", .int(priceMillis))]
+        if let offer {
+            members.append(("offer", .object([("period", .string(offer.period)), ("periodCount", .int(Int64(offer.periodCount))),
+                                              ("price", .int(offer.priceMillis)), ("reason", .string(offer.reason))])))
         }
         return .object(members)
+    }
+
+    private var descriptorsJSON: JSONValue {
+        .object([("displayName", .string(displayName ?? "")), ("description", .string(description ?? ""))])
+    }
+
+    /// The items as the `period`th period prices them: an offer is told while it lasts.
+    private func itemsJSON(period index: Int, revocationDate: Int64? = nil) -> JSONValue {
+        .array(items.map { item in
+            guard case .object(var fields) = Self.itemJSON(item, priceMillis: priceMillis(of: item, period: index),
+                                                          offer: item.offer.flatMap { index < $0.periodCount ? $0 : nil }) else {
+                preconditionFailure("an item is an object")
+            }
+            if let revocationDate { fields.append(("revocationDate", .int(revocationDate))) }
+            return .object(fields)
+        })
     }
 
     /// What an item costs in the `period`th period of a subscription (0 the first; a one-time
@@ -223,20 +240,21 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
             ("estimatedTax", .int(0)),
         ]
         if operation == .subscription {
-            members.append(("descriptors", .object([("displayName", .string(displayName ?? "")), ("description", .string(description ?? ""))])))
+            members.append(("descriptors", descriptorsJSON))
             if let period { members.append(("period", .string(period.description))) }
         }
-        members.append(("items", .array(items.map { item in
-            var fields: [(String, JSONValue)] = [("SKU", .string(item.sku)), ("displayName", .string(item.displayName)),
-                                                 ("description", .string(item.description)),
-                                                 ("price", .int(priceMillis(of: item, period: index)))]
-            if let offer = item.offer, index < offer.periodCount {
-                fields.append(("offer", .object([("period", .string(offer.period)), ("periodCount", .int(Int64(offer.periodCount))),
-                                                 ("price", .int(offer.priceMillis)), ("reason", .string(offer.reason))])))
-            }
-            if let revocationDate { fields.append(("revocationDate", .int(revocationDate))) }
-            return .object(fields)
-        })))
+        members.append(("items", itemsJSON(period: index, revocationDate: revocationDate)))
+        return .object(members)
+    }
+
+    /// Apple's `advancedCommerceRenewalInfo` object (a subscription's renewal info's
+    /// `advancedCommerceInfo`): what the renewal into the `period`th period will sell, at its
+    /// prices. No `consistencyToken`: this store takes no modify requests that would need one.
+    public func renewalInfo(period index: Int) -> JSONValue {
+        var members: [(String, JSONValue)] = [("requestReferenceId", .string(requestReferenceID)), ("taxCode", .string(taxCode)),
+                                              ("descriptors", descriptorsJSON)]
+        if let period { members.append(("period", .string(period.description))) }
+        members.append(("items", itemsJSON(period: index)))
         return .object(members)
     }
 }

@@ -91,4 +91,10 @@ extension PaymentQueueEngine {
         guard record.state == .restored, let originalID = record.originalID, originalID != record.id else { return nil }
         return try advancedCommerce(of: originalID)
     }
+
+    /// The `advancedCommerceInfo` of a subscription's renewal info: what its next renewal sells,
+    /// when it was bought with an Advanced Commerce request (nil otherwise).
+    public func renewalCommerceInfo(of subscription: Subscription) throws(LedgerError) -> JSONValue? {
+        try runningCommerce(of: subscription.originalID).map { $0.request.renewalInfo(period: $0.period + 1) }
+    }
 }

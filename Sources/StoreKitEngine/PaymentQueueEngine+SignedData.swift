@@ -137,9 +137,10 @@ extension PaymentQueueEngine {
 
     /// Apple's `JWSRenewalInfo` for a subscription.
     /// `priceIncrease`: where a price increase of it stands (`priceIncreaseStatus`, and
-    /// `expirationIntent` 3 when it ended for want of consent).
+    /// `expirationIntent` 3 when it ended for want of consent). `advancedCommerce`: what an
+    /// Advanced Commerce subscription renews with (`renewalCommerceInfo(of:)`).
     public func renewalInfoPayload(_ subscription: Subscription, environment: String, signedDate: Int64,
-                                   priceIncrease: PriceIncrease? = nil) -> JSONValue {
+                                   priceIncrease: PriceIncrease? = nil, advancedCommerce: JSONValue? = nil) -> JSONValue {
         var members: [(String, JSONValue)] = [
             ("originalTransactionId", .string(String(subscription.originalID))),
             ("productId", .string(subscription.productID)),
@@ -167,6 +168,7 @@ extension PaymentQueueEngine {
         case .agreed where subscription.status.isLive: members.append(("priceIncreaseStatus", .int(1)))
         default: break
         }
+        if let advancedCommerce { members.append(("advancedCommerceInfo", advancedCommerce)) }
         return .object(members)
     }
 

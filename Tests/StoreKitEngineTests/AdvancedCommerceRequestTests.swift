@@ -158,6 +158,13 @@ import Testing
         #expect(expires - approved.date >= 365 * 86_400_000, "the request's year, not the product's month or free trial")
         #expect(try store.payload(approved.id)["price"] == .int(15000))
         #expect(try store.payload(approved.id)["offerType"] == nil)
+        // The renewal info tells the next period's items: the offer's second period.
+        let subscription = try #require(try store.store.subscriptions(uid: Self.buyer, app: Self.app).first)
+        let next = try #require(try store.engine.renewalCommerceInfo(of: subscription))
+        #expect(store.engine.renewalInfoPayload(subscription, environment: "Xcode", signedDate: 0, advancedCommerce: next)["advancedCommerceInfo"] == next)
+        guard case .array(let nextItems)? = next["items"] else { Issue.record("no items"); return }
+        #expect(nextItems.map { $0["price"] } == [.int(10000), .int(5000)] && nextItems[0]["offer"]?["periodCount"] == .int(2))
+        #expect(next["period"]?.string == "P1Y" && next["descriptors"]?["displayName"]?.string == "News")
         var prices: [JSONValue?] = []
         for _ in 0..<2 {
             let renewal = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration("P1Y")!) }

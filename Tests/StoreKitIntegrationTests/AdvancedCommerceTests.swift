@@ -134,6 +134,12 @@ import Testing
         #expect(offer["period"] as? String == "P1W" && offer["periodCount"] as? Int == 1 && offer["price"] as? Int == 1000
                 && offer["reason"] as? String == "ACQUISITION", "\(offer)")
 
+        // The renewal info tells what the next period sells: the items at their prices, the offer over.
+        let renewalInfo = try #require(try PriceIncreaseTests.renewalInfo(daemon)["advancedCommerceInfo"] as? [String: Any])
+        #expect(renewalInfo["requestReferenceId"] as? String == "1b4e28ba-2fa1-11d2-883f-0016d3cca427" && renewalInfo["period"] as? String == "P1W")
+        let nextItems = try #require(renewalInfo["items"] as? [[String: Any]])
+        #expect(nextItems.map { $0["price"] as? Int } == [3000, 1500] && nextItems.allSatisfy { $0["offer"] == nil }, "\(nextItems)")
+
         // Subscribed: another CREATE_SUBSCRIPTION in the group is refused, and records nothing.
         let before = try daemon.transactions(["--uid", String(client.uid)]).count
         let again = try Self.pay(client, product: Sample.monthly, jws: signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
