@@ -38,8 +38,10 @@ extension PaymentQueueEngine {
         if let front = request.storefront, front != storefront {
             return .storeKit(.paymentInvalid, "the request is for storefront \(front); the store's is \(storefront)")
         }
-        if let token = request.appAccountToken, let username = payment.applicationUsername, username.lowercased() != token {
-            return .storeKit(.paymentInvalid, "the request's appAccountToken \(token) is not the payment's \(username)")
+        // Apple's rule: an app account token given with the purchase must be the request's too.
+        if let username = payment.applicationUsername, username.lowercased() != request.appAccountToken {
+            return .storeKit(.paymentInvalid, "the payment's app account token \(username) is not the request's "
+                             + "(requestInfo.appAccountToken \(request.appAccountToken ?? "absent"))")
         }
         if request.operation == .subscription,
            let current = try store.subscription(uid: uid, app: app, groupID: product.subscriptionGroupID ?? product.id), current.status.isLive {

@@ -247,6 +247,9 @@ import Testing
         let token = try Self.pay(client, jws: try request { $0["requestInfo"] = ["requestReferenceId": UUID().uuidString, "appAccountToken": UUID().uuidString] },
                                  username: UUID().uuidString)
         #expect(token.code == .storeKit && token.detail == paymentInvalid, "another account: \(token.message)")
+        let untold = try Self.pay(client, jws: good, username: UUID().uuidString)
+        #expect(untold.code == .storeKit && untold.detail == paymentInvalid && untold.message.contains("absent"),
+                "a token the request does not give: \(untold.message)")
         let withOffer = try Self.pay(client, product: Sample.monthly, jws: try signed(try Self.claims(Self.subscription())),
                                      offerJWS: try SignedRequestTests.pyjwt(SignedRequestTests.offerClaims(), keyFile: key))
         #expect(withOffer.code == .storeKit, "an offer beside the request: \(withOffer.message)")
