@@ -247,3 +247,47 @@ struct SignEligibilityCommand: Subcommand {
 
     func renderTable(_ json: JSONValue) -> String { (json["compactJWS"]?.string ?? "") + "\n" }
 }
+
+/// `storekitctl sign-commerce`: an Advanced Commerce API request signed as the developer's
+/// server signs it (no daemon involved), for tests.
+struct SignCommerceCommand: Subcommand {
+    static let name = "sign-commerce"
+    static let summary = "sign an Advanced Commerce request with an offer key (for tests)"
+    static let usage = """
+        Usage: storekitctl sign-commerce --key FILE --key-id ID APP REQUEST [-o json]
+
+        Signs the Advanced Commerce API request in the file REQUEST (JSON) for APP as the app's
+        server would (Apple's AdvancedCommerceAPIInAppSignatureCreator):
+        a compact JWS (ES256, kid ID, with the private key in FILE, PEM) with the claims request
+        (base64 of the file's bytes), bid APP, aud "advanced-commerce-api", iat, nonce and iss
+        "storekitctl": what AdvancedCommerceProduct.purchase(compactJWS:) takes. The request is
+        signed as written (only checked to be a JSON object): the daemon reads it, and checks the
+        signature with the [OfferKey] ID of APP's registration.
+        """
+    let keyFile: String
+    let keyID: String
+    let app: String
+    let requestFile: String
+
+    init(_ arguments: inout ArgumentList) throws(UsageError) {
+        guard let keyFile = try arguments.option("--key") else { throw UsageError("sign-commerce needs --key FILE") }
+        guard let keyID = try arguments.option("--key-id") else { throw UsageError("sign-commerce needs --key-id ID") }
+        self.keyFile = keyFile
+        self.keyID = keyID
+        app = try arguments.positional("APP")
+        requestFile = try arguments.positional("REQUEST")
+    }
+
+    /// Not sent: the command answers locally.
+    var request: (command: ControlCommand, arguments: [String]) { (.status, []) }
+
+    func answerLocally() throws(LocalFailure) -> JSONValue? {
+        guard let data = FileManager.default.contents(atPath: requestFile) else { throw LocalFailure(message: "cannot read \(requestFile)") }
+        guard case .object? = try? JSONValue.parse(Array(data)) else { throw LocalFailure(message: "\(requestFile) is not a JSON object") }
+        let key = try readSigningKey(keyFile)
+        return .object([("compactJWS", .string(try signRequest([("request", .string(data.base64EncodedString()))],
+                                                               audience: "advanced-commerce-api", app: app, keyID: keyID, key: key)))])
+    }
+
+    func renderTable(_ json: JSONValue) -> String { (json["compactJWS"]?.string ?? "") + "\n" }
+}

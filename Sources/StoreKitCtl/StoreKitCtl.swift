@@ -51,6 +51,7 @@ public enum StoreKitCtl {
         ClockCommand.self, EntitlementsCommand.self, HistoryCommand.self, SubscriptionsCommand.self,
         SwitchesCommand.self, ClearCommand.self, ResetCommand.self, BackupCommand.self,
         MigrateCommand.self, CertificateCommand.self, RotateKeyCommand.self, ReceiptCommand.self, SignOfferCommand.self, SignEligibilityCommand.self,
+        SignCommerceCommand.self,
     ]
 
     static var globalUsage: String {

@@ -58,6 +58,8 @@ struct SignedPaymentTerms {
     var promotionalOfferID: String?
     /// The app server's word on the introductory offer (`.introductoryOfferEligibility(compactJWS:)`).
     var introductoryOfferAllowed: Bool?
+    /// The developer's Advanced Commerce request (`AdvancedCommerceProduct.purchase(compactJWS:)`).
+    var advancedCommerce: AdvancedCommerceRequest?
 }
 
 extension AppRegistration {
@@ -71,13 +73,20 @@ extension AppRegistration {
     /// `nonce`, and, where it names one (`transactionId`, required for eligibility), a transaction
     /// of this buyer: one of its transactions of the app, or its `appTransactionId`
     /// (`ownsTransaction`). The terms, or the refusal (`invalidSignature`; `missingOfferParams`
-    /// for a JWS that cannot be read).
+    /// for a JWS that cannot be read). The Advanced Commerce request is checked first, likewise
+    /// (`advancedCommerceRequest`).
     func signedTerms(of payment: ClientMessage.AddPayment, nowMilliseconds: Int64,
                      ownsTransaction: (String) -> Bool) -> Result<SignedPaymentTerms, SignedRequestRefusal> {
         var terms = SignedPaymentTerms()
         if payment.offerJWS != nil, payment.discount != nil {
             return .failure(SignedRequestRefusal(.missingOfferParams,
                 "the payment carries two promotional offers (a discount and a signed offer): it may carry one"))
+        }
+        if let jws = payment.advancedCommerceJWS {
+            switch advancedCommerceRequest(jws, nowMilliseconds: nowMilliseconds, ownsTransaction: ownsTransaction) {
+            case .failure(let refusal): return .failure(refusal)
+            case .success(let request): terms.advancedCommerce = request
+            }
         }
         if let jws = payment.offerJWS {
             switch verifiedClaims(jws, audience: Self.promotionalOfferAudience, productID: payment.productID,
@@ -104,9 +113,35 @@ extension AppRegistration {
         return .success(terms)
     }
 
-    private func verifiedClaims(_ compact: String, audience: String, productID: String, transactionRequired: Bool,
-                                nowMilliseconds: Int64, ownsTransaction: (String) -> Bool) -> Result<[String: JSONValue], SignedRequestRefusal> {
-        let what = audience == Self.eligibilityAudience ? "signed eligibility" : "signed offer"
+    /// Checks a payment's signed Advanced Commerce request as the App Store does: the JWS as the
+    /// others (audience `advanced-commerce-api`, no product named: the request says what is
+    /// bought), its `request` claim base64 of the request's JSON, read by `AdvancedCommerceRequest`.
+    /// A JWS or request that cannot be read is `paymentInvalid`; a signature refused, as the others.
+    private func advancedCommerceRequest(_ compact: String, nowMilliseconds: Int64,
+                                         ownsTransaction: (String) -> Bool) -> Result<AdvancedCommerceRequest, SignedRequestRefusal> {
+        switch verifiedClaims(compact, audience: AdvancedCommerceRequest.audience, productID: nil, transactionRequired: false,
+                              nowMilliseconds: nowMilliseconds, ownsTransaction: ownsTransaction, malformed: .paymentInvalid) {
+        case .failure(let refusal): return .failure(refusal)
+        case .success(let claims):
+            guard case .string(let encoded)? = claims["request"], let bytes = Data(base64Encoded: encoded) else {
+                return .failure(SignedRequestRefusal(.paymentInvalid, "the signed Advanced Commerce request has no request claim in base64"))
+            }
+            switch AdvancedCommerceRequest.parse(Array(bytes)) {
+            case .success(let request): return .success(request)
+            case .failure(let invalid):
+                return .failure(SignedRequestRefusal(.paymentInvalid, "the Advanced Commerce request is refused: \(invalid.message)"))
+            }
+        }
+    }
+
+    private func verifiedClaims(_ compact: String, audience: String, productID: String?, transactionRequired: Bool,
+                                nowMilliseconds: Int64, ownsTransaction: (String) -> Bool,
+                                malformed: StoreKitErrorCode = .missingOfferParams) -> Result<[String: JSONValue], SignedRequestRefusal> {
+        let what = switch audience {
+        case Self.eligibilityAudience: "signed eligibility"
+        case AdvancedCommerceRequest.audience: "signed Advanced Commerce request"
+        default: "signed offer"
+        }
         guard let jws = DeveloperJWS(compact: compact, headerFields: { header in
             guard case .object(let members)? = try? JSONValue.parse(header) else { return nil }
             let fields = Dictionary(members, uniquingKeysWith: { first, _ in first })
@@ -114,7 +149,7 @@ extension AppRegistration {
             if case .string(let kid)? = fields["kid"] { return (alg, kid) }
             return (alg, nil)
         }) else {
-            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) is not a compact JWS signed ES256 with a kid"))
+            return .failure(SignedRequestRefusal(malformed, "the \(what) is not a compact JWS signed ES256 with a kid"))
         }
         guard let key = offerKeys[jws.keyID] else {
             return .failure(SignedRequestRefusal(.invalidSignature, "key \(jws.keyID) signs no requests of \(id) (no [OfferKey] with that ID)"))
@@ -123,7 +158,7 @@ extension AppRegistration {
             return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) does not verify with key \(jws.keyID)"))
         }
         guard case .object(let members)? = try? JSONValue.parse(jws.payload) else {
-            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what)'s claims are not a JSON object"))
+            return .failure(SignedRequestRefusal(malformed, "the \(what)'s claims are not a JSON object"))
         }
         let claims = Dictionary(members, uniquingKeysWith: { first, _ in first })
         func text(_ name: String) -> String? { if case .string(let value)? = claims[name] { value } else { nil } }
@@ -133,11 +168,11 @@ extension AppRegistration {
         guard text("bid") == id else {
             return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) is for app \(text("bid") ?? "(none)"), not \(id)"))
         }
-        guard text("productId") == productID else {
+        if let productID, text("productId") != productID {
             return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) is for product \(text("productId") ?? "(none)"), not \(productID)"))
         }
         guard let nonce = text("nonce"), !nonce.isEmpty else {
-            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) has no nonce"))
+            return .failure(SignedRequestRefusal(malformed, "the \(what) has no nonce"))
         }
         // Seconds since 1970, within what milliseconds can hold (a larger one cannot be a date).
         let bound = Int64.max / 1000
@@ -147,7 +182,7 @@ extension AppRegistration {
         default: nil
         }
         guard let issued, issued >= 0, issued < bound else {
-            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) has no iat in seconds since 1970"))
+            return .failure(SignedRequestRefusal(malformed, "the \(what) has no iat in seconds since 1970"))
         }
         let age = nowMilliseconds - issued * 1000
         guard age <= PromotionalOfferSignature.lifetimeMilliseconds else {
@@ -161,7 +196,7 @@ extension AppRegistration {
                 return .failure(SignedRequestRefusal(.invalidSignature, "the \(what) names transaction \(transaction), which is not this buyer's"))
             }
         } else if transactionRequired {
-            return .failure(SignedRequestRefusal(.missingOfferParams, "the \(what) names no transactionId"))
+            return .failure(SignedRequestRefusal(malformed, "the \(what) names no transactionId"))
         }
         return .success(claims)
     }

@@ -311,7 +311,8 @@ public final class ProofOfPurchase {
         let environment = (configuration.app(app)?.environment ?? .xcode).rawValue
         return try engine.subscriptionStatuses(uid: uid, app: app, groupID: groupID.isEmpty ? nil : groupID).map { status in
             let renewalInfo = engine.renewalInfoPayload(status.subscription, environment: environment, signedDate: Self.now,
-                                                        priceIncrease: try engine.priceIncrease(of: status.subscription.originalID))
+                                                        priceIncrease: try engine.priceIncrease(of: status.subscription.originalID),
+                                                        advancedCommerce: try engine.renewalCommerceInfo(of: status.subscription))
             return SubscriptionStatusRecord(
                 groupID: status.subscription.groupID, state: status.state,
                 transaction: try signed([status.latest], engine: engine, configuration: configuration)[0],
@@ -324,7 +325,8 @@ public final class ProofOfPurchase {
                            configuration: DaemonConfiguration) throws(SigningError) -> String {
         let environment = (configuration.app(subscription.app)?.environment ?? .xcode).rawValue
         let payload = engine.renewalInfoPayload(subscription, environment: environment, signedDate: Self.now,
-                                                priceIncrease: try? engine.priceIncrease(of: subscription.originalID))
+                                                priceIncrease: try? engine.priceIncrease(of: subscription.originalID),
+                                                advancedCommerce: try? engine.renewalCommerceInfo(of: subscription))
         return try identity.signJWS(payload: payload.serializedBytes())
     }
 

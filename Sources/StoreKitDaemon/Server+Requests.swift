@@ -87,9 +87,10 @@ extension Server {
                 apply(refusal, requestID: payment.requestID, session: session, into: &output)
                 return
             }
-            // The JWS forms (version 4) likewise.
+            // The JWS forms (versions 4 and 5) likewise.
             var terms = SignedPaymentTerms()
-            if payment.offerJWS != nil || payment.eligibilityJWS != nil, try !answeredBefore(payment, uid: uid, app: app) {
+            if payment.offerJWS != nil || payment.eligibilityJWS != nil || payment.advancedCommerceJWS != nil,
+               try !answeredBefore(payment, uid: uid, app: app) {
                 guard let registration = configuration.app(app) else {
                     apply(.refused(.unknownApp, "app \(app) is not registered"), requestID: payment.requestID, session: session, into: &output)
                     return
@@ -113,7 +114,8 @@ extension Server {
                 }
             }
             let outcome = try engine.addPayment(uid: uid, app: app, payment: payment, promotionalOfferID: terms.promotionalOfferID,
-                                                introductoryOfferAllowed: terms.introductoryOfferAllowed)
+                                                introductoryOfferAllowed: terms.introductoryOfferAllowed,
+                                                advancedCommerce: terms.advancedCommerce)
             apply(outcome, requestID: payment.requestID, session: session, into: &output)
         case .finish(let id, let transactionID):
             guard writesAllowed(id, session, &output) else { return }

@@ -36,6 +36,7 @@ extension Server {
             configuration = newConfiguration
             observerUIDs = newConfiguration.observerUIDs()
             engine.limits = Self.engineLimits(newConfiguration)
+            engine.advancedCommerceApps = newConfiguration.advancedCommerceApps
             if newConfiguration.familyGroups != engine.families {
                 engine.families = newConfiguration.familyGroups
                 familiesDueAt = Monotonic.milliseconds()

@@ -176,6 +176,7 @@ public final class Server {
         self.ledger = LedgerDriver(store: engine.store, logger: logger)
         engine.limits = Self.engineLimits(configuration)
         engine.families = configuration.familyGroups
+        engine.advancedCommerceApps = configuration.advancedCommerceApps
         self.configuration = configuration
         self.observerUIDs = configuration.observerUIDs()
         self.logger = logger

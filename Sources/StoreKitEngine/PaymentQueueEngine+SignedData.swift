@@ -65,7 +65,16 @@ extension PaymentQueueEngine {
         let offer = product?.kind == .autoRenewable && record.state == .purchased ? try offer(of: record.id) : nil
         // The billing period of a commitment it is (monthly billing), at the plan's price.
         let commitment = product?.kind == .autoRenewable && record.state == .purchased ? try commitment(of: record.id) : nil
-        if let product { members.append(("price", .int(offer?.priceMillis ?? commitment?.priceMillis ?? product.priceCents * 10))) }
+        // An Advanced Commerce purchase's price is its request's (the store levies no tax).
+        let commerce = try signedCommerce(of: record)
+        if let product {
+            members.append(("price", .int(commerce.map { $0.request.taxExclusivePriceMillis(period: $0.period) }
+                                          ?? offer?.priceMillis ?? commitment?.priceMillis ?? product.priceCents * 10)))
+        }
+        if let commerce {
+            let info = commerce.request.transactionInfo(period: commerce.period, revocationDate: record.revocationDate)
+            members.append(("advancedCommerceInfo", info))
+        }
         if product?.kind == .autoRenewable {
             members.append(("subscriptionGroupIdentifier", .string(product?.subscriptionGroupID ?? record.productID)))
             members.append(("webOrderLineItemId", .string(String(record.id))))
@@ -131,9 +140,10 @@ extension PaymentQueueEngine {
 
     /// Apple's `JWSRenewalInfo` for a subscription.
     /// `priceIncrease`: where a price increase of it stands (`priceIncreaseStatus`, and
-    /// `expirationIntent` 3 when it ended for want of consent).
+    /// `expirationIntent` 3 when it ended for want of consent). `advancedCommerce`: what an
+    /// Advanced Commerce subscription renews with (`renewalCommerceInfo(of:)`).
     public func renewalInfoPayload(_ subscription: Subscription, environment: String, signedDate: Int64,
-                                   priceIncrease: PriceIncrease? = nil) -> JSONValue {
+                                   priceIncrease: PriceIncrease? = nil, advancedCommerce: JSONValue? = nil) -> JSONValue {
         let renews = subscription.autoRenew || ((try? commitmentContinues(subscription)) ?? false)
         var members: [(String, JSONValue)] = [
             ("originalTransactionId", .string(String(subscription.originalID))),
@@ -165,6 +175,7 @@ extension PaymentQueueEngine {
         case .agreed where subscription.status.isLive: members.append(("priceIncreaseStatus", .int(1)))
         default: break
         }
+        if let advancedCommerce { members.append(("advancedCommerceInfo", advancedCommerce)) }
         return .object(members)
     }
 

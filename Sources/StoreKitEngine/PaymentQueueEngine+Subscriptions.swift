@@ -42,7 +42,9 @@ extension PaymentQueueEngine {
     ) throws(LedgerError) -> Bool {
         let product = catalogProduct.billed(with: plan)
         let groupID = product.subscriptionGroupID ?? product.id
-        let period = product.subscriptionPeriod ?? Self.defaultPeriod
+        // An Advanced Commerce purchase's period is its request's.
+        let commerce = try advancedCommerce(of: record.id)
+        let period = commerce?.request.period ?? product.subscriptionPeriod ?? Self.defaultPeriod
         let existing = try store.subscription(uid: record.uid, app: record.app, groupID: groupID)
         if var current = existing, current.status.isLive {
             if record.originalID == nil { record.originalID = current.originalID }
@@ -67,6 +69,7 @@ extension PaymentQueueEngine {
                 // Upgrade, or crossgrade to the same period: the new subscription starts now, at
                 // its own price (a price increase of the product left is over).
                 try setPriceIncrease(nil, of: current.originalID)
+                try setRunningCommerce(nil, of: current.originalID)
                 let end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
                 current.productID = product.id
                 current.quantity = record.quantity
@@ -104,9 +107,12 @@ extension PaymentQueueEngine {
         if existing != nil, try store.setting(Self.nextOfferKey(originalID)) != nil { try store.setSetting(Self.nextOfferKey(originalID), nil) }
         try setRunningOffer(promotion.flatMap { offerPeriodsLeft > 0 ? TransactionOffer($0, kind: promotionKind) : nil }, of: originalID)
         if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
+        // An Advanced Commerce subscription renews with its request (an ordinary one with none).
+        try setRunningCommerce(commerce, of: originalID)
         // Introductory offers: once per group, for a buyer who never subscribed in it, unless the
-        // app's server said otherwise (a signed eligibility, either way).
-        if introductoryOfferAllowed ?? (existing == nil), promotion == nil, let offer = product.introductoryOffer,
+        // app's server said otherwise (a signed eligibility, either way); an Advanced Commerce
+        // request sets its own offers.
+        if introductoryOfferAllowed ?? (existing == nil), promotion == nil, commerce == nil, let offer = product.introductoryOffer,
            let offerPeriod = offer.period {
             try recordOffer(offer, type: .introductory, of: record.id)
             if offer.paymentMode == SubscriptionOffer.payAsYouGo {
@@ -274,6 +280,10 @@ extension PaymentQueueEngine {
         let plan = running != nil && productID == subscription.productID ? catalogProduct.billingPlan(.monthly) : nil
         let product = catalogProduct.billed(with: plan)
         var period = product.subscriptionPeriod ?? Self.defaultPeriod
+        // An Advanced Commerce subscription renews in its request's period, into its next one.
+        let commerce = productID == subscription.productID
+            ? try runningCommerce(of: subscription.originalID).map { (request: $0.request, period: $0.period + 1) } : nil
+        if let requested = commerce?.request.period { period = requested }
         // A pay-as-you-go offer goes on for its periods: each renewal is at its price (a
         // promotional one in the product's period, an introductory one in its own).
         var carried: TransactionOffer?
@@ -307,6 +317,8 @@ extension PaymentQueueEngine {
         try store.markRenewal(transactionID: record.id)
         if let carried { try store.setSetting(Self.offerKey(record.id), carried.stored) }
         try continueCommitment(running, plan: plan, originalID: subscription.originalID, transactionID: record.id, periodEnd: end)
+        if let commerce { try recordCommerce(commerce.request, period: commerce.period, of: record.id) }
+        try setRunningCommerce(commerce, of: subscription.originalID)
         // A promotional or win-back offer still running is kept with the subscription (a purchase
         // of the same product meanwhile does not end it); it goes with its last period.
         try setRunningOffer(carried?.kind != .introductory && subscription.offerPeriodsLeft > 0 ? carried : nil,

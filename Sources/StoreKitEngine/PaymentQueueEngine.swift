@@ -26,6 +26,9 @@ public final class PaymentQueueEngine {
     /// The families of the configuration (`[Family]`); `applyFamilies()` brings the ledger's
     /// family copies in line after they change.
     public var families = FamilyGroups()
+    /// The apps that may buy with Advanced Commerce requests (the daemon's: those with offer
+    /// keys); nil: any. Another app's transactions are never looked up for a request.
+    public var advancedCommerceApps: Set<String>?
     public let store: any Ledger
     public private(set) var catalogs: [String: Catalog]
     public var clock: StoreClock
@@ -123,9 +126,10 @@ public final class PaymentQueueEngine {
     /// `promotionalOfferID` and `introductoryOfferAllowed`: what the payment's signed requests
     /// (checked by whoever holds the keys) ask: a promotional offer (else the `discount`'s), and
     /// the app server's word on the introductory offer (else the store's rule: a buyer who never
-    /// subscribed in the group).
+    /// subscribed in the group). `advancedCommerce`: the Advanced Commerce request the payment
+    /// carried (checked likewise), which sets what is bought and its price.
     public func addPayment(uid: UInt32, app: String, payment: ClientMessage.AddPayment, promotionalOfferID: String? = nil,
-                           introductoryOfferAllowed: Bool? = nil) throws(LedgerError) -> Outcome {
+                           introductoryOfferAllowed: Bool? = nil, advancedCommerce: AdvancedCommerceRequest? = nil) throws(LedgerError) -> Outcome {
         guard let catalog = catalogs[app] else {
             return .refused(.unknownApp, "app \(app) is not registered")
         }
@@ -151,6 +155,13 @@ public final class PaymentQueueEngine {
         let key = payment.key.isEmpty ? nil : payment.key
         if let key, let existing = try store.transaction(uid: uid, app: app, paymentKey: key) {
             return .ok(value: existing.id)
+        }
+        var applicationUsername = payment.applicationUsername
+        if let advancedCommerce {
+            if let refusal = try advancedCommerceRefusal(advancedCommerce, payment: payment, product: product, uid: uid, app: app) {
+                return refusal
+            }
+            applicationUsername = applicationUsername ?? advancedCommerce.appAccountToken
         }
         if let offerID = payment.winBackOfferID, offerID.utf8.count > Limits.identifierBytes {
             return .storeKit(.invalidOfferIdentifier, "a win-back offer identifier of \(offerID.utf8.count) bytes is not in the store")
@@ -186,9 +197,9 @@ public final class PaymentQueueEngine {
                             + "(MaxUnfinishedPerQueue=); finish some first")
         }
         return try process(uid: uid, app: app, productID: payment.productID, quantity: payment.quantity,
-                           applicationUsername: payment.applicationUsername, paymentKey: key,
+                           applicationUsername: applicationUsername, paymentKey: key,
                            simulatesAskToBuy: payment.simulatesAskToBuy, promotion: promotion, promotionKind: promotionKind,
-                           introductoryOfferAllowed: introductoryOfferAllowed, plan: plan)
+                           introductoryOfferAllowed: introductoryOfferAllowed, plan: plan, advancedCommerce: advancedCommerce)
     }
 
     /// A refusal of a payment, as StoreKit reports it (`SKError`).
@@ -222,7 +233,8 @@ public final class PaymentQueueEngine {
     func process(
         uid: UInt32, app: String, productID: String, quantity: Int32, applicationUsername: String?,
         paymentKey: String?, simulatesAskToBuy: Bool, promotion: SubscriptionOffer? = nil,
-        promotionKind: TransactionOffer.Kind = .promotional, introductoryOfferAllowed: Bool? = nil, plan: BillingPlan? = nil
+        promotionKind: TransactionOffer.Kind = .promotional, introductoryOfferAllowed: Bool? = nil, plan: BillingPlan? = nil,
+        advancedCommerce: AdvancedCommerceRequest? = nil
     ) throws(LedgerError) -> Outcome {
         synchronize()
         guard let catalog = catalogs[app], let product = catalog.product(productID) else {
@@ -248,6 +260,8 @@ public final class PaymentQueueEngine {
             state: .purchasing, sequence: try store.nextSequence(uid: uid, app: app), date: now,
             applicationUsername: applicationUsername)
         let purchasing = record
+        // Kept before the purchase completes (a subscription's period is the request's).
+        if failure == nil, let advancedCommerce { try recordCommerce(advancedCommerce, period: 0, of: record.id) }
         if let failure {
             record.state = .failed
             record.errorCode = failure

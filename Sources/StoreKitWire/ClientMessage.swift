@@ -58,12 +58,15 @@ public enum ClientMessage: Sendable, Equatable {
         public var winBackOfferID: String?
         /// The billing plan to buy (StoreKit 2's `.billingPlanType(_:)`; version 5); nil: up front.
         public var billingPlanType: ProductRecord.BillingPlan.PlanType?
+        /// The developer's signed Advanced Commerce request, a compact JWS
+        /// (`AdvancedCommerceProduct.purchase(compactJWS:)`; version 5).
+        public var advancedCommerceJWS: String?
 
         public init(
             requestID: UInt32, key: String, productID: String, quantity: Int32,
             applicationUsername: String? = nil, hasRequestData: Bool = false, simulatesAskToBuy: Bool = false,
             discount: Discount? = nil, offerJWS: String? = nil, eligibilityJWS: String? = nil, winBackOfferID: String? = nil,
-            billingPlanType: ProductRecord.BillingPlan.PlanType? = nil
+            billingPlanType: ProductRecord.BillingPlan.PlanType? = nil, advancedCommerceJWS: String? = nil
         ) {
             self.requestID = requestID
             self.key = key
@@ -77,6 +80,7 @@ public enum ClientMessage: Sendable, Equatable {
             self.eligibilityJWS = eligibilityJWS
             self.winBackOfferID = winBackOfferID
             self.billingPlanType = billingPlanType
+            self.advancedCommerceJWS = advancedCommerceJWS
         }
     }
 
@@ -112,6 +116,7 @@ public enum ClientMessage: Sendable, Equatable {
     public var requiredVersion: UInt16 {
         switch self {
         case .addPayment(let payment):
+            if payment.advancedCommerceJWS != nil { return ProtocolVersion.advancedCommerce }
             // Up front is what an older daemon bills anyway.
             if payment.billingPlanType == .monthly { return ProtocolVersion.billingPlans }
             if payment.offerJWS != nil || payment.eligibilityJWS != nil || payment.winBackOfferID != nil { return ProtocolVersion.offerJWS }
@@ -180,6 +185,7 @@ public enum ClientMessage: Sendable, Equatable {
                     writer.u8(0)
                 }
             }
+            if version >= ProtocolVersion.advancedCommerce { writer.optionalString(payment.advancedCommerceJWS) }
         case .finish(let id, let transactionID):
             writer.u8(Tag.finish.rawValue); writer.u32(id); writer.u64(transactionID)
         case .restore(let id, let username):
@@ -260,6 +266,7 @@ public enum ClientMessage: Sendable, Equatable {
                 case let other: throw WireError(.invalidValue("optional marker \(other)"))
                 }
             }
+            if version >= ProtocolVersion.advancedCommerce { payment.advancedCommerceJWS = try reader.optionalString() }
             message = .addPayment(payment)
         case .finish:
             message = .finish(requestID: try reader.u32(), transactionID: try reader.u64())
@@ -303,8 +310,9 @@ public enum ClientMessage: Sendable, Equatable {
 /// added: offers and introductory-offer eligibility signed as JWS and win-back offers
 /// (`addPayment`'s `offer_jws`, `eligibility_jws`, `win_back_offer_id`), and the subscription
 /// group's display name and win-back offers in a `ProductRecord`. Version 5 is today's: billing
-/// plans (a `ProductRecord`'s `billing_plans`, `addPayment`'s `billing_plan_type`); every other
-/// message is encoded as in version 3.
+/// plans (a `ProductRecord`'s `billing_plans`, `addPayment`'s `billing_plan_type`) and the
+/// developer's signed Advanced Commerce request (`addPayment`'s `advanced_commerce_jws`, after the
+/// plan); every other message is encoded as in version 4.
 /// The daemon serves every version in `served` (docs/protocol.md §13 has the policy).
 public enum ProtocolVersion {
     /// The version this build's clients speak.
@@ -319,6 +327,8 @@ public enum ProtocolVersion {
     public static let offerJWS: UInt16 = 4
     /// The first version with billing plans (a `ProductRecord`'s, `addPayment`'s `billing_plan_type`).
     public static let billingPlans: UInt16 = 5
+    /// The first version with Advanced Commerce requests (the same version as billing plans).
+    public static let advancedCommerce: UInt16 = 5
 
     /// The last client message type a connection of `version` may send.
     static func lastClientMessage(version: UInt16) -> UInt8 {

@@ -51,6 +51,9 @@ struct OlderDaemonClientTests {
         await #expect(throws: (any Error).self, "a signed offer needs version 4 (and this one is no JWS)") {
             _ = try await monthly.purchase(options: [.promotionalOffer(offer, compactJWS: "a.b.c")])
         }
+        await #expect(throws: (any Error).self, "an Advanced Commerce request needs version 5") {
+            _ = try await AdvancedCommerceProduct(id: pack.id).purchase(compactJWS: "a.b.c")
+        }
         #expect(await Transaction.all.reduce(0) { count, _ in count + 1 } >= 1, "the connection goes on")
     }
 }

@@ -121,6 +121,26 @@ private final class Store {
                 print(product.subscription?.groupDisplayName ?? "", await product.latestTransaction?.unsafePayloadValue.offer?.type as Any)
             },
             Task { _ = try? await self.purchaseMonthlyWithCommitment() },
+            Task {
+                // The Advanced Commerce API: a generic SKU bought with the server's signed request.
+                guard let generic = try? await AdvancedCommerceProduct(id: "com.example.generic") else { return }
+                let options: Set<AdvancedCommerceProduct.PurchaseOption> = [.appAccountToken(UUID())]
+                guard case .success(.verified(let transaction))? = try? await generic.purchase(compactJWS: "a.b.c", options: options),
+                      let info: StoreTransaction.AdvancedCommerceInfo = transaction.advancedCommerceInfo else { return }
+                let total: Decimal = info.taxExclusivePrice + info.estimatedTax
+                for item: StoreTransaction.AdvancedCommerceInfo.Item in info.items {
+                    let details = item.details
+                    print(details.sku, details.displayName, details.description, details.price, details.offer?.period.unit as Any,
+                          details.offer?.periodCount ?? 0, details.offer?.price ?? 0, details.offer?.reason == .winBack,
+                          item.refunds?.first?.refundType == .full, item.refunds?.first?.reason == .other,
+                          item.refunds?.first?.amount ?? 0, item.refunds?.first?.date as Any, item.revocationDate as Any)
+                }
+                let period: Product.SubscriptionPeriod? = info.period
+                print(info.requestReferenceID, info.taxCode, info.taxRate, total, period?.value ?? 0, info.displayName ?? "",
+                      info.description ?? "", generic.id, generic.type == .autoRenewable, await generic.latestTransaction != nil)
+                for await result in generic.currentEntitlements { print(result.unsafePayloadValue.id) }
+                for await result in generic.allTransactions { print(result.unsafePayloadValue.id) }
+            },
         ]
     }
 
@@ -202,6 +222,8 @@ struct StoreKit2SourceCompatibilityTests {
         requireSendable(Product.SubscriptionInfo.PricingTerms.self)
         requireSendable(StoreTransaction.CommitmentInfo.self)
         requireSendable(RenewalInfo.CommitmentInfo.self)
+        requireSendable(AdvancedCommerceProduct.self)
+        requireSendable(StoreTransaction.AdvancedCommerceInfo.self)
     }
 
     @Test func rawValuesAreApples() {

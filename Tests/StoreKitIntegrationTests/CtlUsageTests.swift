@@ -59,13 +59,13 @@ struct CtlUsageTests {
         #expect(asDaemon.status != 0 && !asDaemon.stderr.contains("Usage: storekitctl"), "\(asDaemon.stderr)")
     }
 
-    @Test("storekitctl offers exactly the control plane's commands (StoreKitWire.ControlCommand), sign-offer and sign-eligibility")
+    @Test("storekitctl offers exactly the control plane's commands (StoreKitWire.ControlCommand), sign-offer, sign-eligibility and sign-commerce")
     func everyControlCommand() throws {
         let help = try ProcessRunner.run(Paths.binary("storekitctl"), ["--help"])
         let listed = help.stdout.split(separator: "\n", omittingEmptySubsequences: false).drop { !$0.hasPrefix("Commands:") }.dropFirst()
             .prefix { !$0.isEmpty }.compactMap { $0.split(separator: " ").first.map(String.init) }
-        // sign-offer and sign-eligibility sign here, as the developer's server would, without the daemon.
-        let signedHere = ["sign-offer", "sign-eligibility"]
+        // sign-offer, sign-eligibility and sign-commerce sign here, as the developer's server would, without the daemon.
+        let signedHere = ["sign-offer", "sign-eligibility", "sign-commerce"]
         let sentToTheDaemon = listed.filter { !signedHere.contains($0) }
         #expect(signedHere.allSatisfy(listed.contains))
         #expect(Set(sentToTheDaemon) == Set(ControlCommand.allCases.map(\.rawValue)), "\(listed)")

@@ -29,7 +29,7 @@ struct ProtocolVersionTests {
     }
 
     @Test("version 5 adds billing plans to a ProductRecord and the billing plan to addPayment; nothing else changes")
-    func version5() throws {
+    func version5BillingPlans() throws {
         let monthly = ClientMessage.addPayment(.init(requestID: 7, key: "k", productID: "p", quantity: 1, billingPlanType: .monthly))
         #expect(try ClientMessage.decode(monthly.encode(version: 5), version: 5) == monthly)
         #expect(monthly.requiredVersion == 5)
@@ -40,12 +40,16 @@ struct ProtocolVersionTests {
         let plain = ClientMessage.addPayment(.init(requestID: 7, key: "k", productID: "p", quantity: 1))
         #expect(upFront.encode(version: 4) == plain.encode(version: 4))
         #expect(monthly.encode(version: 5).count == plain.encode(version: 5).count + 1)
-        #expect(plain.encode(version: 5).count == plain.encode(version: 4).count + 1)
-        // An unknown plan type or optional marker is refused.
+        // The plan's optional marker, then the Advanced Commerce request's (absent: 0).
+        #expect(plain.encode(version: 5).count == plain.encode(version: 4).count + 2)
+        // An unknown plan type or optional marker is refused (the plan's type is the byte before
+        // the request's marker; the plan's marker the one before it).
         var bad = monthly.encode(version: 5)
-        bad[bad.count - 1] = 9
+        bad[bad.count - 2] = 9
         #expect(throws: WireError.self) { try ClientMessage.decode(bad, version: 5) }
-        bad[bad.count - 2] = 2
+        bad[bad.count - 2] = ProductRecord.BillingPlan.PlanType.monthly.rawValue
+        #expect(try ClientMessage.decode(bad, version: 5) == monthly)
+        bad[bad.count - 3] = 2
         #expect(throws: WireError.self) { try ClientMessage.decode(bad, version: 5) }
 
         var product = WireSamples.fullProduct
@@ -86,6 +90,30 @@ struct ProtocolVersionTests {
             if case .addPayment = message { continue }
             #expect(message.encode(version: 4) == message.encode(version: 5))
         }
+    }
+
+    @Test("version 5 adds the signed Advanced Commerce request to addPayment, after the billing plan")
+    func version5AdvancedCommerce() throws {
+        let payment = ClientMessage.AddPayment(requestID: 7, key: "k", productID: "p", quantity: 1, offerJWS: "a.b.c",
+                                               advancedCommerceJWS: "g.h.i")
+        let message = ClientMessage.addPayment(payment)
+        #expect(message.requiredVersion == 5)
+        #expect(try ClientMessage.decode(message.encode(version: 5), version: 5) == message)
+        var plain = payment
+        plain.advancedCommerceJWS = nil
+        #expect(ClientMessage.addPayment(plain).requiredVersion == 4)
+        #expect(message.encode(version: 4) == ClientMessage.addPayment(plain).encode(version: 4))
+        // The plan's marker (absent), then the request: its marker, length and bytes.
+        #expect(message.encode(version: 5).count == message.encode(version: 4).count + 1 + 1 + 4 + 5)
+        // docs/protocol.md's worked example: the coins bought with key k1 are 53 bytes in version 5.
+        let coins = ClientMessage.addPayment(.init(requestID: 4, key: "k1", productID: "com.example.game.coins100", quantity: 1))
+        #expect([5, 4, 3, 2, 1].map { coins.encode(version: $0).count } == [53, 51, 48, 47, 47])
+        // Both at once: the plan, then the request.
+        let both = ClientMessage.addPayment(.init(requestID: 7, key: "k", productID: "p", quantity: 1, billingPlanType: .monthly,
+                                                  advancedCommerceJWS: "g.h.i"))
+        #expect(try ClientMessage.decode(both.encode(version: 5), version: 5) == both)
+        // A version-5 payment cut short (no advanced_commerce_jws marker) is not a message.
+        #expect(throws: WireError.self) { try ClientMessage.decode(message.encode(version: 4), version: 5) }
     }
 
     @Test("version 4 adds JWS-signed offers and win-back offers to addPayment, the group's display name and win-back offers to a ProductRecord; nothing else changes")

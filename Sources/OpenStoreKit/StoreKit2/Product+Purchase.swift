@@ -9,6 +9,13 @@ extension Product {
     /// A purchase the store refuses throws `Product.PurchaseError` (or `StoreKitError`, e.g.
     /// `.networkError` when the store cannot be reached).
     public func purchase(options: Set<PurchaseOption> = []) async throws -> PurchaseResult {
+        try await purchase(options: options, advancedCommerceJWS: nil)
+    }
+
+    /// The purchase, with the developer's signed Advanced Commerce request when
+    /// `AdvancedCommerceProduct` makes it: a request the store refuses (its signature, or what it
+    /// asks) throws `StoreKitError.systemError` with the store's reason.
+    func purchase(options: Set<PurchaseOption>, advancedCommerceJWS: String?) async throws -> PurchaseResult {
         try SimulatedFailures.throwIfSet(.purchase)
         var quantity = 1
         var token: UUID?
@@ -50,7 +57,8 @@ extension Product {
         let payment = ClientMessage.AddPayment(
             requestID: 0, key: SKPaymentQueue.idempotencyKey(), productID: id, quantity: Int32(quantity),
             applicationUsername: token?.uuidString, simulatesAskToBuy: askToBuy, discount: discount,
-            offerJWS: offerJWS, eligibilityJWS: eligibilityJWS, winBackOfferID: winBackOfferID, billingPlanType: billingPlanType)
+            offerJWS: offerJWS, eligibilityJWS: eligibilityJWS, winBackOfferID: winBackOfferID, billingPlanType: billingPlanType,
+            advancedCommerceJWS: advancedCommerceJWS)
         let feed = TransactionFeed.shared
         feed.beginPurchase(of: id)
         let reply: ServerMessage
@@ -62,7 +70,7 @@ extension Product {
             }
         } catch {
             _ = await feed.endPurchase(of: id, transactionID: nil)
-            throw PurchaseError.reported(for: error)
+            throw Self.purchaseError(error, advancedCommerce: advancedCommerceJWS != nil)
         }
         guard case .result(_, _, _, let transactionID, _) = reply,
               let record = await feed.endPurchase(of: id, transactionID: transactionID)
@@ -82,7 +90,17 @@ extension Product {
             _ = try? await StoreConnection.shared.reply { .finish(requestID: $0, transactionID: record.id) }
             let error = SKPaymentTransaction(record: record, payment: nil).error as? SKError ?? SKError(.unknown)
             if error.code == .paymentCancelled { return .userCancelled }
-            throw PurchaseError.reported(for: error)
+            throw Self.purchaseError(error, advancedCommerce: advancedCommerceJWS != nil)
         }
+    }
+}
+
+extension Product {
+    /// What a refused purchase throws: `PurchaseError` as StoreKit 1's error says, except that an
+    /// Advanced Commerce request refused (`paymentInvalid`, `invalidSignature`) is no offer's or
+    /// quantity's fault and throws `StoreKitError.systemError` with the store's reason.
+    static func purchaseError(_ error: SKError, advancedCommerce: Bool) -> any Error {
+        if advancedCommerce, error.code == .paymentInvalid || error.code == .invalidSignature { return StoreKitError.systemError(error) }
+        return PurchaseError.reported(for: error)
     }
 }

@@ -63,6 +63,8 @@ public struct Transaction: Identifiable, Hashable, Sendable, JWSRepresentable, D
     public let billingPlanType: Product.SubscriptionInfo.BillingPlanType?
     /// Where a transaction billed monthly stands in its commitment; nil otherwise.
     public let commitmentInfo: CommitmentInfo?
+    /// What a purchase made with the Advanced Commerce API bought (nil for any other).
+    public let advancedCommerceInfo: AdvancedCommerceInfo?
     /// The device verification of the payload: SHA-384 of `deviceVerificationNonce`'s lowercase
     /// string followed by `AppStore.deviceVerificationID`'s, for the machine and app it was
     /// signed for (empty when the payload has none).
@@ -139,6 +141,7 @@ extension Transaction {
         offer = Offer(payload: payload)
         billingPlanType = payload?.string("billingPlanType").map(Product.SubscriptionInfo.BillingPlanType.init(rawValue:))
         commitmentInfo = CommitmentInfo(payload: payload)
+        advancedCommerceInfo = AdvancedCommerceInfo(payload: payload)
         deviceVerification = payload?.string("deviceVerification").flatMap { Data(base64Encoded: $0) } ?? Data()
         deviceVerificationNonce = payload?.uuid("deviceVerificationNonce") ?? UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         appTransactionID = payload?.string("appTransactionId") ?? ""

@@ -1,0 +1,115 @@
+import StoreKitLedger
+import StoreKitWire
+
+// Purchases of Apple's Advanced Commerce API: a generic SKU of the catalogue bought with the
+// developer's signed request (`AdvancedCommerceRequest`, checked by whoever holds the keys). The
+// request is kept per transaction in the ledger's settings (`commerce.ID`: `PERIOD\tJSON`, the
+// period the transaction is of, 0 the first, and the request as Apple spells it; both ledgers and
+// a fleet, no change to their tables), and a subscription's with the subscription
+// (`commerce.running.ORIGINAL`) so that each renewal carries it. The signed transaction tells it
+// as Apple's `advancedCommerceInfo` (an `advancedCommerceTransactionInfo` object), and its
+// `price` is the request's.
+
+extension PaymentQueueEngine {
+    /// Whether `app`'s transactions may have been bought with an Advanced Commerce request, so
+    /// that their settings are worth reading: not for an app outside `advancedCommerceApps` (the
+    /// daemon's apps with offer keys), which saves a read of the ledger per signed transaction —
+    /// a round trip on PostgreSQL.
+    func mayHaveCommerce(app: String) -> Bool {
+        advancedCommerceApps?.contains(app) ?? true
+    }
+
+    static func commerceKey(_ transactionID: UInt64) -> String { "commerce.\(transactionID)" }
+    static func runningCommerceKey(_ originalID: UInt64) -> String { "commerce.running.\(originalID)" }
+
+    /// Why an Advanced Commerce request cannot buy `product` for `uid` now (StoreKit's error);
+    /// nil when it can. The request's own form was checked when it was read.
+    func advancedCommerceRefusal(_ request: AdvancedCommerceRequest, payment: ClientMessage.AddPayment, product: CatalogProduct,
+                                 uid: UInt32, app: String) throws(LedgerError) -> Outcome? {
+        switch request.operation {
+        case .oneTimeCharge where product.kind != .consumable && product.kind != .nonConsumable:
+            return .storeKit(.paymentInvalid, "\(product.id) is not a one-time purchase: a CREATE_ONE_TIME_CHARGE request buys a "
+                             + "consumable or non-consumable generic SKU")
+        case .subscription where product.kind != .autoRenewable:
+            return .storeKit(.paymentInvalid, "\(product.id) is not an auto-renewable subscription: a CREATE_SUBSCRIPTION request buys one")
+        default: break
+        }
+        guard payment.quantity == 1 else {
+            return .storeKit(.paymentInvalid, "an Advanced Commerce purchase has quantity 1 (the request lists what is bought)")
+        }
+        guard payment.discount == nil, payment.offerJWS == nil, payment.eligibilityJWS == nil, payment.winBackOfferID == nil else {
+            return .storeKit(.paymentInvalid, "an Advanced Commerce purchase takes no App Store offers: the request sets its prices and offers")
+        }
+        guard payment.billingPlanType != .monthly else {
+            return .storeKit(.paymentInvalid, "an Advanced Commerce purchase takes no monthly billing plan: the request sets its period and prices")
+        }
+        guard request.currency == currencyCode else {
+            return .storeKit(.paymentInvalid, "the request is priced in \(request.currency); storefront \(storefront) sells in \(currencyCode)")
+        }
+        if let front = request.storefront, front != storefront {
+            return .storeKit(.paymentInvalid, "the request is for storefront \(front); the store's is \(storefront)")
+        }
+        // Apple's rule: an app account token given with the purchase must be the request's too.
+        if let username = payment.applicationUsername, username.lowercased() != request.appAccountToken {
+            return .storeKit(.paymentInvalid, "the payment's app account token \(username) is not the request's "
+                             + "(requestInfo.appAccountToken \(request.appAccountToken ?? "absent"))")
+        }
+        if request.operation == .subscription,
+           let current = try store.subscription(uid: uid, app: app, groupID: product.subscriptionGroupID ?? product.id), current.status.isLive {
+            return .storeKit(.paymentInvalid, "uid \(uid) is subscribed in group \(current.groupID) already: a CREATE_SUBSCRIPTION "
+                             + "request starts a subscription (changing one is a modify request, which this store does not take)")
+        }
+        return nil
+    }
+
+    /// Keeps the request transaction `transactionID` was bought with, of its `period`th period.
+    func recordCommerce(_ request: AdvancedCommerceRequest, period: Int, of transactionID: UInt64) throws(LedgerError) {
+        try store.setSetting(Self.commerceKey(transactionID), Self.storedCommerce(request, period: period))
+    }
+
+    /// Forgets the request of a waiting purchase that failed (declined, or lapsed unanswered).
+    func dropCommerce(of transactionID: UInt64, app: String) throws(LedgerError) {
+        guard mayHaveCommerce(app: app) else { return }
+        if try store.setting(Self.commerceKey(transactionID)) != nil { try store.setSetting(Self.commerceKey(transactionID), nil) }
+    }
+
+    static func storedCommerce(_ request: AdvancedCommerceRequest, period: Int) -> String {
+        "\(period)\t\(request.json.serialized())"
+    }
+
+    static func commerce(stored text: String?) -> (request: AdvancedCommerceRequest, period: Int)? {
+        guard let text, let tab = text.firstIndex(of: "\t"), let period = Int(text[..<tab]),
+              case .success(let request) = AdvancedCommerceRequest.parse(Array(text[text.index(after: tab)...].utf8)) else { return nil }
+        return (request, period)
+    }
+
+    /// The request transaction `transactionID` was bought with, and which period it is of.
+    public func advancedCommerce(of transactionID: UInt64) throws(LedgerError) -> (request: AdvancedCommerceRequest, period: Int)? {
+        Self.commerce(stored: try store.setting(Self.commerceKey(transactionID)))
+    }
+
+    /// The Advanced Commerce request a subscription renews with, and the period it is in.
+    func runningCommerce(of originalID: UInt64) throws(LedgerError) -> (request: AdvancedCommerceRequest, period: Int)? {
+        Self.commerce(stored: try store.setting(Self.runningCommerceKey(originalID)))
+    }
+
+    func setRunningCommerce(_ commerce: (request: AdvancedCommerceRequest, period: Int)?, of originalID: UInt64) throws(LedgerError) {
+        if commerce == nil, try store.setting(Self.runningCommerceKey(originalID)) == nil { return }
+        try store.setSetting(Self.runningCommerceKey(originalID), commerce.map { Self.storedCommerce($0.request, period: $0.period) })
+    }
+
+    /// The Advanced Commerce terms a signed transaction tells: a purchase's or renewal's own, a
+    /// restored copy's original's.
+    func signedCommerce(of record: TransactionRecord) throws(LedgerError) -> (request: AdvancedCommerceRequest, period: Int)? {
+        guard mayHaveCommerce(app: record.app) else { return nil }
+        if let own = try advancedCommerce(of: record.id) { return own }
+        guard record.state == .restored, let originalID = record.originalID, originalID != record.id else { return nil }
+        return try advancedCommerce(of: originalID)
+    }
+
+    /// The `advancedCommerceInfo` of a subscription's renewal info: what its next renewal sells,
+    /// when it was bought with an Advanced Commerce request (nil otherwise).
+    public func renewalCommerceInfo(of subscription: Subscription) throws(LedgerError) -> JSONValue? {
+        try runningCommerce(of: subscription.originalID).map { $0.request.renewalInfo(period: $0.period + 1) }
+    }
+}

@@ -1,0 +1,184 @@
+import StoreKitEngine
+import StoreKitLedger
+import StoreKitTestSupport
+import StoreKitWire
+import Testing
+
+/// Advanced Commerce API requests: read from their JSON (Apple's names and limits), every form
+/// refused with what is wrong; bought through the engine on each ledger, kept with the
+/// transaction (an Ask to Buy request's until approved, a subscription's for its renewals, a
+/// restored copy's from its original) and told in the signed payload's `advancedCommerceInfo`.
+@Suite struct AdvancedCommerceRequestTests {
+    static let app = "com.example.game"
+    static let buyer: UInt32 = 1000
+
+    static func json(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    static let charge = """
+        {"operation":"CREATE_ONE_TIME_CHARGE","version":"1","requestInfo":{"requestReferenceId":"7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E01"},
+         "currency":"USD","taxCode":"C003-00-2","storefront":"USA",
+         "item":{"SKU":"BOOK-1","displayName":"A book","description":"The first volume","price":4990}}
+        """
+    static let subscription = """
+        {"operation":"CREATE_SUBSCRIPTION","version":"1","requestInfo":{"requestReferenceId":"1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+         "appAccountToken":"9c4ac6a2-5f1e-4a77-8e5c-3a1d1b7c2e10"},"currency":"USD","taxCode":"C003-00-2","period":"P1Y",
+         "descriptors":{"displayName":"News","description":"Daily news"},
+         "items":[{"SKU":"A","displayName":"The Daily","description":"Mornings","price":30000,
+                   "offer":{"period":"P1M","periodCount":2,"price":10000,"reason":"RETENTION"}},
+                  {"SKU":"B","displayName":"The Weekly","description":"Sundays","price":5000}]}
+        """
+
+    @Test("a one-time charge and a subscription are read in Apple's names, and read back the same from what the ledger keeps")
+    func reads() throws {
+        guard case .success(let charge) = AdvancedCommerceRequest.parse(Self.json(Self.charge)) else { Issue.record("refused"); return }
+        #expect(charge.operation == .oneTimeCharge && charge.requestReferenceID == "7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01")
+        #expect(charge.currency == "USD" && charge.taxCode == "C003-00-2" && charge.storefront == "USA" && charge.period == nil)
+        let item = try #require(charge.items.first)
+        #expect(charge.items.count == 1 && item.sku == "BOOK-1" && item.displayName == "A book" && item.description == "The first volume"
+                && item.priceMillis == 4990 && item.offer == nil)
+        #expect(charge.taxExclusivePriceMillis(period: 0) == 4990)
+
+        guard case .success(let subscription) = AdvancedCommerceRequest.parse(Self.json(Self.subscription)) else { Issue.record("refused"); return }
+        #expect(subscription.operation == .subscription && subscription.period == SubscriptionPeriod(value: 1, unit: .year))
+        #expect(subscription.appAccountToken == "9c4ac6a2-5f1e-4a77-8e5c-3a1d1b7c2e10")
+        #expect(subscription.displayName == "News" && subscription.description == "Daily news" && subscription.items.count == 2)
+        let offer = try #require(subscription.items[0].offer)
+        #expect(offer.period == "P1M" && offer.periodCount == 2 && offer.priceMillis == 10000 && offer.reason == "RETENTION")
+        // The offer lasts its two periods.
+        #expect([0, 1, 2].map { subscription.taxExclusivePriceMillis(period: $0) } == [15000, 15000, 35000])
+        for request in [charge, subscription] {
+            #expect(AdvancedCommerceRequest.parse(Array(request.json.serialized().utf8)) == .success(request))
+        }
+        let info = subscription.transactionInfo(period: 2, revocationDate: 77)
+        #expect(info["requestReferenceId"]?.string == "1b4e28ba-2fa1-11d2-883f-0016d3cca427" && info["period"]?.string == "P1Y")
+        #expect(info["taxExclusivePrice"] == .int(35000) && info["estimatedTax"] == .int(0) && info["taxRate"]?.string == "0")
+        guard case .array(let items)? = info["items"] else { Issue.record("no items"); return }
+        #expect(items.map { $0["price"] } == [.int(30000), .int(5000)] && items.allSatisfy { $0["offer"] == nil && $0["revocationDate"] == .int(77) })
+    }
+
+    /// Requests with one thing wrong, and what the refusal must name.
+    static var malformed: [(String, String)] {
+        var list: [(String, String)] = []
+        list.append(("[1]", "not a JSON object"))
+        list.append(("{\"operation\":\"CREATE_ONE_TIME_CHARGE\"", "not a JSON object"))
+        list.append((charge.replacingOccurrences(of: "CREATE_ONE_TIME_CHARGE", with: "SUBSCRIPTION_MODIFY_IN_APP"), "operation"))
+        list.append((charge.replacingOccurrences(of: "\"version\":\"1\"", with: "\"version\":1"), "version"))
+        list.append((charge.replacingOccurrences(of: "\"requestReferenceId\":\"7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E01\"", with: "\"x\":1"), "requestInfo.requestReferenceId"))
+        list.append((charge.replacingOccurrences(of: "7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E01", with: "not-a-uuid"), "is not a UUID"))
+        list.append((charge.replacingOccurrences(of: "\"USD\"", with: "\"US$\""), "ISO 4217"))
+        list.append((charge.replacingOccurrences(of: "\"taxCode\":\"C003-00-2\",", with: ""), "taxCode"))
+        list.append((charge.replacingOccurrences(of: "\"price\":4990", with: "\"price\":-5"), "item.price"))
+        list.append((charge.replacingOccurrences(of: "\"price\":4990", with: "\"price\":49.9"), "item.price"))
+        list.append((charge.replacingOccurrences(of: "\"price\":4990", with: "\"price\":1e30"), "item.price"))
+        list.append((charge.replacingOccurrences(of: "\"SKU\":\"BOOK-1\"", with: "\"SKU\":\"\(String(repeating: "s", count: 129))\""), "item.SKU"))
+        list.append((charge.replacingOccurrences(of: "\"A book\"", with: "\"\(String(repeating: "n", count: 31))\""), "item.displayName"))
+        list.append((charge.replacingOccurrences(of: "\"The first volume\"", with: "\"\(String(repeating: "d", count: 46))\""), "item.description"))
+        list.append((charge.replacingOccurrences(of: "\"price\":4990}", with: "\"price\":4990,\"offer\":{}}"), "not an offer of a subscription item"))
+        list.append((subscription.replacingOccurrences(of: "\"period\":\"P1Y\"", with: "\"period\":\"P2Y\""), "period"))
+        list.append((subscription.replacingOccurrences(of: "\"periodCount\":2", with: "\"periodCount\":13"), "periodCount"))
+        list.append((subscription.replacingOccurrences(of: "RETENTION", with: "LOYALTY"), "reason"))
+        list.append((subscription.replacingOccurrences(of: "\"price\":10000", with: "\"price\":40000"), "more than the item's price"))
+        list.append((subscription.replacingOccurrences(of: "\"SKU\":\"B\"", with: "\"SKU\":\"A\""), "same SKU"))
+        list.append((subscription.replacingOccurrences(of: "\"descriptors\":{\"displayName\":\"News\",\"description\":\"Daily news\"},", with: ""), "descriptors"))
+        return list
+    }
+
+    @Test("every malformed request is refused, saying what is wrong", arguments: malformed)
+    func refuses(_ text: String, _ reason: String) {
+        guard case .failure(let invalid) = AdvancedCommerceRequest.parse(Self.json(text)) else {
+            Issue.record("accepted: \(text)")
+            return
+        }
+        #expect(invalid.message.contains(reason), "\(invalid.message)")
+    }
+
+    final class Store {
+        let directory = TemporaryDirectory("skcommerce")
+        let store: any Ledger
+        let engine: PaymentQueueEngine
+
+        init(_ backend: LedgerBackend) throws {
+            store = try backend.place(in: directory).open()
+            engine = PaymentQueueEngine(store: store, catalogs: [app: try Catalog.load(path: SampleCatalog.path)])
+        }
+
+        deinit {
+            try? LedgerBackend.close(store)
+            directory.remove()
+        }
+
+        func pay(_ productID: String, _ text: String, askingParent: Bool = false) throws -> Outcome {
+            guard case .success(let request) = AdvancedCommerceRequest.parse(AdvancedCommerceRequestTests.json(text)) else {
+                throw IntegrationError()
+            }
+            let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: productID, quantity: 1, simulatesAskToBuy: askingParent)
+            return try store.inUnit { try engine.addPayment(uid: buyer, app: app, payment: payment, advancedCommerce: request) }
+        }
+
+        func payload(_ id: UInt64) throws -> JSONValue {
+            let record = try #require(try store.transaction(id: id))
+            return try #require(try engine.transactionPayload(record, environment: "Xcode", signedDate: 0))
+        }
+    }
+
+    struct IntegrationError: Error {}
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aChargeIsKeptWithItsTransaction(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let outcome = try store.pay(SampleCatalog.levelPack, Self.charge)
+        #expect(outcome.code == .ok, "\(outcome.message)")
+        let payload = try store.payload(outcome.value)
+        #expect(payload["price"] == .int(4990) && payload["advancedCommerceInfo"]?["taxExclusivePrice"] == .int(4990))
+        #expect(try store.store.setting("commerce.\(outcome.value)")?.hasPrefix("0\t{\"operation\":\"CREATE_ONE_TIME_CHARGE\"") == true)
+        // Finished and restored, the copy tells its original's purchase.
+        #expect(try store.store.inUnit { try store.engine.finish(uid: Self.buyer, app: Self.app, transactionID: outcome.value) }.code == .ok)
+        let restored = try store.store.inUnit { try store.engine.restore(uid: Self.buyer, app: Self.app, applicationUsername: nil) }
+        let copy = try #require(restored.effects.compactMap { effect -> TransactionRecord? in
+            if case .updated(_, let records) = effect { return records.first { $0.state == .restored } } else { return nil }
+        }.first)
+        #expect(try store.payload(copy.id)["advancedCommerceInfo"]?["requestReferenceId"]?.string == "7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01")
+        // Another storefront's currency is refused, and nothing is recorded.
+        try store.store.inUnit { store.engine.storefront = "FRA" }
+        let refused = try store.pay(SampleCatalog.coins, Self.charge.replacingOccurrences(of: "\"storefront\":\"USA\",", with: ""))
+        #expect(refused.code == .storeKit && refused.detail == StoreKitErrorCode.paymentInvalid.rawValue && refused.message.contains("EUR"),
+                "\(refused.message)")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anAskedSubscriptionStartsInItsRequestsPeriodAndRenewsWithIt(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let asked = try store.pay(SampleCatalog.monthly, Self.subscription, askingParent: true)
+        #expect(asked.code == .ok, "\(asked.message)")
+        #expect(try store.store.transaction(id: asked.value)?.state == .deferred)
+        #expect(try store.store.inUnit { try store.engine.approve(transactionID: asked.value) }.code == .ok)
+        let approved = try #require(try store.store.transaction(id: asked.value))
+        #expect(approved.applicationUsername == "9c4ac6a2-5f1e-4a77-8e5c-3a1d1b7c2e10", "the request's appAccountToken")
+        let expires = try #require(approved.expiresDate)
+        #expect(expires - approved.date >= 365 * 86_400_000, "the request's year, not the product's month or free trial")
+        #expect(try store.payload(approved.id)["price"] == .int(15000))
+        #expect(try store.payload(approved.id)["offerType"] == nil)
+        // The renewal info tells the next period's items: the offer's second period.
+        let subscription = try #require(try store.store.subscriptions(uid: Self.buyer, app: Self.app).first)
+        let next = try #require(try store.engine.renewalCommerceInfo(of: subscription))
+        #expect(store.engine.renewalInfoPayload(subscription, environment: "Xcode", signedDate: 0, advancedCommerce: next)["advancedCommerceInfo"] == next)
+        guard case .array(let nextItems)? = next["items"] else { Issue.record("no items"); return }
+        #expect(nextItems.map { $0["price"] } == [.int(10000), .int(5000)] && nextItems[0]["offer"]?["periodCount"] == .int(2))
+        #expect(next["period"]?.string == "P1Y" && next["descriptors"]?["displayName"]?.string == "News")
+        var prices: [JSONValue?] = []
+        for _ in 0..<2 {
+            let renewal = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration("P1Y")!) }
+            let renewed = try #require(renewal.effects.compactMap { effect -> TransactionRecord? in
+                if case .updated(_, let records) = effect { return records.first } else { return nil }
+            }.first)
+            prices.append(try store.payload(renewed.id)["advancedCommerceInfo"]?["taxExclusivePrice"])
+        }
+        #expect(prices == [.int(15000), .int(35000)], "the offer's two periods, then the items' prices")
+
+        // A declined request forgets its Advanced Commerce request with it.
+        let declined = try store.pay(SampleCatalog.levelPack, Self.charge, askingParent: true)
+        #expect(try store.store.setting("commerce.\(declined.value)") != nil)
+        #expect(try store.store.inUnit { try store.engine.decline(transactionID: declined.value) }.code == .ok)
+        #expect(try store.store.setting("commerce.\(declined.value)") == nil)
+    }
+}
