@@ -45,6 +45,9 @@ struct ProtocolVersionTests {
         var bad = monthly.encode(version: 5)
         bad[bad.count - 1] = 9
         #expect(throws: WireError.self) { try ClientMessage.decode(bad, version: 5) }
+        // The marker alone: a valid type after it, so only the marker can be refused.
+        bad = monthly.encode(version: 5)
+        #expect(try ClientMessage.decode(bad, version: 5) == monthly)
         bad[bad.count - 2] = 2
         #expect(throws: WireError.self) { try ClientMessage.decode(bad, version: 5) }
 
