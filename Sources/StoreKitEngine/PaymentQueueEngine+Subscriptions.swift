@@ -196,14 +196,16 @@ extension PaymentQueueEngine {
         var subscription = subscription
         switch subscription.status {
         case .active:
-            if subscription.autoRenew, try !priceIncreaseAllowsRenewal(&subscription) {
+            // A commitment's next billing period comes at its locked price: a price increase
+            // waits, answered or not, for the renewal into a new commitment.
+            let committed = try commitmentContinues(subscription)
+            if !committed, subscription.autoRenew, try !priceIncreaseAllowsRenewal(&subscription) {
                 subscription.status = .expired
                 subscription.due = nil
                 try saveSubscription(subscription)
                 return []
             }
             // Auto-renew off ends a subscription at the end of its period, or of its commitment.
-            let committed = try commitmentContinues(subscription)
             guard subscription.autoRenew || committed else {
                 subscription.status = .expired
                 subscription.due = nil
@@ -311,8 +313,9 @@ extension PaymentQueueEngine {
         // of the same product meanwhile does not end it); it goes with its last period.
         try setRunningOffer(carried?.kind != .introductory && subscription.offerPeriodsLeft > 0 ? carried : nil,
                             of: subscription.originalID)
-        // A period at the new price starts: a price increase (agreed, or forced with `renew`) is done.
-        try setPriceIncrease(nil, of: subscription.originalID)
+        // A period at the new price starts: a price increase (agreed, or forced with `renew`) is
+        // done; within a commitment the price is the commitment's, and the increase still waits.
+        if !committed { try setPriceIncrease(nil, of: subscription.originalID) }
         subscription.productID = productID
         if !committed { subscription.nextProductID = nil }
         subscription.status = .active

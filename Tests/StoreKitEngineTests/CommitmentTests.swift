@@ -66,7 +66,11 @@ import Testing
         }
 
         func renewalInfo() throws -> [String: JSONValue] {
-            guard case .object(let members) = engine.renewalInfoPayload(try subscription(), environment: "Xcode", signedDate: 0) else { return [:] }
+            let subscription = try subscription()
+            guard case .object(let members) = engine.renewalInfoPayload(
+                subscription, environment: "Xcode", signedDate: 0, priceIncrease: try engine.priceIncrease(of: subscription.originalID)) else {
+                return [:]
+            }
             return Dictionary(members, uniquingKeysWith: { first, _ in first })
         }
 
@@ -284,5 +288,52 @@ import Testing
         #expect(payload["billingPlanType"] == .string("MONTHLY") && payload["price"] == .int(500))
         #expect(Self.members(payload["commitmentInfo"])["billingPeriodNumber"] == .int(1))
         #expect(try #require(record.expiresDate) < record.date + 32 * 86_400_000)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aPriceIncreaseWaitsForTheCommitmentsEnd(backend: LedgerBackend) throws {
+        // Unanswered: the commitment's months go on; its end, not month 3's, expires it.
+        let store = try Store(backend)
+        #expect(try store.buy().code == .ok)
+        try store.advance("P2M")
+        let original = try store.subscription().originalID
+        #expect(try store.store.inUnit { try store.engine.requestPriceConsent(.transaction(original)) }.code == .ok)
+        try store.advance("P1M")
+        #expect(try store.subscription().status == .active, "month 4 is billed at the commitment's price")
+        #expect(try store.engine.priceIncrease(of: original) == .pending, "the increase still waits for an answer")
+        try store.advance("P8M")
+        #expect(try store.purchases().count == 12)
+        #expect(try store.purchases().allSatisfy { try store.payload($0)["price"] == .int(500) })
+        try store.advance("P1M")
+        #expect(try store.subscription().status == .expired, "unanswered at the commitment's end")
+        #expect(try store.purchases().count == 12)
+        #expect(try store.renewalInfo()["expirationIntent"] == .int(3))
+
+        // Declined: the same, and the reason survives the months billed meanwhile.
+        let declining = try Store(backend)
+        #expect(try declining.buy().code == .ok)
+        try declining.advance("P2M")
+        let id = try declining.subscription().originalID
+        #expect(try declining.store.inUnit { try declining.engine.requestPriceConsent(.transaction(id)) }.code == .ok)
+        #expect(try declining.store.inUnit { try declining.engine.answerPriceConsent(false, .transaction(id)) }.code == .ok)
+        try declining.advance("P9M")
+        #expect(try declining.purchases().count == 12 && declining.subscription().status == .active)
+        #expect(try declining.engine.priceIncrease(of: id) == .declined)
+        try declining.advance("P1M")
+        #expect(try declining.subscription().status == .expired)
+        #expect(try declining.renewalInfo()["expirationIntent"] == .int(3))
+
+        // Agreed: the renewal into a new commitment happens, and the increase is done.
+        let agreeing = try Store(backend)
+        #expect(try agreeing.buy().code == .ok)
+        try agreeing.advance("P2M")
+        let agreed = try agreeing.subscription().originalID
+        #expect(try agreeing.store.inUnit { try agreeing.engine.requestPriceConsent(.transaction(agreed)) }.code == .ok)
+        #expect(try agreeing.store.inUnit { try agreeing.engine.answerPriceConsent(true, .transaction(agreed)) }.code == .ok)
+        try agreeing.advance("P1M")
+        #expect(try agreeing.engine.priceIncrease(of: agreed) == .agreed, "kept until the new commitment")
+        try agreeing.advance("P9M")
+        #expect(try agreeing.purchases().count == 13 && agreeing.subscription().status == .active)
+        #expect(try agreeing.engine.priceIncrease(of: agreed) == nil)
     }
 }
