@@ -25,8 +25,24 @@ import Testing
         { "productID" : "news.monthly", "type" : "RecurringSubscription", "displayPrice" : "0.99",
           "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 3 },
         { "productID" : "news.premium", "type" : "RecurringSubscription", "displayPrice" : "1.99",
-          "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 1 } ] } ] }
+          "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 1 },
+        { "productID" : "news.basic", "type" : "RecurringSubscription", "displayPrice" : "5.88",
+          "recurringSubscriptionPeriod" : "P1Y", "groupNumber" : 4,
+          "billingPlans" : [
+            { "billingPlanType" : "BILLED_UPFRONT", "displayPrice" : "5.88", "isEnabled" : true },
+            { "billingPlanType" : "MONTHLY", "displayPrice" : "0.25", "commitmentDisplayPrice" : "3.00", "isEnabled" : true } ] } ] } ] }
     """
+
+    /// The catalogue with the yearly product's monthly plan turned off (`isEnabled` false).
+    static var withoutMonthlyPlan: Catalog {
+        get throws {
+            let json = catalogJSON.replacingOccurrences(
+                of: #""displayPrice" : "0.5", "commitmentDisplayPrice" : "6.00", "isEnabled" : true"#,
+                with: #""displayPrice" : "0.5", "commitmentDisplayPrice" : "6.00", "isEnabled" : false"#)
+            precondition(json != catalogJSON)
+            return try Catalog(json: Data(json.utf8), path: "news.storekit")
+        }
+    }
 
     final class Store {
         let directory = TemporaryDirectory("skcommitment")
@@ -335,5 +351,73 @@ import Testing
         try agreeing.advance("P9M")
         #expect(try agreeing.purchases().count == 13 && agreeing.subscription().status == .active)
         #expect(try agreeing.engine.priceIncrease(of: agreed) == nil)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aCommitmentGoesOnWhenTheCatalogueLosesThePlan(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        #expect(try store.buy().code == .ok)
+        try store.advance("P3M")
+        try store.setAutoRenew(false)
+        store.engine.replaceCatalogs([Self.app: try Self.withoutMonthlyPlan])
+        try store.advance("P1M")
+        let purchases = try store.purchases()
+        #expect(purchases.count == 5)
+        let fifth = try store.payload(try #require(purchases.last))
+        #expect(fifth["price"] == .int(500) && fifth["billingPlanType"] == .string("MONTHLY"), "month 5 at the commitment's price")
+        #expect(Self.members(fifth["commitmentInfo"])["billingPeriodNumber"] == .int(5))
+        let fifthRecord = try #require(purchases.last)
+        #expect(try #require(fifthRecord.expiresDate) < fifthRecord.date + 32 * 86_400_000, "a month, not a year")
+        try store.advance("P7M")
+        #expect(try store.purchases().count == 12)
+        #expect(try store.purchases().allSatisfy { try store.payload($0)["price"] == .int(500) })
+        try store.advance("P1M")
+        #expect(try store.subscription().status == .expired, "auto-renew off: nothing after the commitment")
+        #expect(try store.purchases().count == 12)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aWaitingPurchaseWhosePlanIsGoneFails(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let asked = try store.buy(askToBuy: true)
+        #expect(asked.code == .ok)
+        store.engine.replaceCatalogs([Self.app: try Self.withoutMonthlyPlan])
+        let approved = try store.store.inUnit { try store.engine.approve(transactionID: asked.value) }
+        #expect(approved.code == .ok, "\(approved.message)")
+        let record = try #require(try store.store.transaction(id: asked.value))
+        #expect(record.state == .failed && record.errorCode == StoreKitErrorCode.storeProductNotAvailable.rawValue)
+        #expect(try store.store.subscriptions(uid: Self.buyer, app: Self.app).isEmpty, "nothing billed up front")
+        #expect(try store.store.setting("commitment.wait.\(asked.value)") == nil)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aDowngradeBoughtMonthlyRenewsMonthlyAfterTheCommitment(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        #expect(try store.buy().code == .ok)
+        try store.advance("P1M")
+        let bought = try store.buy("news.basic", plan: .monthly)
+        #expect(bought.code == .ok, "\(bought.message)")
+        let commitmentEnd = try #require(try store.engine.runningCommitment(of: try store.subscription().originalID)?.expires)
+        // The downgrade's transaction: its first month, after the commitment.
+        let downgrade = try #require(try store.store.transaction(id: bought.value))
+        let downgradeEnd = try #require(downgrade.expiresDate)
+        #expect(downgradeEnd > commitmentEnd + 27 * 86_400_000 && downgradeEnd < commitmentEnd + 32 * 86_400_000)
+        // Months 2 to 12 still renew the yearly product, and say so.
+        let renewal = try store.renewalInfo()
+        #expect(renewal["autoRenewProductId"] == .string(Self.yearly))
+        let commitment = Self.members(renewal["commitmentInfo"])
+        #expect(commitment["commitmentAutoRenewProductId"] == .string("news.basic"))
+        #expect(commitment["commitmentRenewalBillingPlanType"] == .string("MONTHLY") && commitment["commitmentRenewalPrice"] == .int(3000))
+        try store.advance("P10M")
+        #expect(try store.renewalInfo()["autoRenewProductId"] == .string("news.basic"), "the last month: the downgrade is next")
+        #expect(try store.renewalInfo()["renewalBillingPlanType"] == .string("MONTHLY"))
+        try store.advance("P1M")
+        let last = try #require(try store.purchases().last)
+        #expect(last.productID == "news.basic")
+        let payload = try store.payload(last)
+        #expect(payload["billingPlanType"] == .string("MONTHLY") && payload["price"] == .int(250))
+        #expect(Self.members(payload["commitmentInfo"])["billingPeriodNumber"] == .int(1))
+        #expect(try #require(last.expiresDate) < last.date + 32 * 86_400_000)
+        #expect(try store.store.setting("commitment.next.\(try store.subscription().originalID)") == nil)
     }
 }
