@@ -420,4 +420,32 @@ import Testing
         #expect(try #require(last.expiresDate) < last.date + 32 * 86_400_000)
         #expect(try store.store.setting("commitment.next.\(try store.subscription().originalID)") == nil)
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func theSettingsGoWithTheTransactionsAndTheHistory(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.buy()
+        try store.advance("P3M")
+        #expect(try store.store.settings(prefix: "commitment.").count == 5, "4 billing periods and the running commitment")
+        // Deleting the purchase deletes its renewals, and their billing periods; the subscription stays.
+        #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: bought.value) }.code == .ok)
+        #expect(try store.store.settings(prefix: "commitment.").map(\.key) == ["commitment.running.\(bought.value)"])
+
+        // Clearing the history deletes every setting of its transactions, subscriptions and waiting purchases.
+        let cleared = try Store(backend)
+        #expect(try cleared.buy().code == .ok)
+        try cleared.advance("P2M")
+        let original = try cleared.subscription().originalID
+        #expect(try cleared.store.inUnit { try cleared.engine.requestPriceConsent(.transaction(original)) }.code == .ok)
+        #expect(try cleared.buy("news.basic", plan: .monthly).code == .ok, "a downgrade bought monthly")
+        let asking = ClientMessage.AddPayment(requestID: 2, key: "", productID: Self.yearly, quantity: 1, simulatesAskToBuy: true,
+                                              billingPlanType: .monthly)
+        let asked = try cleared.store.inUnit { try cleared.engine.addPayment(uid: Self.buyer + 1, app: Self.app, payment: asking) }
+        #expect(asked.code == .ok)
+        #expect(try cleared.store.setting("commitment.wait.\(asked.value)") != nil)
+        #expect(try cleared.store.setting("commitment.next.\(original)") != nil)
+        #expect(try cleared.store.inUnit { try cleared.engine.clear(uid: nil, app: Self.app) }.code == .ok)
+        #expect(try cleared.store.settings(prefix: "commitment.").isEmpty)
+        #expect(try cleared.store.settings(prefix: "priceIncrease.").isEmpty)
+    }
 }
