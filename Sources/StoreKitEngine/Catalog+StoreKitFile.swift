@@ -185,9 +185,10 @@ private struct StoreKitFileDecoder {
         return BillingPlan.Kind(name: text)
     }
 
-    /// The enabled plans of `billingPlans`, the up-front one first; none without the key (the
-    /// product is billed up front: `CatalogProduct.billingPlan(_:)`). The up-front plan bills the product's price each period (its prices in the file
-    /// repeat it); a monthly plan bills its `displayPrice` each month and commits to the product's
+    /// The enabled plans of `billingPlans`, the up-front one first (always there when any is);
+    /// none without the key (the product is billed up front: `CatalogProduct.billingPlan(_:)`).
+    /// The up-front plan bills the product's price each period (its prices in the file repeat
+    /// it); a monthly plan bills its `displayPrice` each month and commits to the product's
     /// period (`commitmentDisplayPrice`, else the monthly price times its months), with the offers
     /// `monthlyOffers` gives it.
     private func billingPlans(
@@ -234,6 +235,10 @@ private struct StoreKitFileDecoder {
             monthlyOffers(&plan)
             plans.append(plan)
         }
+        // The product's own price is always a way to pay: a purchase without a plan (StoreKit 1,
+        // a client before protocol version 5) buys it, so the up-front plan is listed and may be
+        // asked for even when the file lists only a monthly one, or disables BILLED_UPFRONT.
+        if !plans.isEmpty, !plans.contains(where: { $0.kind == .upFront }) { plans.append(upFront) }
         return plans.sorted { $0.kind.rawValue < $1.kind.rawValue }
     }
 

@@ -448,4 +448,24 @@ import Testing
         #expect(try cleared.store.settings(prefix: "commitment.").isEmpty)
         #expect(try cleared.store.settings(prefix: "priceIncrease.").isEmpty)
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func theUpFrontPlanIsAlwaysThere(backend: LedgerBackend) throws {
+        // A file that disables BILLED_UPFRONT still sells the product at its price, and says so.
+        let json = Self.catalogJSON.replacingOccurrences(
+            of: #""displayPrice" : "11.88", "commitmentDisplayPrice" : "11.88", "isEnabled" : true"#,
+            with: #""displayPrice" : "11.88", "commitmentDisplayPrice" : "11.88", "isEnabled" : false"#)
+        #expect(json != Self.catalogJSON)
+        let catalog = try Catalog(json: Data(json.utf8), path: "news.storekit")
+        let record = try #require(catalog.product(Self.yearly)).record(locale: "en_US", currencyCode: "USD")
+        #expect(record.billingPlans.map(\.type) == [.upFront, .monthly])
+        #expect(record.billingPlans.first?.priceCents == 1188 && record.billingPlans.first?.billingPeriod == "P1Y")
+
+        let store = try Store(backend)
+        store.engine.replaceCatalogs([Self.app: catalog])
+        let upFront = try store.buy(plan: .upFront)
+        #expect(upFront.code == .ok, "\(upFront.message)")
+        let payload = try store.payload(try #require(try store.store.transaction(id: upFront.value)))
+        #expect(payload["billingPlanType"] == .string("BILLED_UPFRONT") && payload["price"] == .int(11_880))
+    }
 }
