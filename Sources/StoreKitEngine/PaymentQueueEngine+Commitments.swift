@@ -15,7 +15,10 @@ import StoreKitWire
 
 /// Where a transaction, or a subscription, stands in a commitment.
 public struct Commitment: Sendable, Equatable {
-    /// The billing period (1 … `total`).
+    /// The billing period (1 … `total`); 0 for a period that is none of them: an offer's period
+    /// of another length than a billing period (a week's free trial, three months paid up front),
+    /// which comes before the next billing period and is not counted (at a purchase, before the
+    /// commitment starts: the buyer is not committed yet).
     public var period: Int
     /// How many billing periods the commitment has.
     public var total: Int
@@ -25,8 +28,9 @@ public struct Commitment: Sendable, Equatable {
     public var priceMillis: Int64
     public var commitmentPriceMillis: Int64
 
-    /// Whether a billing period of the commitment is still to come after this one.
-    public var continues: Bool { period < total }
+    /// Whether a billing period of the commitment is still to come after this one, the
+    /// commitment having started.
+    public var continues: Bool { period >= 1 && period < total }
 
     /// `PERIOD\tTOTAL\tEXPIRES\tPRICE\tCOMMITMENT_PRICE`, as the settings hold it.
     var stored: String { "\(period)\t\(total)\t\(expires)\t\(priceMillis)\t\(commitmentPriceMillis)" }
@@ -42,7 +46,7 @@ public struct Commitment: Sendable, Equatable {
     init?(stored text: String) {
         let parts = text.split(separator: "\t", omittingEmptySubsequences: false)
         guard parts.count == 5, let period = Int(parts[0]), let total = Int(parts[1]), let expires = Int64(parts[2]),
-              let price = Int64(parts[3]), let commitmentPrice = Int64(parts[4]), (1...total).contains(period) else { return nil }
+              let price = Int64(parts[3]), let commitmentPrice = Int64(parts[4]), total >= 1, (0...total).contains(period) else { return nil }
         self.init(period: period, total: total, expires: expires, priceMillis: price, commitmentPriceMillis: commitmentPrice)
     }
 
@@ -104,27 +108,30 @@ extension PaymentQueueEngine {
         return .success(plan.kind == .monthly ? plan : nil)
     }
 
-    /// The period that just started, ending at `periodEnd`, as transaction `transactionID` of
-    /// subscription `originalID` billed with `plan`: the next billing period of `running` while it
-    /// has some left, else the first of a new commitment; none (the commitment is forgotten) when
-    /// the period is billed up front.
+    /// The period from `start` to `periodEnd`, as transaction `transactionID` of subscription
+    /// `originalID` billed with `plan`: the next billing period of `running` while it has some
+    /// left, else the first of a new commitment; none (the commitment is forgotten) when the
+    /// period is billed up front. A period of another length than a billing period (an offer's)
+    /// is not one: it comes before the next billing period, which the commitment's end moves
+    /// after it, so the commitment bills its billing periods, and its price, whatever the offers.
     func continueCommitment(_ running: Commitment?, plan: BillingPlan?, originalID: UInt64, transactionID: UInt64,
-                            periodEnd: Int64) throws(LedgerError) {
+                            start: Int64, periodEnd: Int64) throws(LedgerError) {
         guard let plan, plan.kind == .monthly else {
             if try store.setting(Self.runningCommitmentKey(originalID)) != nil { try store.setSetting(Self.runningCommitmentKey(originalID), nil) }
             return
         }
-        var next = Commitment(period: 1, total: plan.billingPeriodCount, expires: periodEnd, priceMillis: plan.priceCents * 10,
+        let isBillingPeriod = periodEnd == clock.rate.end(of: plan.billingPeriod, from: start)
+        var next = Commitment(period: 0, total: plan.billingPeriodCount, expires: periodEnd, priceMillis: plan.priceCents * 10,
                               commitmentPriceMillis: plan.commitmentPriceCents * 10)
-        if let running, running.continues {
-            next = running
-            next.period += 1
-        }
+        if let running, running.continues { next = running }
+        if isBillingPeriod { next.period += 1 }
         // The commitment ends after its remaining billing periods, each renewed as renewals are.
         next.expires = periodEnd
         for _ in next.period..<next.total { next.expires = clock.rate.end(of: plan.billingPeriod, from: next.expires) }
         try store.setSetting(Self.runningCommitmentKey(originalID), next.stored)
-        try store.setSetting(Self.commitmentKey(transactionID), next.stored)
+        var this = next
+        if !isBillingPeriod { this.period = 0 }
+        try store.setSetting(Self.commitmentKey(transactionID), this.stored)
     }
 
     /// Keeps the plan a waiting purchase `transactionID` was asked with (monthly only).

@@ -86,7 +86,7 @@ extension PaymentQueueEngine {
                 record.expiresDate = end
                 startsPeriod = true
                 if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
-                try continueCommitment(nil, plan: plan, originalID: current.originalID, transactionID: record.id, periodEnd: end)
+                try continueCommitment(nil, plan: plan, originalID: current.originalID, transactionID: record.id, start: now, periodEnd: end)
             } else {
                 // Downgrade, or crossgrade to another period: takes effect at the next renewal (in
                 // a commitment, the renewal after its end), billed with the plan it was bought with.
@@ -121,7 +121,7 @@ extension PaymentQueueEngine {
             }
         }
         record.expiresDate = end
-        try continueCommitment(nil, plan: plan, originalID: originalID, transactionID: record.id, periodEnd: end)
+        try continueCommitment(nil, plan: plan, originalID: originalID, transactionID: record.id, start: now, periodEnd: end)
         // A new run of the subscription starts at today's price: no increase of an earlier run waits.
         if existing != nil {
             try setPriceIncrease(nil, of: originalID)
@@ -320,7 +320,8 @@ extension PaymentQueueEngine {
         try store.insert(record)
         try store.markRenewal(transactionID: record.id)
         if let carried { try store.setSetting(Self.offerKey(record.id), carried.stored) }
-        try continueCommitment(running, plan: plan, originalID: subscription.originalID, transactionID: record.id, periodEnd: end)
+        try continueCommitment(running, plan: plan, originalID: subscription.originalID, transactionID: record.id, start: start,
+                                   periodEnd: end)
         // A promotional or win-back offer still running is kept with the subscription (a purchase
         // of the same product meanwhile does not end it); it goes with its last period.
         try setRunningOffer(carried?.kind != .introductory && subscription.offerPeriodsLeft > 0 ? carried : nil,

@@ -468,4 +468,68 @@ import Testing
         let payload = try store.payload(try #require(try store.store.transaction(id: upFront.value)))
         #expect(payload["billingPlanType"] == .string("BILLED_UPFRONT") && payload["price"] == .int(11_880))
     }
+
+    /// The catalogue with an introductory offer for the yearly product's monthly plan.
+    static func withIntroductoryOffer(_ offer: String) throws -> Catalog {
+        let json = catalogJSON.replacingOccurrences(
+            of: #""recurringSubscriptionPeriod" : "P1Y", "groupNumber" : 2,"#,
+            with: #""recurringSubscriptionPeriod" : "P1Y", "groupNumber" : 2, "introductoryOffers" : [ { "billingPlanType" : "MONTHLY", "#
+                + offer + " } ],")
+        precondition(json != catalogJSON)
+        return try Catalog(json: Data(json.utf8), path: "news.storekit")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anOfferPeriodOfAnotherLengthComesBeforeTheCommitment(backend: LedgerBackend) throws {
+        let day: Int64 = 86_400_000
+        // A week's free trial: not a billing period; the 12 months at 0.50 follow it.
+        let store = try Store(backend)
+        store.engine.replaceCatalogs([Self.app: try Self.withIntroductoryOffer(#""paymentMode" : "free", "subscriptionPeriod" : "P1W""#)])
+        let bought = try store.buy()
+        #expect(bought.code == .ok, "\(bought.message)")
+        let trial = try #require(try store.store.transaction(id: bought.value))
+        let trialEnd = try #require(trial.expiresDate)
+        #expect(trialEnd == trial.date + 7 * day)
+        let trialInfo = Self.members(try store.payload(trial)["commitmentInfo"])
+        #expect(trialInfo["billingPeriodNumber"] == .int(0) && trialInfo["totalBillingPeriods"] == .int(12))
+        let commitmentEnd = try #require(Self.int(trialInfo["commitmentExpiresDate"]))
+        #expect(commitmentEnd > trialEnd + 364 * day && commitmentEnd < trialEnd + 367 * day, "12 months after the trial")
+        try store.advance("P1W")
+        let first = try #require(try store.purchases().last)
+        let firstInfo = Self.members(try store.payload(first)["commitmentInfo"])
+        #expect(firstInfo["billingPeriodNumber"] == .int(1) && firstInfo["commitmentExpiresDate"] == .int(commitmentEnd))
+        try store.setAutoRenew(false)
+        try store.advance("P11M")
+        let paid = try store.purchases().filter { $0.id != trial.id }
+        #expect(paid.count == 12, "12 billing periods")
+        #expect(try paid.allSatisfy { try store.payload($0)["price"] == .int(500) }, "12 × 0.50: the commitment's price")
+        #expect(paid.last?.expiresDate == commitmentEnd)
+        try store.advance("P1M")
+        #expect(try store.subscription().status == .expired && store.purchases().count == 13)
+
+        // The buyer is not committed before the first billing period: auto-renew off in the trial ends it there.
+        let trying = try Store(backend)
+        trying.engine.replaceCatalogs([Self.app: try Self.withIntroductoryOffer(#""paymentMode" : "free", "subscriptionPeriod" : "P1W""#)])
+        #expect(try trying.buy().code == .ok)
+        try trying.setAutoRenew(false)
+        #expect(try trying.renewalInfo()["autoRenewStatus"] == .int(0))
+        try trying.advance("P1W")
+        #expect(try trying.subscription().status == .expired && trying.purchases().count == 1, "nothing billed")
+
+        // Three months paid up front: the commitment is those months and 12 more, 12 of them billed at 0.50.
+        let upFront = try Store(backend)
+        upFront.engine.replaceCatalogs([Self.app: try Self.withIntroductoryOffer(
+            #""paymentMode" : "payUpFront", "displayPrice" : "1.00", "subscriptionPeriod" : "P3M""#)])
+        let offer = try upFront.buy()
+        #expect(offer.code == .ok)
+        let offerRecord = try #require(try upFront.store.transaction(id: offer.value))
+        let offerInfo = Self.members(try upFront.payload(offerRecord)["commitmentInfo"])
+        #expect(offerInfo["billingPeriodNumber"] == .int(0))
+        let end = try #require(Self.int(offerInfo["commitmentExpiresDate"]))
+        #expect(end > offerRecord.date + (15 * 30 - 5) * day && end < offerRecord.date + (15 * 31 + 2) * day)
+        try upFront.advance("P14M")
+        let months = try upFront.purchases().filter { $0.id != offer.value }
+        #expect(months.count == 12 && months.last?.expiresDate == end)
+        #expect(Self.members(try upFront.payload(try #require(months.last))["commitmentInfo"])["billingPeriodNumber"] == .int(12))
+    }
 }
