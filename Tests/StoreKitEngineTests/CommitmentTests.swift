@@ -388,6 +388,18 @@ import Testing
         #expect(record.state == .failed && record.errorCode == StoreKitErrorCode.storeProductNotAvailable.rawValue)
         #expect(try store.store.subscriptions(uid: Self.buyer, app: Self.app).isEmpty, "nothing billed up front")
         #expect(try store.store.setting("commitment.wait.\(asked.value)") == nil)
+
+        // An interrupted one is not resolved into an up-front purchase either.
+        let interrupting = try Store(backend)
+        _ = try interrupting.store.inUnit { try interrupting.engine.updateSwitches { $0.interrupted = true } }
+        let interrupted = try interrupting.buy()
+        #expect(try interrupting.store.transaction(id: interrupted.value)?.state == .failed)
+        _ = try interrupting.store.inUnit { try interrupting.engine.updateSwitches { $0.interrupted = nil } }
+        interrupting.engine.replaceCatalogs([Self.app: try Self.withoutMonthlyPlan])
+        let resolved = try interrupting.store.inUnit { try interrupting.engine.resolve(transactionID: interrupted.value) }
+        #expect(resolved.code == .storeKit && resolved.detail == StoreKitErrorCode.storeProductNotAvailable.rawValue, "\(resolved.message)")
+        #expect(try interrupting.purchases().isEmpty && interrupting.store.subscriptions(uid: Self.buyer, app: Self.app).isEmpty)
+        #expect(try interrupting.store.purchaseRequest(transactionID: interrupted.value) == nil)
     }
 
     @Test(arguments: LedgerBackend.allCases)
