@@ -176,19 +176,19 @@ private struct StoreKitFileDecoder {
 
     // MARK: Billing plans
 
-    /// An offer's or a plan's `billingPlanType`: `BILLED_UPFRONT` (also when absent) or `MONTHLY`.
-    private func planType(_ value: JSONValue, at location: String) throws(CatalogError) -> BillingPlan.Kind {
+    /// An offer's or a plan's `billingPlanType`: `BILLED_UPFRONT` (also when absent) or `MONTHLY`;
+    /// nil for a type this store does not know (a later format's): the plan, or the offer of that
+    /// plan, is read past, as unknown keys are.
+    private func planType(_ value: JSONValue, at location: String) throws(CatalogError) -> BillingPlan.Kind? {
         let fields = try object(value, at: location)
         guard let text = try optionalString(fields, "billingPlanType", at: location) else { return .upFront }
-        guard let kind = BillingPlan.Kind(name: text) else {
-            throw fail(join(location, "billingPlanType"), "unknown billing plan type \"\(text)\" (expected BILLED_UPFRONT or MONTHLY)")
-        }
-        return kind
+        return BillingPlan.Kind(name: text)
     }
 
-    /// The enabled plans of `billingPlans`, the up-front one first; none without the key (the
-    /// product is billed up front: `CatalogProduct.billingPlan(_:)`). The up-front plan bills the product's price each period (its prices in the file
-    /// repeat it); a monthly plan bills its `displayPrice` each month and commits to the product's
+    /// The enabled plans of `billingPlans`, the up-front one first (always there when any is);
+    /// none without the key (the product is billed up front: `CatalogProduct.billingPlan(_:)`).
+    /// The up-front plan bills the product's price each period (its prices in the file repeat
+    /// it); a monthly plan bills its `displayPrice` each month and commits to the product's
     /// period (`commitmentDisplayPrice`, else the monthly price times its months), with the offers
     /// `monthlyOffers` gives it.
     private func billingPlans(
@@ -199,12 +199,13 @@ private struct StoreKitFileDecoder {
         var plans: [BillingPlan] = []
         for (position, element) in try array(fields, "billingPlans", at: location).enumerated() {
             let here = "\(join(location, "billingPlans"))[\(position)]"
-            let kind = try planType(element, at: here)
             let entry = try object(element, at: here)
+            // A disabled plan is read past whatever else it says.
+            guard try optionalBool(entry, "isEnabled", at: here) ?? true else { continue }
             guard try optionalString(entry, "billingPlanType", at: here) != nil else {
                 throw fail(join(here, "billingPlanType"), "missing required key \"billingPlanType\"")
             }
-            guard try optionalBool(entry, "isEnabled", at: here) ?? true else { continue }
+            guard let kind = try planType(element, at: here) else { continue }
             guard !plans.contains(where: { $0.kind == kind }) else {
                 throw fail(join(here, "billingPlanType"), "a second enabled \(kind.name) billing plan")
             }
@@ -216,7 +217,12 @@ private struct StoreKitFileDecoder {
                 throw fail(here, "a MONTHLY billing plan commits to the subscription's period in months, and \(period) is not 2 months or more")
             }
             let (price, cents, display) = try self.price(entry, "displayPrice", at: here)
-            var commitment = (price * Decimal(months), cents * Int64(months), "")
+            // Months × the price, no more than a price may be (12 digits before the point).
+            let (total, overflow) = cents.multipliedReportingOverflow(by: Int64(months))
+            guard !overflow, total < Self.priceCentsLimit else {
+                throw fail(join(here, "displayPrice"), "\(months) months at \(display) cost more than a price may be (12 digits before the point)")
+            }
+            var commitment = (price * Decimal(months), total, "")
             if isPresent(entry, "commitmentDisplayPrice") {
                 commitment = try self.price(entry, "commitmentDisplayPrice", at: here)
             } else {
@@ -229,8 +235,15 @@ private struct StoreKitFileDecoder {
             monthlyOffers(&plan)
             plans.append(plan)
         }
+        // The product's own price is always a way to pay: a purchase without a plan (StoreKit 1,
+        // a client before protocol version 5) buys it, so the up-front plan is listed and may be
+        // asked for even when the file lists only a monthly one, or disables BILLED_UPFRONT.
+        if !plans.isEmpty, !plans.contains(where: { $0.kind == .upFront }) { plans.append(upFront) }
         return plans.sorted { $0.kind.rawValue < $1.kind.rawValue }
     }
+
+    /// Cents of the smallest price too large to be one: 12 digits before the point.
+    static let priceCentsLimit: Int64 = 100_000_000_000_000
 
     /// `displayPrice` (a string in every known format; a number is accepted too), else `price`.
     private func price(_ fields: [String: JSONValue], at location: String) throws(CatalogError) -> (Decimal, Int64, String) {
@@ -267,11 +280,12 @@ private struct StoreKitFileDecoder {
     // MARK: Offers
 
     /// `introductoryOffer` (an object or null); format 5 files also list `introductoryOffers`, one
-    /// a billing plan. Each with its plan: the first of a plan is the plan's introductory offer.
+    /// a billing plan. Each with its plan (nil: one this store does not know): the first of a
+    /// plan is the plan's introductory offer.
     private func introductoryOffers(_ fields: [String: JSONValue], at location: String) throws(CatalogError)
-        -> [(BillingPlan.Kind, SubscriptionOffer)]
+        -> [(BillingPlan.Kind?, SubscriptionOffer)]
     {
-        var offers: [(BillingPlan.Kind, SubscriptionOffer)] = []
+        var offers: [(BillingPlan.Kind?, SubscriptionOffer)] = []
         if let single = fields["introductoryOffer"], !single.isNull {
             let here = join(location, "introductoryOffer")
             offers.append((try planType(single, at: here), try offer(single, at: here)))

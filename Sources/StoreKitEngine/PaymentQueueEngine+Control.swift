@@ -186,6 +186,7 @@ extension PaymentQueueEngine {
         var deleted: UInt64 = 0
         for target in targets {
             guard var record = try store.deleteTransaction(id: target.id) else { continue }
+            try forgetSettings(Self.transactionSettingKeys(record.id))
             deleted += 1
             guard !record.finished else { continue }
             let queue = QueueKey(uid: record.uid, app: record.app)
@@ -200,7 +201,9 @@ extension PaymentQueueEngine {
 
     public func clear(uid: UInt32?, app: String?) throws(LedgerError) -> Outcome {
         synchronize()
+        let ids = try historyIDs(uid: uid, app: app)
         let (deleted, unfinished) = try store.deleteHistory(uid: uid, app: app)
+        try forgetSettings(ids.transactions.flatMap(Self.transactionSettingKeys) + ids.subscriptions.flatMap(Self.subscriptionSettingKeys))
         scheduleChanged()
         var removed: [QueueKey: [TransactionRecord]] = [:]
         var order: [QueueKey] = []

@@ -20,7 +20,13 @@ extension PaymentQueueEngine {
             record.date = now
             var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
-                let plan = try takeWaitingPlan(of: record.id, product: product)
+                let plan: BillingPlan?
+                switch try takeWaitingPlan(of: record.id, product: product) {
+                case .success(let found): plan = found
+                case .failure(let refusal):
+                    // Approved, but the plan it asked for is gone: it fails, as StoreKit fails it.
+                    return .ok(value: record.id, try fail(record, code: .storeProductNotAvailable, message: refusal.outcome.message, at: now))
+                }
                 let asked = try takeWaitingOffer(of: record.id, product: product.billed(with: plan))
                 startsPeriod = try applySubscriptionPurchase(&record, product: product, catalog: catalog, at: now, promotion: asked.promotion,
                                                              promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed,
@@ -110,7 +116,14 @@ extension PaymentQueueEngine {
                 sequence: 0, date: now, applicationUsername: record.applicationUsername)
             var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
-                let plan = try takeWaitingPlan(of: record.id, product: product)
+                let plan: BillingPlan?
+                switch try takeWaitingPlan(of: record.id, product: product) {
+                case .success(let found): plan = found
+                case .failure(let refusal):
+                    // The plan it was asked with is gone: no purchase, the transaction stays failed.
+                    try dropWaitingOffer(of: record.id)
+                    return refusal.outcome
+                }
                 let asked = try takeWaitingOffer(of: record.id, product: product.billed(with: plan))
                 startsPeriod = try applySubscriptionPurchase(&purchase, product: product, catalog: catalog, at: now, promotion: asked.promotion,
                                                              promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed,

@@ -144,11 +144,14 @@ extension PaymentQueueEngine {
     /// Advanced Commerce subscription renews with (`renewalCommerceInfo(of:)`).
     public func renewalInfoPayload(_ subscription: Subscription, environment: String, signedDate: Int64,
                                    priceIncrease: PriceIncrease? = nil, advancedCommerce: JSONValue? = nil) -> JSONValue {
-        let renews = subscription.autoRenew || ((try? commitmentContinues(subscription)) ?? false)
+        let committed = (try? commitmentContinues(subscription)) ?? false
+        let renews = subscription.autoRenew || committed
         var members: [(String, JSONValue)] = [
             ("originalTransactionId", .string(String(subscription.originalID))),
             ("productId", .string(subscription.productID)),
-            ("autoRenewProductId", .string(subscription.nextProductID ?? subscription.productID)),
+            // The product of the next billing period: a commitment's own while it continues (a
+            // downgrade waits for its end: `commitmentInfo.commitmentAutoRenewProductId`).
+            ("autoRenewProductId", .string(committed ? subscription.productID : subscription.nextProductID ?? subscription.productID)),
             // In a commitment the next billing period comes whatever auto-renew says (that
             // decides what happens at the commitment's end: `commitmentInfo`).
             ("autoRenewStatus", .int(renews ? 1 : 0)),

@@ -55,6 +55,7 @@ extension PaymentQueueEngine {
                 // Buying it again after declining a price increase agrees to it.
                 if try priceIncrease(of: current.originalID) == .declined { try setPriceIncrease(.agreed, of: current.originalID) }
                 current.nextProductID = nil
+                try setNextPlan(nil, of: current.originalID)
                 current.lastTransactionID = record.id
                 record.expiresDate = current.expiresDate
                 // The period goes on as it was billed: in a commitment, this is its billing period too.
@@ -78,6 +79,7 @@ extension PaymentQueueEngine {
                 current.expiresDate = end
                 current.due = end
                 current.nextProductID = nil
+                try setNextPlan(nil, of: current.originalID)
                 current.offerPeriodsLeft = Self.promotionalPeriodsLeft(promotion)
                 try setRunningOffer(promotion.flatMap { current.offerPeriodsLeft > 0 ? TransactionOffer($0, kind: promotionKind) : nil },
                                     of: current.originalID)
@@ -87,12 +89,14 @@ extension PaymentQueueEngine {
                 record.expiresDate = end
                 startsPeriod = true
                 if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
-                try continueCommitment(nil, plan: plan, originalID: current.originalID, transactionID: record.id, periodEnd: end)
+                try continueCommitment(nil, plan: plan, originalID: current.originalID, transactionID: record.id, start: now, periodEnd: end)
             } else {
-                // Downgrade, or crossgrade to another period: takes effect at the next renewal
-                // (billed up front; in a commitment, the renewal after its end).
+                // Downgrade, or crossgrade to another period: takes effect at the next renewal (in
+                // a commitment, the renewal after its end), billed with the plan it was bought with.
                 current.nextProductID = product.id
-                record.expiresDate = clock.rate.end(of: catalogProduct.subscriptionPeriod ?? period, from: current.expiresDate)
+                try setNextPlan(plan, of: current.originalID)
+                let start = try runningCommitment(of: current.originalID).flatMap { $0.continues ? $0.expires : nil } ?? current.expiresDate
+                record.expiresDate = clock.rate.end(of: period, from: start)
             }
             try saveSubscription(current)
             return startsPeriod
@@ -123,9 +127,12 @@ extension PaymentQueueEngine {
             }
         }
         record.expiresDate = end
-        try continueCommitment(nil, plan: plan, originalID: originalID, transactionID: record.id, periodEnd: end)
+        try continueCommitment(nil, plan: plan, originalID: originalID, transactionID: record.id, start: now, periodEnd: end)
         // A new run of the subscription starts at today's price: no increase of an earlier run waits.
-        if existing != nil { try setPriceIncrease(nil, of: originalID) }
+        if existing != nil {
+            try setPriceIncrease(nil, of: originalID)
+            try setNextPlan(nil, of: originalID)
+        }
         try saveSubscription(StoreSubscription(
             originalID: originalID, uid: record.uid, app: record.app, groupID: groupID, productID: product.id,
             quantity: record.quantity, applicationUsername: record.applicationUsername, status: .active,
@@ -202,14 +209,16 @@ extension PaymentQueueEngine {
         var subscription = subscription
         switch subscription.status {
         case .active:
-            if subscription.autoRenew, try !priceIncreaseAllowsRenewal(&subscription) {
+            // A commitment's next billing period comes at its locked price: a price increase
+            // waits, answered or not, for the renewal into a new commitment.
+            let committed = try commitmentContinues(subscription)
+            if !committed, subscription.autoRenew, try !priceIncreaseAllowsRenewal(&subscription) {
                 subscription.status = .expired
                 subscription.due = nil
                 try saveSubscription(subscription)
                 return []
             }
             // Auto-renew off ends a subscription at the end of its period, or of its commitment.
-            let committed = try commitmentContinues(subscription)
             guard subscription.autoRenew || committed else {
                 subscription.status = .expired
                 subscription.due = nil
@@ -271,13 +280,18 @@ extension PaymentQueueEngine {
         let running = subscription.status.isLive ? try runningCommitment(of: subscription.originalID) : nil
         let committed = running?.continues ?? false
         let productID = committed ? subscription.productID : subscription.nextProductID ?? subscription.productID
-        guard let catalogProduct = catalogs[subscription.app]?.product(productID), catalogProduct.kind == .autoRenewable else {
+        // A commitment's billing periods are billed at its own price even if the catalogue lost
+        // the plan; a downgrade bought monthly renews monthly.
+        let found = catalogs[subscription.app]?.product(productID)
+        let planned = try renewalPlan(of: subscription, running: running, product: found)
+        guard let catalogProduct = found, catalogProduct.kind == .autoRenewable, planned != .some(nil) else {
             subscription.status = .expired
             subscription.due = nil
             try saveSubscription(subscription)
             return []
         }
-        let plan = running != nil && productID == subscription.productID ? catalogProduct.billingPlan(.monthly) : nil
+        let plan = planned ?? nil
+        if !committed { try setNextPlan(nil, of: subscription.originalID) }
         let product = catalogProduct.billed(with: plan)
         var period = product.subscriptionPeriod ?? Self.defaultPeriod
         // An Advanced Commerce subscription renews in its request's period, into its next one.
@@ -316,15 +330,17 @@ extension PaymentQueueEngine {
         try store.insert(record)
         try store.markRenewal(transactionID: record.id)
         if let carried { try store.setSetting(Self.offerKey(record.id), carried.stored) }
-        try continueCommitment(running, plan: plan, originalID: subscription.originalID, transactionID: record.id, periodEnd: end)
+        try continueCommitment(running, plan: plan, originalID: subscription.originalID, transactionID: record.id, start: start,
+                               periodEnd: end)
         if let commerce { try recordCommerce(commerce.request, period: commerce.period, of: record.id) }
         try setRunningCommerce(commerce, of: subscription.originalID)
         // A promotional or win-back offer still running is kept with the subscription (a purchase
         // of the same product meanwhile does not end it); it goes with its last period.
         try setRunningOffer(carried?.kind != .introductory && subscription.offerPeriodsLeft > 0 ? carried : nil,
                             of: subscription.originalID)
-        // A period at the new price starts: a price increase (agreed, or forced with `renew`) is done.
-        try setPriceIncrease(nil, of: subscription.originalID)
+        // A period at the new price starts: a price increase (agreed, or forced with `renew`) is
+        // done; within a commitment the price is the commitment's, and the increase still waits.
+        if !committed { try setPriceIncrease(nil, of: subscription.originalID) }
         subscription.productID = productID
         if !committed { subscription.nextProductID = nil }
         subscription.status = .active

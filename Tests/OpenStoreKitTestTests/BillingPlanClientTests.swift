@@ -33,7 +33,7 @@ struct BillingPlanClientTests {
     final class Store {
         let daemon: DaemonProcess
 
-        init() throws {
+        init(catalog: String = BillingPlanClientTests.catalog) throws {
             daemon = try DaemonProcess()
             let config = (daemon.configFile as NSString).deletingLastPathComponent
             try catalog.write(toFile: config + "/catalog/commitment.storekit", atomically: true, encoding: .utf8)
@@ -150,6 +150,25 @@ struct BillingPlanClientTests {
         let transaction = try verification.payloadValue
         #expect(transaction.billingPlanType == .upFront && transaction.commitmentInfo == nil)
         #expect(try await product.subscription?.status.first?.renewalInfo.payloadValue.commitmentInfo == nil)
+    }
+
+    @Test("a catalogue that disables the up-front plan still lists it, and sells it, at the product's price")
+    func upFrontIsAlwaysAPlan() async throws {
+        let catalog = Self.catalog.replacingOccurrences(
+            of: #""displayPrice" : "11.88", "isEnabled" : true"#, with: #""displayPrice" : "11.88", "isEnabled" : false"#)
+        #expect(catalog != Self.catalog)
+        let store = try Store(catalog: catalog)
+        defer { withExtendedLifetime(store) {} }
+        let product = try #require(try await Product.products(for: [Self.yearly]).first)
+        let terms = try #require(product.subscription?.pricingTerms)
+        #expect(terms.map(\.billingPlanType) == [.upFront, .monthly])
+        #expect(terms.first?.billingDisplayPrice == product.displayPrice && terms.first?.billingPeriod == product.subscription?.subscriptionPeriod)
+        guard case .success(let verification) = try await product.purchase(options: [.billingPlanType(.upFront)]) else {
+            Issue.record("an up-front purchase did not succeed")
+            return
+        }
+        let transaction = try verification.payloadValue
+        #expect(transaction.billingPlanType == .upFront && transaction.price == Decimal(string: "11.88"))
     }
 }
 }

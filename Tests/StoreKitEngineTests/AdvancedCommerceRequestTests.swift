@@ -138,6 +138,14 @@ import Testing
             if case .updated(_, let records) = effect { return records.first { $0.state == .restored } } else { return nil }
         }.first)
         #expect(try store.payload(copy.id)["advancedCommerceInfo"]?["requestReferenceId"]?.string == "7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01")
+        // An app the daemon says cannot buy so (no offer keys) is not looked up: its JWS tell no request.
+        store.engine.advancedCommerceApps = []
+        #expect(try store.payload(outcome.value)["advancedCommerceInfo"] == nil)
+        store.engine.advancedCommerceApps = [Self.app]
+        #expect(try store.payload(outcome.value)["advancedCommerceInfo"] != nil)
+        // The request goes with its transaction.
+        #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: outcome.value) }.code == .ok)
+        #expect(try store.store.setting("commerce.\(outcome.value)") == nil)
         // Another storefront's currency is refused, and nothing is recorded.
         try store.store.inUnit { store.engine.storefront = "FRA" }
         let refused = try store.pay(SampleCatalog.coins, Self.charge.replacingOccurrences(of: "\"storefront\":\"USA\",", with: ""))

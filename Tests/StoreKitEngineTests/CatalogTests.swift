@@ -565,15 +565,13 @@ struct CatalogBadFileTests {
             reason: "expected a period like P1W, P1M or P1Y, found \"P1Q\""))
     }
 
-    @Test("billing plans: an unknown plan type, a second enabled plan, a monthly plan of a monthly product, a plan without its type")
+    @Test("billing plans: a second enabled plan, a monthly plan of a monthly product, a plan without its type, a commitment too dear")
     func badBillingPlans() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
         let plans = "subscriptionGroups[0].subscriptions[1].billingPlans"
+        let monthly = "\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\",\n              \"displayPrice\" : \"500\""
         let cases: [(from: String, to: String, location: String, reason: String)] = [
-            ("\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\"",
-             "\"billingPlanType\" : \"QUARTERLY\",\n              \"commitmentDisplayPrice\" : \"6000\"",
-             "\(plans)[1].billingPlanType", "unknown billing plan type \"QUARTERLY\" (expected BILLED_UPFRONT or MONTHLY)"),
             ("\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\"",
              "\"billingPlanType\" : \"BILLED_UPFRONT\",\n              \"commitmentDisplayPrice\" : \"6000\"",
              "\(plans)[1].billingPlanType", "a second enabled BILLED_UPFRONT billing plan"),
@@ -584,10 +582,9 @@ struct CatalogBadFileTests {
             ("\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\",\n              \"displayPrice\" : \"500\"",
              "\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\",\n              \"displayPrice\" : \"5oo\"",
              "\(plans)[1].displayPrice", "expected a price like \"0.99\", found \"5oo\""),
-            ("\"billingPlanType\" : \"MONTHLY\",\n              \"internalID\" : \"9A72F624\"",
-             "\"billingPlanType\" : \"monthly\",\n              \"internalID\" : \"9A72F624\"",
-             "subscriptionGroups[0].subscriptions[1].introductoryOffers[0].billingPlanType",
-             "unknown billing plan type \"monthly\" (expected BILLED_UPFRONT or MONTHLY)"),
+            // 12 months of the dearest price a file may write: more than a price may be.
+            (monthly, monthly.replacingOccurrences(of: "\"500\"", with: "\"999999999999.99\""),
+             "\(plans)[1].displayPrice", "12 months at 999999999999.99 cost more than a price may be (12 digits before the point)"),
         ]
         for (from, to, location, reason) in cases {
             let path = try Self.edited(5, in: directory) { $0.replacingOccurrences(of: from, with: to) }
@@ -600,6 +597,50 @@ struct CatalogBadFileTests {
         }
         let error = try #require(throws: CatalogError.self) { try Catalog.load(path: path) }
         #expect(error == CatalogError(path: path, location: "\(plans)[1].billingPlanType", reason: "missing required key \"billingPlanType\""))
+    }
+
+    @Test("a commitment whose months times its price overflow is refused, not a trap")
+    func commitmentPriceOverflow() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let path = try Self.edited(5, in: directory) {
+            $0.replacingOccurrences(of: "\"displayPrice\" : \"500\"", with: "\"displayPrice\" : \"999999999999.99\"")
+                .replacingOccurrences(of: "\"recurringSubscriptionPeriod\" : \"P1Y\"", with: "\"recurringSubscriptionPeriod\" : \"P9999Y\"")
+        }
+        let error = try #require(throws: CatalogError.self) { try Catalog.load(path: path) }
+        #expect(error.location == "subscriptionGroups[0].subscriptions[1].billingPlans[1].displayPrice")
+        #expect(error.reason == "119988 months at 999999999999.99 cost more than a price may be (12 digits before the point)")
+    }
+
+    @Test("billing plans and offers of a type this store does not know are read past, and so is a disabled plan, whatever it says")
+    func unknownAndDisabledPlans() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let yearly = "com.lanternfish.reader.plus.yearly"
+        // A plan of a later type: the product keeps the plans it knows.
+        var path = try Self.edited(5, in: directory) {
+            $0.replacingOccurrences(of: "\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"6000\"",
+                                    with: "\"billingPlanType\" : \"QUARTERLY\",\n              \"commitmentDisplayPrice\" : \"6000\"")
+        }
+        var product = try #require(try Catalog.load(path: path).product(yearly))
+        #expect(product.billingPlans.map(\.kind) == [.upFront])
+        // An offer of a later plan type belongs to no plan here.
+        path = try Self.edited(5, in: directory) {
+            $0.replacingOccurrences(of: "\"billingPlanType\" : \"MONTHLY\",\n              \"internalID\" : \"9A72F624\"",
+                                    with: "\"billingPlanType\" : \"WEEKLY\",\n              \"internalID\" : \"9A72F624\"")
+        }
+        product = try #require(try Catalog.load(path: path).product(yearly))
+        #expect(product.billingPlans.map(\.kind) == [.upFront, .monthly])
+        #expect(product.billingPlan(.monthly)?.introductoryOffer == nil && product.introductoryOffer == nil)
+        // A disabled plan of an unknown type, or with none, is read past.
+        for replacement in ["\"billingPlanType\" : \"WEEKLY\",", ""] {
+            path = try Self.edited(5, in: directory) {
+                $0.replacingOccurrences(of: "\"billingPlanType\" : \"MONTHLY\",\n              \"commitmentDisplayPrice\" : \"1200\",",
+                                        with: replacement)
+            }
+            let premium = try #require(try Catalog.load(path: path).product("com.lanternfish.reader.premium.monthly"))
+            #expect(premium.billingPlans.map(\.kind) == [.upFront], "\(replacement)")
+        }
     }
 
     @Test("a product id with \\u0000 is refused with its JSON path, not stored cut at the NUL")

@@ -25,8 +25,24 @@ import Testing
         { "productID" : "news.monthly", "type" : "RecurringSubscription", "displayPrice" : "0.99",
           "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 3 },
         { "productID" : "news.premium", "type" : "RecurringSubscription", "displayPrice" : "1.99",
-          "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 1 } ] } ] }
+          "recurringSubscriptionPeriod" : "P1M", "groupNumber" : 1 },
+        { "productID" : "news.basic", "type" : "RecurringSubscription", "displayPrice" : "5.88",
+          "recurringSubscriptionPeriod" : "P1Y", "groupNumber" : 4,
+          "billingPlans" : [
+            { "billingPlanType" : "BILLED_UPFRONT", "displayPrice" : "5.88", "isEnabled" : true },
+            { "billingPlanType" : "MONTHLY", "displayPrice" : "0.25", "commitmentDisplayPrice" : "3.00", "isEnabled" : true } ] } ] } ] }
     """
+
+    /// The catalogue with the yearly product's monthly plan turned off (`isEnabled` false).
+    static var withoutMonthlyPlan: Catalog {
+        get throws {
+            let json = catalogJSON.replacingOccurrences(
+                of: #""displayPrice" : "0.5", "commitmentDisplayPrice" : "6.00", "isEnabled" : true"#,
+                with: #""displayPrice" : "0.5", "commitmentDisplayPrice" : "6.00", "isEnabled" : false"#)
+            precondition(json != catalogJSON)
+            return try Catalog(json: Data(json.utf8), path: "news.storekit")
+        }
+    }
 
     final class Store {
         let directory = TemporaryDirectory("skcommitment")
@@ -66,7 +82,11 @@ import Testing
         }
 
         func renewalInfo() throws -> [String: JSONValue] {
-            guard case .object(let members) = engine.renewalInfoPayload(try subscription(), environment: "Xcode", signedDate: 0) else { return [:] }
+            let subscription = try subscription()
+            guard case .object(let members) = engine.renewalInfoPayload(
+                subscription, environment: "Xcode", signedDate: 0, priceIncrease: try engine.priceIncrease(of: subscription.originalID)) else {
+                return [:]
+            }
             return Dictionary(members, uniquingKeysWith: { first, _ in first })
         }
 
@@ -284,5 +304,244 @@ import Testing
         #expect(payload["billingPlanType"] == .string("MONTHLY") && payload["price"] == .int(500))
         #expect(Self.members(payload["commitmentInfo"])["billingPeriodNumber"] == .int(1))
         #expect(try #require(record.expiresDate) < record.date + 32 * 86_400_000)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aPriceIncreaseWaitsForTheCommitmentsEnd(backend: LedgerBackend) throws {
+        // Unanswered: the commitment's months go on; its end, not month 3's, expires it.
+        let store = try Store(backend)
+        #expect(try store.buy().code == .ok)
+        try store.advance("P2M")
+        let original = try store.subscription().originalID
+        #expect(try store.store.inUnit { try store.engine.requestPriceConsent(.transaction(original)) }.code == .ok)
+        try store.advance("P1M")
+        #expect(try store.subscription().status == .active, "month 4 is billed at the commitment's price")
+        #expect(try store.engine.priceIncrease(of: original) == .pending, "the increase still waits for an answer")
+        try store.advance("P8M")
+        #expect(try store.purchases().count == 12)
+        #expect(try store.purchases().allSatisfy { try store.payload($0)["price"] == .int(500) })
+        try store.advance("P1M")
+        #expect(try store.subscription().status == .expired, "unanswered at the commitment's end")
+        #expect(try store.purchases().count == 12)
+        #expect(try store.renewalInfo()["expirationIntent"] == .int(3))
+
+        // Declined: the same, and the reason survives the months billed meanwhile.
+        let declining = try Store(backend)
+        #expect(try declining.buy().code == .ok)
+        try declining.advance("P2M")
+        let id = try declining.subscription().originalID
+        #expect(try declining.store.inUnit { try declining.engine.requestPriceConsent(.transaction(id)) }.code == .ok)
+        #expect(try declining.store.inUnit { try declining.engine.answerPriceConsent(false, .transaction(id)) }.code == .ok)
+        try declining.advance("P9M")
+        #expect(try declining.purchases().count == 12 && declining.subscription().status == .active)
+        #expect(try declining.engine.priceIncrease(of: id) == .declined)
+        try declining.advance("P1M")
+        #expect(try declining.subscription().status == .expired)
+        #expect(try declining.renewalInfo()["expirationIntent"] == .int(3))
+
+        // Agreed: the renewal into a new commitment happens, and the increase is done.
+        let agreeing = try Store(backend)
+        #expect(try agreeing.buy().code == .ok)
+        try agreeing.advance("P2M")
+        let agreed = try agreeing.subscription().originalID
+        #expect(try agreeing.store.inUnit { try agreeing.engine.requestPriceConsent(.transaction(agreed)) }.code == .ok)
+        #expect(try agreeing.store.inUnit { try agreeing.engine.answerPriceConsent(true, .transaction(agreed)) }.code == .ok)
+        try agreeing.advance("P1M")
+        #expect(try agreeing.engine.priceIncrease(of: agreed) == .agreed, "kept until the new commitment")
+        try agreeing.advance("P9M")
+        #expect(try agreeing.purchases().count == 13 && agreeing.subscription().status == .active)
+        #expect(try agreeing.engine.priceIncrease(of: agreed) == nil)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aCommitmentGoesOnWhenTheCatalogueLosesThePlan(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        #expect(try store.buy().code == .ok)
+        try store.advance("P3M")
+        try store.setAutoRenew(false)
+        store.engine.replaceCatalogs([Self.app: try Self.withoutMonthlyPlan])
+        try store.advance("P1M")
+        let purchases = try store.purchases()
+        #expect(purchases.count == 5)
+        let fifth = try store.payload(try #require(purchases.last))
+        #expect(fifth["price"] == .int(500) && fifth["billingPlanType"] == .string("MONTHLY"), "month 5 at the commitment's price")
+        #expect(Self.members(fifth["commitmentInfo"])["billingPeriodNumber"] == .int(5))
+        let fifthRecord = try #require(purchases.last)
+        #expect(try #require(fifthRecord.expiresDate) < fifthRecord.date + 32 * 86_400_000, "a month, not a year")
+        try store.advance("P7M")
+        #expect(try store.purchases().count == 12)
+        #expect(try store.purchases().allSatisfy { try store.payload($0)["price"] == .int(500) })
+        try store.advance("P1M")
+        #expect(try store.subscription().status == .expired, "auto-renew off: nothing after the commitment")
+        #expect(try store.purchases().count == 12)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aWaitingPurchaseWhosePlanIsGoneFails(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let asked = try store.buy(askToBuy: true)
+        #expect(asked.code == .ok)
+        store.engine.replaceCatalogs([Self.app: try Self.withoutMonthlyPlan])
+        let approved = try store.store.inUnit { try store.engine.approve(transactionID: asked.value) }
+        #expect(approved.code == .ok, "\(approved.message)")
+        let record = try #require(try store.store.transaction(id: asked.value))
+        #expect(record.state == .failed && record.errorCode == StoreKitErrorCode.storeProductNotAvailable.rawValue)
+        #expect(try store.store.subscriptions(uid: Self.buyer, app: Self.app).isEmpty, "nothing billed up front")
+        #expect(try store.store.setting("commitment.wait.\(asked.value)") == nil)
+
+        // An interrupted one is not resolved into an up-front purchase either.
+        let interrupting = try Store(backend)
+        _ = try interrupting.store.inUnit { try interrupting.engine.updateSwitches { $0.interrupted = true } }
+        let interrupted = try interrupting.buy()
+        #expect(try interrupting.store.transaction(id: interrupted.value)?.state == .failed)
+        _ = try interrupting.store.inUnit { try interrupting.engine.updateSwitches { $0.interrupted = nil } }
+        interrupting.engine.replaceCatalogs([Self.app: try Self.withoutMonthlyPlan])
+        let resolved = try interrupting.store.inUnit { try interrupting.engine.resolve(transactionID: interrupted.value) }
+        #expect(resolved.code == .storeKit && resolved.detail == StoreKitErrorCode.storeProductNotAvailable.rawValue, "\(resolved.message)")
+        #expect(try interrupting.purchases().isEmpty && interrupting.store.subscriptions(uid: Self.buyer, app: Self.app).isEmpty)
+        #expect(try interrupting.store.purchaseRequest(transactionID: interrupted.value) == nil)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aDowngradeBoughtMonthlyRenewsMonthlyAfterTheCommitment(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        #expect(try store.buy().code == .ok)
+        try store.advance("P1M")
+        let bought = try store.buy("news.basic", plan: .monthly)
+        #expect(bought.code == .ok, "\(bought.message)")
+        let commitmentEnd = try #require(try store.engine.runningCommitment(of: try store.subscription().originalID)?.expires)
+        // The downgrade's transaction: its first month, after the commitment.
+        let downgrade = try #require(try store.store.transaction(id: bought.value))
+        let downgradeEnd = try #require(downgrade.expiresDate)
+        #expect(downgradeEnd > commitmentEnd + 27 * 86_400_000 && downgradeEnd < commitmentEnd + 32 * 86_400_000)
+        // Months 2 to 12 still renew the yearly product, and say so.
+        let renewal = try store.renewalInfo()
+        #expect(renewal["autoRenewProductId"] == .string(Self.yearly))
+        let commitment = Self.members(renewal["commitmentInfo"])
+        #expect(commitment["commitmentAutoRenewProductId"] == .string("news.basic"))
+        #expect(commitment["commitmentRenewalBillingPlanType"] == .string("MONTHLY") && commitment["commitmentRenewalPrice"] == .int(3000))
+        try store.advance("P10M")
+        #expect(try store.renewalInfo()["autoRenewProductId"] == .string("news.basic"), "the last month: the downgrade is next")
+        #expect(try store.renewalInfo()["renewalBillingPlanType"] == .string("MONTHLY"))
+        try store.advance("P1M")
+        let last = try #require(try store.purchases().last)
+        #expect(last.productID == "news.basic")
+        let payload = try store.payload(last)
+        #expect(payload["billingPlanType"] == .string("MONTHLY") && payload["price"] == .int(250))
+        #expect(Self.members(payload["commitmentInfo"])["billingPeriodNumber"] == .int(1))
+        #expect(try #require(last.expiresDate) < last.date + 32 * 86_400_000)
+        #expect(try store.store.setting("commitment.next.\(try store.subscription().originalID)") == nil)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func theSettingsGoWithTheTransactionsAndTheHistory(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.buy()
+        try store.advance("P3M")
+        #expect(try store.store.settings(prefix: "commitment.").count == 5, "4 billing periods and the running commitment")
+        // Deleting the purchase deletes its renewals, and their billing periods; the subscription stays.
+        #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: bought.value) }.code == .ok)
+        #expect(try store.store.settings(prefix: "commitment.").map(\.key) == ["commitment.running.\(bought.value)"])
+
+        // Clearing the history deletes every setting of its transactions, subscriptions and waiting purchases.
+        let cleared = try Store(backend)
+        #expect(try cleared.buy().code == .ok)
+        try cleared.advance("P2M")
+        let original = try cleared.subscription().originalID
+        #expect(try cleared.store.inUnit { try cleared.engine.requestPriceConsent(.transaction(original)) }.code == .ok)
+        #expect(try cleared.buy("news.basic", plan: .monthly).code == .ok, "a downgrade bought monthly")
+        let asking = ClientMessage.AddPayment(requestID: 2, key: "", productID: Self.yearly, quantity: 1, simulatesAskToBuy: true,
+                                              billingPlanType: .monthly)
+        let asked = try cleared.store.inUnit { try cleared.engine.addPayment(uid: Self.buyer + 1, app: Self.app, payment: asking) }
+        #expect(asked.code == .ok)
+        #expect(try cleared.store.setting("commitment.wait.\(asked.value)") != nil)
+        #expect(try cleared.store.setting("commitment.next.\(original)") != nil)
+        #expect(try cleared.store.inUnit { try cleared.engine.clear(uid: nil, app: Self.app) }.code == .ok)
+        #expect(try cleared.store.settings(prefix: "commitment.").isEmpty)
+        #expect(try cleared.store.settings(prefix: "priceIncrease.").isEmpty)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func theUpFrontPlanIsAlwaysThere(backend: LedgerBackend) throws {
+        // A file that disables BILLED_UPFRONT still sells the product at its price, and says so.
+        let json = Self.catalogJSON.replacingOccurrences(
+            of: #""displayPrice" : "11.88", "commitmentDisplayPrice" : "11.88", "isEnabled" : true"#,
+            with: #""displayPrice" : "11.88", "commitmentDisplayPrice" : "11.88", "isEnabled" : false"#)
+        #expect(json != Self.catalogJSON)
+        let catalog = try Catalog(json: Data(json.utf8), path: "news.storekit")
+        let record = try #require(catalog.product(Self.yearly)).record(locale: "en_US", currencyCode: "USD")
+        #expect(record.billingPlans.map(\.type) == [.upFront, .monthly])
+        #expect(record.billingPlans.first?.priceCents == 1188 && record.billingPlans.first?.billingPeriod == "P1Y")
+
+        let store = try Store(backend)
+        store.engine.replaceCatalogs([Self.app: catalog])
+        let upFront = try store.buy(plan: .upFront)
+        #expect(upFront.code == .ok, "\(upFront.message)")
+        let payload = try store.payload(try #require(try store.store.transaction(id: upFront.value)))
+        #expect(payload["billingPlanType"] == .string("BILLED_UPFRONT") && payload["price"] == .int(11_880))
+    }
+
+    /// The catalogue with an introductory offer for the yearly product's monthly plan.
+    static func withIntroductoryOffer(_ offer: String) throws -> Catalog {
+        let json = catalogJSON.replacingOccurrences(
+            of: #""recurringSubscriptionPeriod" : "P1Y", "groupNumber" : 2,"#,
+            with: #""recurringSubscriptionPeriod" : "P1Y", "groupNumber" : 2, "introductoryOffers" : [ { "billingPlanType" : "MONTHLY", "#
+                + offer + " } ],")
+        precondition(json != catalogJSON)
+        return try Catalog(json: Data(json.utf8), path: "news.storekit")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anOfferPeriodOfAnotherLengthComesBeforeTheCommitment(backend: LedgerBackend) throws {
+        let day: Int64 = 86_400_000
+        // A week's free trial: not a billing period; the 12 months at 0.50 follow it.
+        let store = try Store(backend)
+        store.engine.replaceCatalogs([Self.app: try Self.withIntroductoryOffer(#""paymentMode" : "free", "subscriptionPeriod" : "P1W""#)])
+        let bought = try store.buy()
+        #expect(bought.code == .ok, "\(bought.message)")
+        let trial = try #require(try store.store.transaction(id: bought.value))
+        let trialEnd = try #require(trial.expiresDate)
+        #expect(trialEnd == trial.date + 7 * day)
+        let trialInfo = Self.members(try store.payload(trial)["commitmentInfo"])
+        #expect(trialInfo["billingPeriodNumber"] == .int(0) && trialInfo["totalBillingPeriods"] == .int(12))
+        let commitmentEnd = try #require(Self.int(trialInfo["commitmentExpiresDate"]))
+        #expect(commitmentEnd > trialEnd + 364 * day && commitmentEnd < trialEnd + 367 * day, "12 months after the trial")
+        try store.advance("P1W")
+        let first = try #require(try store.purchases().last)
+        let firstInfo = Self.members(try store.payload(first)["commitmentInfo"])
+        #expect(firstInfo["billingPeriodNumber"] == .int(1) && firstInfo["commitmentExpiresDate"] == .int(commitmentEnd))
+        try store.setAutoRenew(false)
+        try store.advance("P11M")
+        let paid = try store.purchases().filter { $0.id != trial.id }
+        #expect(paid.count == 12, "12 billing periods")
+        #expect(try paid.allSatisfy { try store.payload($0)["price"] == .int(500) }, "12 × 0.50: the commitment's price")
+        #expect(paid.last?.expiresDate == commitmentEnd)
+        try store.advance("P1M")
+        #expect(try store.subscription().status == .expired && store.purchases().count == 13)
+
+        // The buyer is not committed before the first billing period: auto-renew off in the trial ends it there.
+        let trying = try Store(backend)
+        trying.engine.replaceCatalogs([Self.app: try Self.withIntroductoryOffer(#""paymentMode" : "free", "subscriptionPeriod" : "P1W""#)])
+        #expect(try trying.buy().code == .ok)
+        try trying.setAutoRenew(false)
+        #expect(try trying.renewalInfo()["autoRenewStatus"] == .int(0))
+        try trying.advance("P1W")
+        #expect(try trying.subscription().status == .expired && trying.purchases().count == 1, "nothing billed")
+
+        // Three months paid up front: the commitment is those months and 12 more, 12 of them billed at 0.50.
+        let upFront = try Store(backend)
+        upFront.engine.replaceCatalogs([Self.app: try Self.withIntroductoryOffer(
+            #""paymentMode" : "payUpFront", "displayPrice" : "1.00", "subscriptionPeriod" : "P3M""#)])
+        let offer = try upFront.buy()
+        #expect(offer.code == .ok)
+        let offerRecord = try #require(try upFront.store.transaction(id: offer.value))
+        let offerInfo = Self.members(try upFront.payload(offerRecord)["commitmentInfo"])
+        #expect(offerInfo["billingPeriodNumber"] == .int(0))
+        let end = try #require(Self.int(offerInfo["commitmentExpiresDate"]))
+        #expect(end > offerRecord.date + (15 * 30 - 5) * day && end < offerRecord.date + (15 * 31 + 2) * day)
+        try upFront.advance("P14M")
+        let months = try upFront.purchases().filter { $0.id != offer.value }
+        #expect(months.count == 12 && months.last?.expiresDate == end)
+        #expect(Self.members(try upFront.payload(try #require(months.last))["commitmentInfo"])["billingPeriodNumber"] == .int(12))
     }
 }

@@ -47,7 +47,9 @@ struct ProtocolVersionTests {
         var bad = monthly.encode(version: 5)
         bad[bad.count - 2] = 9
         #expect(throws: WireError.self) { try ClientMessage.decode(bad, version: 5) }
-        bad[bad.count - 2] = ProductRecord.BillingPlan.PlanType.monthly.rawValue
+        // The marker alone: a valid type after it, so only the marker can be refused (the plan's
+        // marker is the byte before its type, which is the byte before the request's marker).
+        bad = monthly.encode(version: 5)
         #expect(try ClientMessage.decode(bad, version: 5) == monthly)
         bad[bad.count - 3] = 2
         #expect(throws: WireError.self) { try ClientMessage.decode(bad, version: 5) }
