@@ -251,7 +251,10 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
     /// `advancedCommerceInfo`): what the renewal into the `period`th period will sell, at its
     /// prices. No `consistencyToken`: this store takes no modify requests that would need one.
     public func renewalInfo(period index: Int) -> JSONValue {
+        // The consistency token names the subscription's state the next renewal is of (Apple's
+        // modify requests quote it); the request and the period are that state here.
         var members: [(String, JSONValue)] = [("requestReferenceId", .string(requestReferenceID)), ("taxCode", .string(taxCode)),
+                                              ("consistencyToken", .string("\(requestReferenceID).\(index)")),
                                               ("descriptors", descriptorsJSON)]
         if let period { members.append(("period", .string(period.description))) }
         members.append(("items", itemsJSON(period: index)))

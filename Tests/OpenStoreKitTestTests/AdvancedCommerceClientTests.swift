@@ -90,6 +90,18 @@ struct AdvancedCommerceClientTests {
         #expect(info.items.first?.details.price == Decimal(string: "4.99"), "the first period is at the offer's price")
         await transaction.finish()
 
+        // The renewal info says what the next renewal sells: the second period, still at the offer's price.
+        let plain = try #require(try await Product.products(for: [product.id]).first)
+        let statuses = try await #require(plain.subscription).status
+        let status = try #require(statuses.first { (try? $0.transaction.payloadValue.id) == transaction.id })
+        let renewal = try status.renewalInfo.payloadValue
+        let next = try #require(renewal.advancedCommerceInfo)
+        #expect(next.requestReferenceID == "5d2c4f3e-1a2b-4c5d-8e9f-0a1b2c3d4e5f" && next.taxCode == "C003-00-2")
+        #expect(next.period == .monthly && next.displayName == "Reader" && next.description == "Every book, monthly")
+        #expect(!next.consistencyToken.isEmpty)
+        #expect(next.items.map(\.details.sku) == ["LIBRARY"])
+        #expect(next.items.first?.details.price == Decimal(string: "4.99") && next.items.first?.priceIncreaseInfo == nil)
+
         await #expect(throws: Product.PurchaseError.productUnavailable) {
             _ = try await AdvancedCommerceProduct(id: "com.example.game.no_such_product")
         }

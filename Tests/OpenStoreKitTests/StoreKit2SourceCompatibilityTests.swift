@@ -140,6 +140,18 @@ private final class Store {
                       info.description ?? "", generic.id, generic.type == .autoRenewable, await generic.latestTransaction != nil)
                 for await result in generic.currentEntitlements { print(result.unsafePayloadValue.id) }
                 for await result in generic.allTransactions { print(result.unsafePayloadValue.id) }
+                // What the next renewal sells, from the subscription's renewal info.
+                if let status = try? await Product.products(for: [generic.id]).first?.subscription?.status.first,
+                   case .verified(let renewal) = status.renewalInfo,
+                   let next: Product.SubscriptionInfo.RenewalInfo.AdvancedCommerceInfo = renewal.advancedCommerceInfo {
+                    for item: Product.SubscriptionInfo.RenewalInfo.AdvancedCommerceInfo.Item in next.items {
+                        let details: Product.SubscriptionInfo.RenewalInfo.AdvancedCommerceInfo.Item.Details = item.details
+                        print(details.sku, details.price, item.priceIncreaseInfo?.price ?? 0, item.priceIncreaseInfo?.status == .scheduled,
+                              item.priceIncreaseInfo?.dependentSKUs ?? [])
+                    }
+                    print(next.requestReferenceID, next.consistencyToken, next.taxCode, next.displayName, next.description,
+                          next.period.value)
+                }
             },
         ]
     }

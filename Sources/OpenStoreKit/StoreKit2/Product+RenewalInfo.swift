@@ -36,6 +36,8 @@ extension Product.SubscriptionInfo {
         /// What happens when the commitment of a subscription billed monthly ends; nil for one
         /// billed up front.
         public let commitmentInfo: CommitmentInfo?
+        /// What an Advanced Commerce subscription's next renewal sells; nil for any other.
+        public let advancedCommerceInfo: AdvancedCommerceInfo?
         /// The renewal info as JSON: its signed payload.
         public let jsonRepresentation: Data
         /// The compact JWS it came in.
@@ -64,6 +66,7 @@ extension Product.SubscriptionInfo {
             eligibleWinBackOfferIDs = payload?.fields["eligibleWinBackOfferIds"] as? [String] ?? []
             renewalBillingPlanType = payload?.string("renewalBillingPlanType").map(Product.SubscriptionInfo.BillingPlanType.init(rawValue:))
             commitmentInfo = CommitmentInfo(payload: payload)
+            advancedCommerceInfo = AdvancedCommerceInfo(payload: payload)
             jsonRepresentation = payload?.json ?? Data()
             jwsRepresentation = jws
         }
