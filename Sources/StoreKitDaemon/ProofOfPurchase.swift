@@ -397,6 +397,23 @@ public final class ProofOfPurchase {
         var opaque = [UInt8](repeating: 0, count: 16)
         for index in opaque.indices { opaque[index] = UInt8.random(in: 0...255) }
         func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
+        // What the entries need besides their records, read for all of them at once: the offers
+        // (one read of the settings), and each original's date (once per original: a
+        // subscription's renewals share it). On PostgreSQL a read is a round trip on the loop;
+        // per record, a queue of thousands of renewals cost thousands of them.
+        var offers: [UInt64: TransactionOffer] = [:]
+        var originalDates: [UInt64: Int64] = [:]
+        func prepare(_ records: [TransactionRecord]) throws {
+            let subscriptions = records.filter { engine.product(app: app, id: $0.productID)?.kind == .autoRenewable }
+            offers = try engine.offers(of: subscriptions.map(\.id))
+        }
+        func originalDate(_ record: TransactionRecord) throws -> Int64 {
+            guard let originalID = record.originalID, originalID != record.id else { return record.date }
+            if let known = originalDates[originalID] { return known }
+            let found = try engine.originalPurchaseDate(of: record)
+            originalDates[originalID] = found
+            return found
+        }
         func entry(_ record: TransactionRecord) throws -> AppReceipt.Entry {
             AppReceipt.Entry(try purchase(record))
         }
@@ -407,12 +424,12 @@ public final class ProofOfPurchase {
             // introductory price (pay as you go or up front), `1721` a promotional offer's id.
             // A win-back offer has no field in the receipt (it is newer than it); restored and
             // family copies, and periods at the full price, carry no offer.
-            let offer = subscription ? try engine.offer(of: record.id) : nil
+            let offer = subscription ? offers[record.id] : nil
             let introductory = offer?.kind == .introductory
             return AppReceipt.InAppPurchase(
                 quantity: Int64(record.quantity), productIdentifier: record.productID,
                 transactionIdentifier: String(record.id), originalTransactionIdentifier: String(record.originalID ?? record.id),
-                purchaseDate: date(record.date), originalPurchaseDate: date(try engine.originalPurchaseDate(of: record)),
+                purchaseDate: date(record.date), originalPurchaseDate: date(try originalDate(record)),
                 subscriptionExpirationDate: record.expiresDate.map(date), cancellationDate: record.revocationDate.map(date),
                 webOrderLineItemID: subscription ? Int64(record.id) : nil,
                 isTrialPeriod: introductory && offer?.discountType == TransactionOffer.freeTrial,
@@ -431,10 +448,13 @@ public final class ProofOfPurchase {
             // Taken out while it changes, so that the dictionary is not copied.
             let (changed, unlisted) = try engine.receiptChanges(uid: uid, app: app, afterSequence: kept.sequence)
             for id in unlisted { kept.purchases[id] = nil }
+            try prepare(changed)
             for record in changed { kept.purchases[record.id] = try entry(record) }
             listed = kept.purchases
         } else {
-            for record in try engine.receiptPurchases(uid: uid, app: app) { listed[record.id] = try entry(record) }
+            let records = try engine.receiptPurchases(uid: uid, app: app)
+            try prepare(records)
+            for record in records { listed[record.id] = try entry(record) }
         }
         receiptLists[queue] = (sequence, listed)
         // In the order of the DER set the receipt sorts them into anyway: no order is needed here.

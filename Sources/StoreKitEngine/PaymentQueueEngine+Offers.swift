@@ -76,6 +76,16 @@ extension PaymentQueueEngine {
     }
 
     /// The offer transaction `transactionID` was bought or renewed with, if any.
+    /// The offers of `transactionIDs` (those that have one), read at once.
+    public func offers(of transactionIDs: [UInt64]) throws(LedgerError) -> [UInt64: TransactionOffer] {
+        let stored = try store.settings(keys: transactionIDs.map(Self.offerKey))
+        var offers: [UInt64: TransactionOffer] = [:]
+        for id in transactionIDs {
+            if let offer = stored[Self.offerKey(id)].flatMap(TransactionOffer.init(stored:)) { offers[id] = offer }
+        }
+        return offers
+    }
+
     public func offer(of transactionID: UInt64) throws(LedgerError) -> TransactionOffer? {
         try store.setting(Self.offerKey(transactionID)).flatMap(TransactionOffer.init(stored:))
     }

@@ -83,6 +83,8 @@ public protocol Ledger: AnyObject {
     func setting(_ key: String) throws(LedgerError) -> String?
     func setSetting(_ key: String, _ value: String?) throws(LedgerError)
     func settings(prefix: String) throws(LedgerError) -> [(key: String, value: String)]
+    /// The settings under `keys` that exist, read at once (PostgreSQL: one round trip).
+    func settings(keys: [String]) throws(LedgerError) -> [String: String]
 
     // MARK: The simulated store's schedule
     func upsert(_ subscription: Subscription) throws(LedgerError)
@@ -202,6 +204,11 @@ public struct ChangesElsewhere: Sendable, Equatable {
 /// The defaults of the requirements above (protocol requirements cannot declare them): a ledger
 /// whose commit is durable when it returns, with nothing to save, no thread of its own and no file.
 extension Ledger {
+    public func settings(keys: [String]) throws(LedgerError) -> [String: String] {
+        var found: [String: String] = [:]
+        for key in keys { if let value = try setting(key) { found[key] = value } }
+        return found
+    }
     public func commit(deferringSync: Bool) throws(LedgerError) { try commit() }
     public var readsAhead: Bool { false }
     public func begin(readingAhead plan: ReadAhead) throws(LedgerError) { try begin() }

@@ -529,6 +529,28 @@ public final class PostgresLedger: Ledger {
         }
     }
 
+    /// One statement for all of `keys` (an array parameter), not a round trip each.
+    public func settings(keys: [String]) throws(LedgerError) -> [String: String] {
+        guard !keys.isEmpty else { return [:] }
+        // A text[] literal: each element quoted, `\` and `"` escaped.
+        var literal = "{"
+        for (index, key) in keys.enumerated() {
+            if index > 0 { literal += "," }
+            literal += "\""
+            for character in key {
+                if character == "\\" || character == "\"" { literal += "\\" }
+                literal.append(character)
+            }
+            literal += "\""
+        }
+        literal += "}"
+        var found: [String: String] = [:]
+        for row in try connection.execute("SELECT key, value FROM settings WHERE key = ANY($1::text[])", [literal]).rows {
+            if let key = row[0], let value = row[1] { found[key] = value }
+        }
+        return found
+    }
+
     public func settings(prefix: String) throws(LedgerError) -> [(key: String, value: String)] {
         try connection.execute("SELECT key, value FROM settings WHERE left(key, length($1)) = $1 ORDER BY key COLLATE \"C\"",
                                [prefix]).rows.map { ($0[0] ?? "", $0[1] ?? "") }
