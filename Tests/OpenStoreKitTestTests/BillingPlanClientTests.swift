@@ -71,6 +71,10 @@ struct BillingPlanClientTests {
         #expect(term[offers: .introductory].map(\.displayPrice) == ["$0.25"])
         #expect(term[offers: .promotional].isEmpty)
         #expect(Product.SubscriptionInfo.BillingPlanType.monthly.rawValue == "MONTHLY")
+        // iOS 27.3's shape of the same terms: a single price, its billing and its commitment.
+        guard case .singlePrice(let single) = term.pricingModel else { return }
+        #expect(single.billingInfo.price == term.billingPrice && single.billingInfo.displayPrice == "$0.50")
+        #expect(single.billingInfo.period == term.billingPeriod && single.commitmentInfo == term.commitmentInfo)
 
         // A subscription whose catalogue lists no plans is billed up front, at its price.
         let plain = try #require(products.first { $0.id == Self.monthly })

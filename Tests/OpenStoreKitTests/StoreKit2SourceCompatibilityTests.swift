@@ -164,6 +164,12 @@ private final class Store {
             + "\(monthly.commitmentInfo.displayPrice) over \(monthly.commitmentInfo.period.formatted(product.subscriptionPeriodFormatStyle))"
         let firstMonth: Decimal? = monthly[offers: .introductory].first?.price ?? monthly.subscriptionOffers.first?.price
         print(paywall, monthly.billingPrice, monthly.commitmentInfo.price, firstMonth as Any)
+        // iOS 27.3's shape: the pricing model.
+        switch monthly.pricingModel {
+        case .singlePrice(let single):
+            let billing: Product.SubscriptionInfo.BillingInfo = single.billingInfo
+            print(billing.price, billing.displayPrice, billing.period, single.commitmentInfo.displayPrice)
+        }
         guard case .success(.verified(let transaction)) = try await product.purchase(options: [.billingPlanType(.monthly)]) else { return nil }
         if transaction.billingPlanType == .monthly, let commitment = transaction.commitmentInfo {
             print("month \(commitment.billingPeriodNumber) of \(commitment.totalBillingPeriods), until \(commitment.expirationDate)",
