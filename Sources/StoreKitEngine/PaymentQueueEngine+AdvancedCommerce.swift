@@ -21,6 +21,24 @@ extension PaymentQueueEngine {
 
     static func commerceKey(_ transactionID: UInt64) -> String { "commerce.\(transactionID)" }
     static func runningCommerceKey(_ originalID: UInt64) -> String { "commerce.running.\(originalID)" }
+    /// The purchase a request (by its `requestReferenceId`) made in `app`: `UID\tTRANSACTION`.
+    static func commerceReferenceKey(app: String, _ reference: String) -> String { "commerce.ref.\(app).\(reference)" }
+
+    /// What a payment carrying `request` is when the request bought already (Apple's
+    /// `requestReferenceId` names a request once, and a retry of one that timed out must not
+    /// charge again): the same buyer gets the transaction it made back, and nothing is charged;
+    /// another buyer is refused (`paymentInvalid`), whatever account the request was signed for.
+    /// Nil when the request bought nothing yet.
+    func reusedCommerce(_ request: AdvancedCommerceRequest, uid: UInt32, app: String) throws(LedgerError) -> Outcome? {
+        guard let text = try store.setting(Self.commerceReferenceKey(app: app, request.requestReferenceID)) else { return nil }
+        let fields = text.split(separator: "\t")
+        guard fields.count == 2, let buyer = UInt32(fields[0]), let transactionID = UInt64(fields[1]) else { return nil }
+        guard buyer == uid else {
+            return .storeKit(.paymentInvalid, "the request \(request.requestReferenceID) was used by another buyer: a signed request "
+                             + "buys once")
+        }
+        return .ok(value: transactionID)
+    }
 
     /// Why an Advanced Commerce request cannot buy `product` for `uid` now (StoreKit's error);
     /// nil when it can. The request's own form was checked when it was read.
@@ -67,10 +85,28 @@ extension PaymentQueueEngine {
         try store.setSetting(Self.commerceKey(transactionID), Self.storedCommerce(request, period: period))
     }
 
+    /// Notes that `request` was used by `uid` for `transactionID` (see `reusedCommerce`).
+    func recordCommerceReference(_ request: AdvancedCommerceRequest, uid: UInt32, app: String, transactionID: UInt64) throws(LedgerError) {
+        try store.setSetting(Self.commerceReferenceKey(app: app, request.requestReferenceID), "\(uid)\t\(transactionID)")
+    }
+
+    /// The reference settings of the requests `records` were bought with, those that name them (a
+    /// renewal's request names its subscription's first purchase): they go with the transaction.
+    func commerceReferenceKeys(of records: [TransactionRecord]) throws(LedgerError) -> [String] {
+        var keys: [String] = []
+        for record in records where mayHaveCommerce(app: record.app) {
+            guard let request = try advancedCommerce(of: record.id)?.request else { continue }
+            let key = Self.commerceReferenceKey(app: record.app, request.requestReferenceID)
+            if try store.setting(key) == "\(record.uid)\t\(record.id)" { keys.append(key) }
+        }
+        return keys
+    }
+
     /// Forgets the request of a waiting purchase that failed (declined, or lapsed unanswered).
-    func dropCommerce(of transactionID: UInt64, app: String) throws(LedgerError) {
-        guard mayHaveCommerce(app: app) else { return }
-        if try store.setting(Self.commerceKey(transactionID)) != nil { try store.setSetting(Self.commerceKey(transactionID), nil) }
+    /// Nothing was charged, so its request may be used again.
+    func dropCommerce(of record: TransactionRecord) throws(LedgerError) {
+        guard mayHaveCommerce(app: record.app) else { return }
+        try forgetSettings(try commerceReferenceKeys(of: [record]) + [Self.commerceKey(record.id)])
     }
 
     static func storedCommerce(_ request: AdvancedCommerceRequest, period: Int) -> String {

@@ -185,8 +185,9 @@ extension PaymentQueueEngine {
         var order: [QueueKey] = []
         var deleted: UInt64 = 0
         for target in targets {
+            let references = try commerceReferenceKeys(of: [target])
             guard var record = try store.deleteTransaction(id: target.id) else { continue }
-            try forgetSettings(Self.transactionSettingKeys(record.id))
+            try forgetSettings(Self.transactionSettingKeys(record.id) + references)
             deleted += 1
             guard !record.finished else { continue }
             let queue = QueueKey(uid: record.uid, app: record.app)
@@ -203,7 +204,8 @@ extension PaymentQueueEngine {
         synchronize()
         let ids = try historyIDs(uid: uid, app: app)
         let (deleted, unfinished) = try store.deleteHistory(uid: uid, app: app)
-        try forgetSettings(ids.transactions.flatMap(Self.transactionSettingKeys) + ids.subscriptions.flatMap(Self.subscriptionSettingKeys))
+        try forgetSettings(ids.transactions.flatMap(Self.transactionSettingKeys) + ids.subscriptions.flatMap(Self.subscriptionSettingKeys)
+                           + ids.references)
         scheduleChanged()
         var removed: [QueueKey: [TransactionRecord]] = [:]
         var order: [QueueKey] = []

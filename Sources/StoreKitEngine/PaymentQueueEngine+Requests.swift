@@ -86,7 +86,7 @@ extension PaymentQueueEngine {
     private func fail(_ record: TransactionRecord, code: StoreKitErrorCode, message: String, at time: Int64) throws(LedgerError) -> [Effect] {
         try dropWaitingOffer(of: record.id)
         if try store.setting(Self.waitingPlanKey(record.id)) != nil { try store.setSetting(Self.waitingPlanKey(record.id), nil) }
-        try dropCommerce(of: record.id, app: record.app)
+        try dropCommerce(of: record)
         var failed = record
         failed.state = .failed
         failed.date = time

@@ -158,6 +158,7 @@ public final class PaymentQueueEngine {
         }
         var applicationUsername = payment.applicationUsername
         if let advancedCommerce {
+            if let reused = try reusedCommerce(advancedCommerce, uid: uid, app: app) { return reused }
             if let refusal = try advancedCommerceRefusal(advancedCommerce, payment: payment, product: product, uid: uid, app: app) {
                 return refusal
             }
@@ -261,7 +262,10 @@ public final class PaymentQueueEngine {
             applicationUsername: applicationUsername)
         let purchasing = record
         // Kept before the purchase completes (a subscription's period is the request's).
-        if failure == nil, let advancedCommerce { try recordCommerce(advancedCommerce, period: 0, of: record.id) }
+        if failure == nil, let advancedCommerce {
+            try recordCommerce(advancedCommerce, period: 0, of: record.id)
+            try recordCommerceReference(advancedCommerce, uid: uid, app: app, transactionID: record.id)
+        }
         if let failure {
             record.state = .failed
             record.errorCode = failure

@@ -107,12 +107,12 @@ import Testing
             directory.remove()
         }
 
-        func pay(_ productID: String, _ text: String, askingParent: Bool = false) throws -> Outcome {
+        func pay(_ productID: String, _ text: String, askingParent: Bool = false, uid: UInt32 = buyer) throws -> Outcome {
             guard case .success(let request) = AdvancedCommerceRequest.parse(AdvancedCommerceRequestTests.json(text)) else {
                 throw IntegrationError()
             }
             let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: productID, quantity: 1, simulatesAskToBuy: askingParent)
-            return try store.inUnit { try engine.addPayment(uid: buyer, app: app, payment: payment, advancedCommerce: request) }
+            return try store.inUnit { try engine.addPayment(uid: uid, app: app, payment: payment, advancedCommerce: request) }
         }
 
         func payload(_ id: UInt64) throws -> JSONValue {
@@ -188,5 +188,34 @@ import Testing
         #expect(try store.store.setting("commerce.\(declined.value)") != nil)
         #expect(try store.store.inUnit { try store.engine.decline(transactionID: declined.value) }.code == .ok)
         #expect(try store.store.setting("commerce.\(declined.value)") == nil)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aRequestBuysOnceARetryGetsItsTransactionBackAndAnotherBuyerIsRefused(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.pay(SampleCatalog.coins, Self.charge)
+        #expect(bought.code == .ok, "\(bought.message)")
+        let reference = "commerce.ref.\(Self.app).7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01"
+        #expect(try store.store.setting(reference) == "\(Self.buyer)\t\(bought.value)")
+        // A retry (a new payment key, the same request) is the purchase made: nothing charged again.
+        let retried = try store.pay(SampleCatalog.coins, Self.charge)
+        #expect(retried.code == .ok && retried.value == bought.value && retried.effects.isEmpty, "\(retried.message)")
+        // Another buyer replaying the request is refused.
+        let replayed = try store.pay(SampleCatalog.coins, Self.charge, uid: Self.buyer + 1)
+        #expect(replayed.code == .storeKit && replayed.detail == StoreKitErrorCode.paymentInvalid.rawValue
+                && replayed.message.contains("another buyer"), "\(replayed.message)")
+        #expect(try store.store.all(uid: Self.buyer, app: Self.app).count == 1)
+        #expect(try store.store.all(uid: Self.buyer + 1, app: Self.app).isEmpty)
+        // The reference goes with its transaction; a declined request's too (nothing was charged).
+        #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: bought.value) }.code == .ok)
+        #expect(try store.store.setting(reference) == nil)
+        let asked = try store.pay(SampleCatalog.coins, Self.charge, askingParent: true)
+        #expect(asked.code == .ok && asked.value != bought.value)
+        #expect(try store.store.inUnit { try store.engine.decline(transactionID: asked.value) }.code == .ok)
+        #expect(try store.store.setting(reference) == nil)
+        let again = try store.pay(SampleCatalog.coins, Self.charge)
+        #expect(again.code == .ok && again.value != asked.value)
+        #expect(try store.store.inUnit { try store.engine.clear(uid: nil, app: nil) }.code == .ok)
+        #expect(try store.store.setting(reference) == nil, "clear forgets it")
     }
 }

@@ -140,9 +140,13 @@ import Testing
         let nextItems = try #require(renewalInfo["items"] as? [[String: Any]])
         #expect(nextItems.map { $0["price"] as? Int } == [3000, 1500] && nextItems.allSatisfy { $0["offer"] == nil }, "\(nextItems)")
 
-        // Subscribed: another CREATE_SUBSCRIPTION in the group is refused, and records nothing.
+        // Subscribed: another CREATE_SUBSCRIPTION in the group is refused, and records nothing; the
+        // same request again is a retry, answered with the purchase it made.
         let before = try daemon.transactions(["--uid", String(client.uid)]).count
-        let again = try Self.pay(client, product: Sample.monthly, jws: signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let retried = try Self.pay(client, product: Sample.monthly, jws: signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(retried.code == .ok && retried.value == bought.id, "\(retried.message)")
+        let another = try SignedRequestTests.pyjwt(try Self.claims(Self.subscription(reference: UUID().uuidString.lowercased())), keyFile: key)
+        let again = try Self.pay(client, product: Sample.monthly, jws: another)
         #expect(again.code == .storeKit && again.detail == StoreKitErrorCode.paymentInvalid.rawValue, "\(again.message)")
         #expect(try daemon.transactions(["--uid", String(client.uid)]).count == before)
 
@@ -165,6 +169,30 @@ import Testing
         let back = try Client(daemon)
         let kept = try #require(try back.unfinished().first { $0.id == bought.id })
         #expect(try Self.verifiedPayload(kept, daemon)["advancedCommerceInfo"] as? [String: Any] != nil)
+    }
+
+    @Test("a signed request buys once: a retry with the same JWS gets its transaction back, another uid replaying it is refused")
+    func requestBuysOnce() throws {
+        let (daemon, key, client) = try Self.started()
+        defer { daemon.remove() }
+        let jws = try SignedRequestTests.pyjwt(try Self.claims(Self.oneTimeCharge()), keyFile: key)
+        let first = try Self.pay(client, jws: jws)
+        #expect(first.code == .ok, "\(first.code.name) \(first.message)")
+        let retry = try Self.pay(client, jws: jws)
+        #expect(retry.code == .ok && retry.value == first.value && retry.updated.isEmpty, "\(retry.code.name) \(retry.message)")
+        #expect(try daemon.transactions(["--uid", String(client.uid)]).count == 1, "charged once")
+        daemon.openDirectoriesToOtherUsers()
+        let stranger = try Client(daemon, asUID: 4242)
+        let replay = try Self.pay(stranger, jws: jws)
+        #expect(replay.code == .storeKit && replay.detail == StoreKitErrorCode.paymentInvalid.rawValue, "\(replay.code.name) \(replay.message)")
+        #expect(try daemon.transactions(["--uid", "4242"]).isEmpty)
+        // Kept across a restart.
+        client.close()
+        stranger.close()
+        #expect(daemon.stop() == 0)
+        try daemon.start()
+        let client2 = try Client(daemon)
+        #expect(try Self.pay(client2, jws: jws).value == first.value)
     }
 
     @Test("on PostgreSQL the request is kept in the ledger's settings and told again after a restart",
