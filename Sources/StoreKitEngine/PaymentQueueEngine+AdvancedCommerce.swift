@@ -109,6 +109,18 @@ extension PaymentQueueEngine {
         try forgetSettings(try commerceReferenceKeys(of: [record]) + [Self.commerceKey(record.id)])
     }
 
+    /// Gives the request an interrupted purchase was asked with to the purchase that resolves it
+    /// (which is priced, and a subscription's period set, by it), the reference note with it.
+    func moveCommerce(of record: TransactionRecord, to purchaseID: UInt64) throws(LedgerError) {
+        guard mayHaveCommerce(app: record.app), let commerce = try advancedCommerce(of: record.id) else { return }
+        let references = try commerceReferenceKeys(of: [record])
+        try forgetSettings([Self.commerceKey(record.id)])
+        try recordCommerce(commerce.request, period: commerce.period, of: purchaseID)
+        if !references.isEmpty {
+            try recordCommerceReference(commerce.request, uid: record.uid, app: record.app, transactionID: purchaseID)
+        }
+    }
+
     static func storedCommerce(_ request: AdvancedCommerceRequest, period: Int) -> String {
         "\(period)\t\(request.json.serialized())"
     }

@@ -124,10 +124,13 @@ extension PaymentQueueEngine {
                     try dropWaitingOffer(of: record.id)
                     return refusal.outcome
                 }
+                try moveCommerce(of: record, to: purchase.id)
                 let asked = try takeWaitingOffer(of: record.id, product: product.billed(with: plan))
                 startsPeriod = try applySubscriptionPurchase(&purchase, product: product, catalog: catalog, at: now, promotion: asked.promotion,
                                                              promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed,
                                                              plan: plan)
+            } else {
+                try moveCommerce(of: record, to: purchase.id)
             }
             purchase.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             try store.insert(purchase)

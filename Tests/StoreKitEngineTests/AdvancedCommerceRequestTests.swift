@@ -218,4 +218,31 @@ import Testing
         #expect(try store.store.inUnit { try store.engine.clear(uid: nil, app: nil) }.code == .ok)
         #expect(try store.store.setting(reference) == nil, "clear forgets it")
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aResolvedInterruptedPurchaseKeepsItsRequest(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        _ = try store.store.inUnit { try store.engine.updateSwitches { $0.interrupted = true } }
+        let charge = try store.pay(SampleCatalog.coins, Self.charge)
+        let subscribing = try store.pay(SampleCatalog.monthly, Self.subscription)
+        #expect(charge.code == .ok && subscribing.code == .ok)
+        #expect(try store.store.transaction(id: charge.value)?.state == .failed)
+        _ = try store.store.inUnit { try store.engine.updateSwitches { $0.interrupted = false } }
+
+        let resolved = try store.store.inUnit { try store.engine.resolve(transactionID: charge.value) }
+        #expect(resolved.code == .ok && resolved.value != charge.value, "\(resolved.message)")
+        let payload = try store.payload(resolved.value)
+        #expect(payload["price"] == .int(4990) && payload["advancedCommerceInfo"]?["taxExclusivePrice"] == .int(4990), "the request's price")
+        #expect(try store.store.setting("commerce.\(charge.value)") == nil, "the failed transaction keeps no request")
+        #expect(try store.store.setting("commerce.ref.\(Self.app).7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01") == "\(Self.buyer)\t\(resolved.value)")
+
+        let started = try store.store.inUnit { try store.engine.resolve(transactionID: subscribing.value) }
+        #expect(started.code == .ok, "\(started.message)")
+        let purchase = try #require(try store.store.transaction(id: started.value))
+        let expires = try #require(purchase.expiresDate)
+        #expect(expires - purchase.date >= 365 * 86_400_000, "the request's year, not the product's month or free trial")
+        #expect(try store.payload(purchase.id)["price"] == .int(15000))
+        let subscription = try #require(try store.store.subscriptions(uid: Self.buyer, app: Self.app).first)
+        #expect(try store.engine.renewalCommerceInfo(of: subscription)?["period"]?.string == "P1Y", "it renews with the request")
+    }
 }
