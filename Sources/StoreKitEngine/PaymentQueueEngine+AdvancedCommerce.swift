@@ -52,6 +52,14 @@ extension PaymentQueueEngine {
             return .storeKit(.paymentInvalid, "\(product.id) is not an auto-renewable subscription: a CREATE_SUBSCRIPTION request buys one")
         default: break
         }
+        // Apple does not say how an offer shorter or longer than the subscription's period is billed;
+        // billing it in whole periods would charge the offer's price for longer (or the item's
+        // price sooner) than the offer says, so such an offer is refused.
+        if let period = request.period,
+           let (index, item) = request.items.enumerated().first(where: { $0.element.offer.map { $0.period != period.description } ?? false }) {
+            return .storeKit(.paymentInvalid, "items[\(index)].offer.period \(item.offer?.period ?? "") is not the subscription's period "
+                             + "\(period): an item's offer here lasts whole periods of the subscription")
+        }
         guard payment.quantity == 1 else {
             return .storeKit(.paymentInvalid, "an Advanced Commerce purchase has quantity 1 (the request lists what is bought)")
         }

@@ -24,7 +24,7 @@ import Testing
          "appAccountToken":"9c4ac6a2-5f1e-4a77-8e5c-3a1d1b7c2e10"},"currency":"USD","taxCode":"C003-00-2","period":"P1Y",
          "descriptors":{"displayName":"News","description":"Daily news"},
          "items":[{"SKU":"A","displayName":"The Daily","description":"Mornings","price":30000,
-                   "offer":{"period":"P1M","periodCount":2,"price":10000,"reason":"RETENTION"}},
+                   "offer":{"period":"P1Y","periodCount":2,"price":10000,"reason":"RETENTION"}},
                   {"SKU":"B","displayName":"The Weekly","description":"Sundays","price":5000}]}
         """
 
@@ -43,7 +43,7 @@ import Testing
         #expect(subscription.appAccountToken == "9c4ac6a2-5f1e-4a77-8e5c-3a1d1b7c2e10")
         #expect(subscription.displayName == "News" && subscription.description == "Daily news" && subscription.items.count == 2)
         let offer = try #require(subscription.items[0].offer)
-        #expect(offer.period == "P1M" && offer.periodCount == 2 && offer.priceMillis == 10000 && offer.reason == "RETENTION")
+        #expect(offer.period == "P1Y" && offer.periodCount == 2 && offer.priceMillis == 10000 && offer.reason == "RETENTION")
         // The offer lasts its two periods.
         #expect([0, 1, 2].map { subscription.taxExclusivePriceMillis(period: $0) } == [15000, 15000, 35000])
         for request in [charge, subscription] {
@@ -244,5 +244,18 @@ import Testing
         #expect(try store.payload(purchase.id)["price"] == .int(15000))
         let subscription = try #require(try store.store.subscriptions(uid: Self.buyer, app: Self.app).first)
         #expect(try store.engine.renewalCommerceInfo(of: subscription)?["period"]?.string == "P1Y", "it renews with the request")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anOfferOfAnotherPeriodThanItsSubscriptionsIsRefused(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        for period in ["P1M", "P3D", "P9M"] {
+            let refused = try store.pay(SampleCatalog.monthly, Self.subscription.replacingOccurrences(of: "\"period\":\"P1Y\",\"periodCount\"",
+                                                                                                      with: "\"period\":\"\(period)\",\"periodCount\""))
+            #expect(refused.code == .storeKit && refused.detail == StoreKitErrorCode.paymentInvalid.rawValue
+                    && refused.message.contains("items[0].offer.period \(period)"), "\(period): \(refused.message)")
+        }
+        #expect(try store.store.all(uid: Self.buyer, app: Self.app).isEmpty, "nothing recorded")
+        #expect(try store.pay(SampleCatalog.monthly, Self.subscription).code == .ok, "an offer in the subscription's period buys")
     }
 }
