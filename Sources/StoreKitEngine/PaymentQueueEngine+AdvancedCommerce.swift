@@ -44,6 +44,27 @@ extension PaymentQueueEngine {
     /// nil when it can. The request's own form was checked when it was read.
     func advancedCommerceRefusal(_ request: AdvancedCommerceRequest, payment: ClientMessage.AddPayment, product: CatalogProduct,
                                  uid: UInt32, app: String) throws(LedgerError) -> Outcome? {
+        if let refusal = Self.commerceProductRefusal(request, product: product) { return refusal }
+        guard payment.quantity == 1 else {
+            return .storeKit(.paymentInvalid, "an Advanced Commerce purchase has quantity 1 (the request lists what is bought)")
+        }
+        guard payment.discount == nil, payment.offerJWS == nil, payment.eligibilityJWS == nil, payment.winBackOfferID == nil else {
+            return .storeKit(.paymentInvalid, "an Advanced Commerce purchase takes no App Store offers: the request sets its prices and offers")
+        }
+        guard payment.billingPlanType != .monthly else {
+            return .storeKit(.paymentInvalid, "an Advanced Commerce purchase takes no monthly billing plan: the request sets its period and prices")
+        }
+        // Apple's rule: an app account token given with the purchase must be the request's too.
+        if let username = payment.applicationUsername, username.lowercased() != request.appAccountToken {
+            return .storeKit(.paymentInvalid, "the payment's app account token \(username) is not the request's "
+                             + "(requestInfo.appAccountToken \(request.appAccountToken ?? "absent"))")
+        }
+        return try commerceStandingRefusal(request, product: product, uid: uid, app: app)
+    }
+
+    /// Why `request` cannot buy `product` whoever pays: the operation is not the product's kind,
+    /// or an item's offer is not in the subscription's period.
+    static func commerceProductRefusal(_ request: AdvancedCommerceRequest, product: CatalogProduct) -> Outcome? {
         switch request.operation {
         case .oneTimeCharge where product.kind != .consumable && product.kind != .nonConsumable:
             return .storeKit(.paymentInvalid, "\(product.id) is not a one-time purchase: a CREATE_ONE_TIME_CHARGE request buys a "
@@ -60,25 +81,20 @@ extension PaymentQueueEngine {
             return .storeKit(.paymentInvalid, "items[\(index)].offer.period \(item.offer?.period ?? "") is not the subscription's period "
                              + "\(period): an item's offer here lasts whole periods of the subscription")
         }
-        guard payment.quantity == 1 else {
-            return .storeKit(.paymentInvalid, "an Advanced Commerce purchase has quantity 1 (the request lists what is bought)")
-        }
-        guard payment.discount == nil, payment.offerJWS == nil, payment.eligibilityJWS == nil, payment.winBackOfferID == nil else {
-            return .storeKit(.paymentInvalid, "an Advanced Commerce purchase takes no App Store offers: the request sets its prices and offers")
-        }
-        guard payment.billingPlanType != .monthly else {
-            return .storeKit(.paymentInvalid, "an Advanced Commerce purchase takes no monthly billing plan: the request sets its period and prices")
-        }
+        return nil
+    }
+
+    /// Why `request` cannot buy `product` for `uid` in the store as it stands: checked when the
+    /// payment is made and again when a parent approves it (the storefront may have changed, or the
+    /// buyer subscribed in the group meanwhile).
+    func commerceStandingRefusal(_ request: AdvancedCommerceRequest, product: CatalogProduct, uid: UInt32,
+                                 app: String) throws(LedgerError) -> Outcome? {
+        if let refusal = Self.commerceProductRefusal(request, product: product) { return refusal }
         guard request.currency == currencyCode else {
             return .storeKit(.paymentInvalid, "the request is priced in \(request.currency); storefront \(storefront) sells in \(currencyCode)")
         }
         if let front = request.storefront, front != storefront {
             return .storeKit(.paymentInvalid, "the request is for storefront \(front); the store's is \(storefront)")
-        }
-        // Apple's rule: an app account token given with the purchase must be the request's too.
-        if let username = payment.applicationUsername, username.lowercased() != request.appAccountToken {
-            return .storeKit(.paymentInvalid, "the payment's app account token \(username) is not the request's "
-                             + "(requestInfo.appAccountToken \(request.appAccountToken ?? "absent"))")
         }
         if request.operation == .subscription,
            let current = try store.subscription(uid: uid, app: app, groupID: product.subscriptionGroupID ?? product.id), current.status.isLive {
@@ -86,6 +102,19 @@ extension PaymentQueueEngine {
                              + "request starts a subscription (changing one is a modify request, which this store does not take)")
         }
         return nil
+    }
+
+    /// Whether `record` was bought (or asked for) with an Advanced Commerce request.
+    func hasCommerce(_ record: TransactionRecord) throws(LedgerError) -> Bool {
+        guard mayHaveCommerce(app: record.app) else { return false }
+        return try advancedCommerce(of: record.id) != nil
+    }
+
+    /// Why the request a deferred purchase was asked with cannot buy now that a parent approves it.
+    func approvalCommerceRefusal(_ record: TransactionRecord) throws(LedgerError) -> Outcome? {
+        guard mayHaveCommerce(app: record.app), let request = try advancedCommerce(of: record.id)?.request,
+              let product = catalogs[record.app]?.product(record.productID) else { return nil }
+        return try commerceStandingRefusal(request, product: product, uid: record.uid, app: record.app)
     }
 
     /// Keeps the request transaction `transactionID` was bought with, of its `period`th period.

@@ -18,6 +18,10 @@ extension PaymentQueueEngine {
             let now = clock.now()
             record.state = .purchased
             record.date = now
+            if let refusal = try approvalCommerceRefusal(record) {
+                // Approved, but the request cannot buy now: it fails, and nothing is charged.
+                return .ok(value: record.id, try fail(record, code: .paymentInvalid, message: refusal.message, at: now))
+            }
             var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
                 let plan: BillingPlan?

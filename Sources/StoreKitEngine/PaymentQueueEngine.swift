@@ -246,9 +246,12 @@ public final class PaymentQueueEngine {
         let askToBuy = simulatesAskToBuy || askToBuyEnabled(uid: uid, catalog: catalog)
         let failure = try takeFailure(catalog: catalog)
 
-        if failure == nil, askToBuy,
+        // A purchase with an Advanced Commerce request is its own: the request says what it buys
+        // under the generic SKU, so it is neither merged into nor merges a waiting one.
+        if failure == nil, askToBuy, advancedCommerce == nil,
            let open = try store.openPurchaseRequest(uid: uid, app: app, productID: productID, kind: .askToBuy),
-           var pending = try store.transaction(id: open.transactionID), pending.state == .deferred, !pending.finished {
+           var pending = try store.transaction(id: open.transactionID), pending.state == .deferred, !pending.finished,
+           try !hasCommerce(pending) {
             // "Duplicate requests are consolidated": the parent sees one request; the app sees it again.
             pending.sequence = try store.nextSequence(uid: uid, app: app)
             _ = try store.touch(id: pending.id, sequence: pending.sequence)

@@ -258,4 +258,36 @@ import Testing
         #expect(try store.store.all(uid: Self.buyer, app: Self.app).isEmpty, "nothing recorded")
         #expect(try store.pay(SampleCatalog.monthly, Self.subscription).code == .ok, "an offer in the subscription's period buys")
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func askToBuyKeepsEachRequestAndAnApprovalRechecksIt(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let second = Self.charge.replacingOccurrences(of: "7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E01", with: "7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E02")
+            .replacingOccurrences(of: "BOOK-1", with: "BOOK-2").replacingOccurrences(of: "4990", with: "2990")
+        let first = try store.pay(SampleCatalog.coins, Self.charge, askingParent: true)
+        let other = try store.pay(SampleCatalog.coins, second, askingParent: true)
+        #expect(first.code == .ok && other.code == .ok && first.value != other.value, "the second request is its own purchase")
+        let plain = ClientMessage.AddPayment(requestID: 1, key: "", productID: SampleCatalog.coins, quantity: 1, simulatesAskToBuy: true)
+        let ordinary = try store.store.inUnit { try store.engine.addPayment(uid: Self.buyer, app: Self.app, payment: plain) }
+        #expect(ordinary.code == .ok && ![first.value, other.value].contains(ordinary.value), "an ordinary payment does not join a request")
+        for id in [first.value, other.value] {
+            #expect(try store.store.inUnit { try store.engine.approve(transactionID: id) }.code == .ok)
+        }
+        #expect(try store.payload(first.value)["price"] == .int(4990) && store.payload(other.value)["price"] == .int(2990))
+        guard case .array(let items)? = try store.payload(other.value)["advancedCommerceInfo"]?["items"] else { Issue.record("no items"); return }
+        #expect(items.first?["SKU"]?.string == "BOOK-2")
+
+        // A subscription asked for, then another bought directly in the group: the approval fails it.
+        let asked = try store.pay(SampleCatalog.monthly, Self.subscription, askingParent: true)
+        let direct = try store.pay(SampleCatalog.monthly, Self.subscription.replacingOccurrences(of: "1b4e28ba-2fa1", with: "2b4e28ba-2fa1"))
+        #expect(asked.code == .ok && direct.code == .ok, "\(direct.message)")
+        let approved = try store.store.inUnit { try store.engine.approve(transactionID: asked.value) }
+        #expect(approved.code == .ok)
+        let failed = try #require(try store.store.transaction(id: asked.value))
+        #expect(failed.state == .failed && failed.errorCode == StoreKitErrorCode.paymentInvalid.rawValue
+                && failed.errorMessage?.contains("subscribed in group") == true, "\(failed)")
+        #expect(try store.store.setting("commerce.\(asked.value)") == nil)
+        let subscriptions = try store.store.subscriptions(uid: Self.buyer, app: Self.app)
+        #expect(subscriptions.count == 1 && subscriptions.first?.originalID == direct.value)
+    }
 }
