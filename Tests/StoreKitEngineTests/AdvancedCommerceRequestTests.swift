@@ -290,4 +290,17 @@ import Testing
         let subscriptions = try store.store.subscriptions(uid: Self.buyer, app: Self.app)
         #expect(subscriptions.count == 1 && subscriptions.first?.originalID == direct.value)
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aPurchaseIsSignedInItsRequestsCurrencyAfterTheStorefrontChanges(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.pay(SampleCatalog.coins, Self.charge.replacingOccurrences(of: "\"storefront\":\"USA\",", with: ""))
+        #expect(bought.code == .ok, "\(bought.message)")
+        try store.store.inUnit { store.engine.storefront = "FRA" }
+        let payload = try store.payload(bought.value)
+        #expect(payload["currency"]?.string == "USD" && payload["price"] == .int(4990), "the request's currency beside its price")
+        let plain = ClientMessage.AddPayment(requestID: 1, key: "", productID: SampleCatalog.coins, quantity: 1)
+        let ordinary = try store.store.inUnit { try store.engine.addPayment(uid: Self.buyer, app: Self.app, payment: plain) }
+        #expect(try store.payload(ordinary.value)["currency"]?.string == "EUR", "an ordinary purchase says the storefront's")
+    }
 }
