@@ -2,25 +2,11 @@ import StoreKitLedger
 import StoreKitWire
 
 // Purchases of Apple's Advanced Commerce API: a generic SKU of the catalogue bought with the
-// developer's signed request (`AdvancedCommerceRequest`, checked by whoever holds the keys). The
-// request is kept per transaction in the ledger's settings (`commerce.ID`: `PERIOD\tJSON`, the
-// period the transaction is of, 0 the first, and the request as Apple spells it; both ledgers and
-// a fleet, no change to their tables), and a subscription's with the subscription
-// (`commerce.running.ORIGINAL`) so that each renewal carries it. The signed transaction tells it
-// as Apple's `advancedCommerceInfo` (an `advancedCommerceTransactionInfo` object), and its
-// `price` is the request's.
+// developer's signed request (`AdvancedCommerceRequest`, checked by whoever holds the keys): the
+// checks of a request against the store, what a request bought already (`commerce.ref.…`), and
+// what a signed transaction or renewal info tells of it. How it is kept: +CommerceStorage.
 
 extension PaymentQueueEngine {
-    /// Whether `app`'s transactions may have been bought with an Advanced Commerce request, so
-    /// that their settings are worth reading: not for an app outside `advancedCommerceApps` (the
-    /// daemon's apps with offer keys), which saves a read of the ledger per signed transaction —
-    /// a round trip on PostgreSQL.
-    func mayHaveCommerce(app: String) -> Bool {
-        advancedCommerceApps?.contains(app) ?? true
-    }
-
-    static func commerceKey(_ transactionID: UInt64) -> String { "commerce.\(transactionID)" }
-    static func runningCommerceKey(_ originalID: UInt64) -> String { "commerce.running.\(originalID)" }
     /// The purchase a request (by its `requestReferenceId`) made in `app`: `UID\tTRANSACTION`.
     static func commerceReferenceKey(app: String, _ reference: String) -> String { "commerce.ref.\(app).\(reference)" }
 
@@ -106,20 +92,14 @@ extension PaymentQueueEngine {
 
     /// Whether `record` was bought (or asked for) with an Advanced Commerce request.
     func hasCommerce(_ record: TransactionRecord) throws(LedgerError) -> Bool {
-        guard mayHaveCommerce(app: record.app) else { return false }
-        return try advancedCommerce(of: record.id) != nil
+        try advancedCommerce(of: record.id, app: record.app) != nil
     }
 
     /// Why the request a deferred purchase was asked with cannot buy now that a parent approves it.
     func approvalCommerceRefusal(_ record: TransactionRecord) throws(LedgerError) -> Outcome? {
-        guard mayHaveCommerce(app: record.app), let request = try advancedCommerce(of: record.id)?.request,
+        guard let request = try advancedCommerce(of: record.id, app: record.app)?.request,
               let product = catalogs[record.app]?.product(record.productID) else { return nil }
         return try commerceStandingRefusal(request, product: product, uid: record.uid, app: record.app)
-    }
-
-    /// Keeps the request transaction `transactionID` was bought with, of its `period`th period.
-    func recordCommerce(_ request: AdvancedCommerceRequest, period: Int, of transactionID: UInt64) throws(LedgerError) {
-        try store.setSetting(Self.commerceKey(transactionID), Self.storedCommerce(request, period: period))
     }
 
     /// Notes that `request` was used by `uid` for `transactionID` (see `reusedCommerce`).
@@ -131,8 +111,8 @@ extension PaymentQueueEngine {
     /// renewal's request names its subscription's first purchase): they go with the transaction.
     func commerceReferenceKeys(of records: [TransactionRecord]) throws(LedgerError) -> [String] {
         var keys: [String] = []
-        for record in records where mayHaveCommerce(app: record.app) {
-            guard let request = try advancedCommerce(of: record.id)?.request else { continue }
+        for record in records {
+            guard let request = try advancedCommerce(of: record.id, app: record.app)?.request else { continue }
             let key = Self.commerceReferenceKey(app: record.app, request.requestReferenceID)
             if try store.setting(key) == "\(record.uid)\t\(record.id)" { keys.append(key) }
         }
@@ -142,59 +122,33 @@ extension PaymentQueueEngine {
     /// Forgets the request of a waiting purchase that failed (declined, or lapsed unanswered).
     /// Nothing was charged, so its request may be used again.
     func dropCommerce(of record: TransactionRecord) throws(LedgerError) {
-        guard mayHaveCommerce(app: record.app) else { return }
+        guard try mayHaveCommerce(app: record.app) else { return }
         try forgetSettings(try commerceReferenceKeys(of: [record]) + [Self.commerceKey(record.id)])
     }
 
     /// Gives the request an interrupted purchase was asked with to the purchase that resolves it
     /// (which is priced, and a subscription's period set, by it), the reference note with it.
     func moveCommerce(of record: TransactionRecord, to purchaseID: UInt64) throws(LedgerError) {
-        guard mayHaveCommerce(app: record.app), let commerce = try advancedCommerce(of: record.id) else { return }
+        guard let commerce = try advancedCommerce(of: record.id, app: record.app) else { return }
         let references = try commerceReferenceKeys(of: [record])
         try forgetSettings([Self.commerceKey(record.id)])
-        try recordCommerce(commerce.request, period: commerce.period, of: purchaseID)
+        try recordCommerce(commerce.request, period: commerce.period, of: purchaseID, app: record.app)
         if !references.isEmpty {
             try recordCommerceReference(commerce.request, uid: record.uid, app: record.app, transactionID: purchaseID)
         }
     }
 
-    static func storedCommerce(_ request: AdvancedCommerceRequest, period: Int) -> String {
-        "\(period)\t\(request.json.serialized())"
-    }
-
-    static func commerce(stored text: String?) -> (request: AdvancedCommerceRequest, period: Int)? {
-        guard let text, let tab = text.firstIndex(of: "\t"), let period = Int(text[..<tab]),
-              case .success(let request) = AdvancedCommerceRequest.parse(Array(text[text.index(after: tab)...].utf8)) else { return nil }
-        return (request, period)
-    }
-
-    /// The request transaction `transactionID` was bought with, and which period it is of.
-    public func advancedCommerce(of transactionID: UInt64) throws(LedgerError) -> (request: AdvancedCommerceRequest, period: Int)? {
-        Self.commerce(stored: try store.setting(Self.commerceKey(transactionID)))
-    }
-
-    /// The Advanced Commerce request a subscription renews with, and the period it is in.
-    func runningCommerce(of originalID: UInt64) throws(LedgerError) -> (request: AdvancedCommerceRequest, period: Int)? {
-        Self.commerce(stored: try store.setting(Self.runningCommerceKey(originalID)))
-    }
-
-    func setRunningCommerce(_ commerce: (request: AdvancedCommerceRequest, period: Int)?, of originalID: UInt64) throws(LedgerError) {
-        if commerce == nil, try store.setting(Self.runningCommerceKey(originalID)) == nil { return }
-        try store.setSetting(Self.runningCommerceKey(originalID), commerce.map { Self.storedCommerce($0.request, period: $0.period) })
-    }
-
     /// The Advanced Commerce terms a signed transaction tells: a purchase's or renewal's own, a
     /// restored copy's original's.
     func signedCommerce(of record: TransactionRecord) throws(LedgerError) -> (request: AdvancedCommerceRequest, period: Int)? {
-        guard mayHaveCommerce(app: record.app) else { return nil }
-        if let own = try advancedCommerce(of: record.id) { return own }
+        if let own = try advancedCommerce(of: record.id, app: record.app) { return own }
         guard record.state == .restored, let originalID = record.originalID, originalID != record.id else { return nil }
-        return try advancedCommerce(of: originalID)
+        return try advancedCommerce(of: originalID, app: record.app)
     }
 
     /// The `advancedCommerceInfo` of a subscription's renewal info: what its next renewal sells,
     /// when it was bought with an Advanced Commerce request (nil otherwise).
     public func renewalCommerceInfo(of subscription: Subscription) throws(LedgerError) -> JSONValue? {
-        try runningCommerce(of: subscription.originalID).map { $0.request.renewalInfo(period: $0.period + 1) }
+        try runningCommerce(of: subscription.originalID, app: subscription.app).map { $0.request.renewalInfo(period: $0.period + 1) }
     }
 }

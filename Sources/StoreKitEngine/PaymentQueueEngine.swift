@@ -26,9 +26,10 @@ public final class PaymentQueueEngine {
     /// The families of the configuration (`[Family]`); `applyFamilies()` brings the ledger's
     /// family copies in line after they change.
     public var families = FamilyGroups()
-    /// The apps that may buy with Advanced Commerce requests (the daemon's: those with offer
-    /// keys); nil: any. Another app's transactions are never looked up for a request.
-    public var advancedCommerceApps: Set<String>?
+    /// The apps the ledger marks as having bought with an Advanced Commerce request
+    /// (`commerce.app.<app>`), and the store generations they were read at (nil: not yet).
+    var commerceApps: Set<String> = []
+    var commerceAppsGenerations: (UInt64, UInt64)?
     public let store: any Ledger
     public private(set) var catalogs: [String: Catalog]
     public var clock: StoreClock
@@ -266,7 +267,7 @@ public final class PaymentQueueEngine {
         let purchasing = record
         // Kept before the purchase completes (a subscription's period is the request's).
         if failure == nil, let advancedCommerce {
-            try recordCommerce(advancedCommerce, period: 0, of: record.id)
+            try recordCommerce(advancedCommerce, period: 0, of: record.id, app: app)
             try recordCommerceReference(advancedCommerce, uid: uid, app: app, transactionID: record.id)
         }
         if let failure {

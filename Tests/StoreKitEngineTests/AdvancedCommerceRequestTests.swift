@@ -138,11 +138,18 @@ import Testing
             if case .updated(_, let records) = effect { return records.first { $0.state == .restored } } else { return nil }
         }.first)
         #expect(try store.payload(copy.id)["advancedCommerceInfo"]?["requestReferenceId"]?.string == "7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01")
-        // An app the daemon says cannot buy so (no offer keys) is not looked up: its JWS tell no request.
-        store.engine.advancedCommerceApps = []
-        #expect(try store.payload(outcome.value)["advancedCommerceInfo"] == nil)
-        store.engine.advancedCommerceApps = [Self.app]
-        #expect(try store.payload(outcome.value)["advancedCommerceInfo"] != nil)
+        // The app is marked in the ledger at its first purchase with a request: an engine started
+        // on the ledger later (a restart, another host) signs the same; one on a ledger that does
+        // not mark the app looks nothing up.
+        #expect(try store.store.setting("commerce.app.\(Self.app)") == "1")
+        let catalogs = [Self.app: try Catalog.load(path: SampleCatalog.path)]
+        let record = try #require(try store.store.transaction(id: outcome.value))
+        #expect(try PaymentQueueEngine(store: store.store, catalogs: catalogs)
+            .transactionPayload(record, environment: "Xcode", signedDate: 0)?["advancedCommerceInfo"] != nil)
+        try store.store.inUnit { try store.store.setSetting("commerce.app.\(Self.app)", nil) }
+        #expect(try PaymentQueueEngine(store: store.store, catalogs: catalogs)
+            .transactionPayload(record, environment: "Xcode", signedDate: 0)?["advancedCommerceInfo"] == nil)
+        try store.store.inUnit { try store.store.setSetting("commerce.app.\(Self.app)", "1") }
         // The request goes with its transaction.
         #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: outcome.value) }.code == .ok)
         #expect(try store.store.setting("commerce.\(outcome.value)") == nil)
