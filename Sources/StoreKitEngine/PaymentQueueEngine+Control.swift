@@ -124,7 +124,10 @@ extension PaymentQueueEngine {
         var latest: [String: TransactionRecord] = [:]
         for record in history where (record.state == .purchased || record.state == .restored) && record.revocationDate == nil {
             guard let kind = catalog.product(record.productID)?.kind, kind == .nonConsumable || kind == .nonRenewing else { continue }
-            latest[record.productID] = record
+            // Each purchase with an Advanced Commerce request entitles on its own (its restored
+            // copies are of it).
+            let commerce = try signedCommerce(of: record) != nil
+            latest[commerce ? "\(record.productID)#\(record.originalID ?? record.id)" : record.productID] = record
         }
         var result = Array(latest.values)
         for subscription in try store.subscriptions(uid: uid, app: app) where subscription.status.isEntitled {

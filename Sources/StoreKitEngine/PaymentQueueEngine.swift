@@ -383,22 +383,26 @@ public final class PaymentQueueEngine {
             guard let product = catalog.product(record.productID),
                   product.kind == .nonConsumable || product.kind == .autoRenewable else { continue }
             if let username = applicationUsername, record.applicationUsername != username { continue }
-            if originals[record.productID] == nil { order.append(record.productID) }
+            // Each non-consumable bought with an Advanced Commerce request is its own purchase (its
+            // request's items), not a purchase again of the generic SKU.
+            let ownPurchase = product.kind == .nonConsumable ? try hasCommerce(record) : false
+            let key = ownPurchase ? "\(record.productID)#\(record.id)" : record.productID
+            if originals[key] == nil { order.append(key) }
             // The first purchase is the original of every later one (renewals link back to it).
             let root = record.originalID.flatMap { id in history.first { $0.id == id } } ?? record
-            if originals[record.productID] == nil { originals[record.productID] = root }
-            if let expires = record.expiresDate { latestExpiry[record.productID] = max(latestExpiry[record.productID] ?? expires, expires) }
+            if originals[key] == nil { originals[key] = root }
+            if let expires = record.expiresDate { latestExpiry[key] = max(latestExpiry[key] ?? expires, expires) }
         }
         let now = clock.now()
         var restored: [TransactionRecord] = []
-        for productID in order {
-            guard let original = originals[productID], !pendingRestores.contains(original.id) else { continue }
+        for key in order {
+            guard let original = originals[key], !pendingRestores.contains(original.id) else { continue }
             let record = TransactionRecord(
                 id: try store.allocateTransactionID(), originalID: original.id, uid: uid, app: app,
-                productID: productID, quantity: original.quantity, state: .restored,
+                productID: original.productID, quantity: original.quantity, state: .restored,
                 sequence: try store.nextSequence(uid: uid, app: app), date: now,
                 applicationUsername: original.applicationUsername,
-                expiresDate: latestExpiry[productID] ?? original.expiresDate)
+                expiresDate: latestExpiry[key] ?? original.expiresDate)
             try store.insert(record)
             restored.append(record)
         }

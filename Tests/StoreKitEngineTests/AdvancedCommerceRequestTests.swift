@@ -310,4 +310,37 @@ import Testing
         let ordinary = try store.store.inUnit { try store.engine.addPayment(uid: Self.buyer, app: Self.app, payment: plain) }
         #expect(try store.payload(ordinary.value)["currency"]?.string == "EUR", "an ordinary purchase says the storefront's")
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func eachChargeOfANonConsumableIsItsOwnInRestoreAndEntitlementsAndIsNotFamilyShared(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let member: UInt32 = Self.buyer + 1
+        store.engine.families = FamilyGroups([[Self.buyer, member]])
+        _ = try store.store.inUnit { try store.engine.applyFamilies() }
+        let second = Self.charge.replacingOccurrences(of: "7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E01", with: "7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E02")
+            .replacingOccurrences(of: "BOOK-1", with: "BOOK-2")
+        let first = try store.pay(SampleCatalog.levelPack, Self.charge)
+        let other = try store.pay(SampleCatalog.levelPack, second)
+        #expect(first.code == .ok && other.code == .ok && first.value != other.value)
+        #expect(first.effects.count == 2 && other.effects.count == 2, "purchasing and purchased, no family copy")
+        #expect(try store.store.all(uid: member, app: Self.app).isEmpty, "not shared with the family")
+        for id in [first.value, other.value] {
+            #expect(try store.store.inUnit { try store.engine.finish(uid: Self.buyer, app: Self.app, transactionID: id) }.code == .ok)
+        }
+        func skus(_ records: [TransactionRecord]) throws -> [String] {
+            try records.map { record in
+                guard case .array(let items)? = try store.payload(record.id)["advancedCommerceInfo"]?["items"] else { return "" }
+                return items.first?["SKU"]?.string ?? ""
+            }.sorted()
+        }
+        #expect(try skus(try store.engine.entitlements(uid: Self.buyer, app: Self.app)) == ["BOOK-1", "BOOK-2"])
+        let restored = try store.store.inUnit { try store.engine.restore(uid: Self.buyer, app: Self.app, applicationUsername: nil) }
+        let copies = restored.effects.flatMap { effect -> [TransactionRecord] in
+            if case .updated(let queue, let records) = effect, queue.uid == Self.buyer { return records } else { return [] }
+        }
+        #expect(Set(copies.compactMap(\.originalID)) == [first.value, other.value], "a copy of each purchase")
+        #expect(try skus(copies) == ["BOOK-1", "BOOK-2"])
+        #expect(try skus(try store.engine.entitlements(uid: Self.buyer, app: Self.app)) == ["BOOK-1", "BOOK-2"])
+        #expect(try store.store.all(uid: member, app: Self.app).isEmpty, "nor restored to the family")
+    }
 }
