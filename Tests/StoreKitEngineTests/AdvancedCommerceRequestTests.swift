@@ -343,4 +343,15 @@ import Testing
         #expect(try skus(try store.engine.entitlements(uid: Self.buyer, app: Self.app)) == ["BOOK-1", "BOOK-2"])
         #expect(try store.store.all(uid: member, app: Self.app).isEmpty, "nor restored to the family")
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aMonthlyBillingPlanIsRefused(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        guard case .success(let request) = AdvancedCommerceRequest.parse(Self.json(Self.subscription)) else { Issue.record("refused"); return }
+        let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: SampleCatalog.monthly, quantity: 1, billingPlanType: .monthly)
+        let refused = try store.store.inUnit { try store.engine.addPayment(uid: Self.buyer, app: Self.app, payment: payment, advancedCommerce: request) }
+        #expect(refused.code == .storeKit && refused.detail == StoreKitErrorCode.paymentInvalid.rawValue
+                && refused.message.contains("monthly billing plan"), "\(refused.message)")
+        #expect(try store.store.all(uid: Self.buyer, app: Self.app).isEmpty)
+    }
 }
