@@ -80,6 +80,12 @@ import Testing
         list.append((subscription.replacingOccurrences(of: "\"price\":10000", with: "\"price\":40000"), "more than the item's price"))
         list.append((subscription.replacingOccurrences(of: "\"SKU\":\"B\"", with: "\"SKU\":\"A\""), "same SKU"))
         list.append((subscription.replacingOccurrences(of: "\"descriptors\":{\"displayName\":\"News\",\"description\":\"Daily news\"},", with: ""), "descriptors"))
+        // One character of many combining marks counts once, but its bytes are bounded.
+        list.append((charge.replacingOccurrences(of: "\"A book\"", with: "\"a\(String(repeating: "\u{301}", count: 200))\""),
+                     "item.displayName is longer than 120 bytes"))
+        let items = (0...AdvancedCommerceRequest.itemLimit).map { "{\"SKU\":\"S\($0)\",\"displayName\":\"n\",\"description\":\"d\",\"price\":1}" }
+        list.append((subscription.replacingOccurrences(of: "{\"SKU\":\"B\",\"displayName\":\"The Weekly\",\"description\":\"Sundays\",\"price\":5000}",
+                                                       with: items.joined(separator: ",")), "102 items, more than 100"))
         return list
     }
 
