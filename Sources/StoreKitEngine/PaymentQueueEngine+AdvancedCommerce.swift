@@ -140,7 +140,7 @@ extension PaymentQueueEngine {
 
     /// The Advanced Commerce terms a signed transaction tells: a purchase's or renewal's own, a
     /// restored copy's original's.
-    func signedCommerce(of record: TransactionRecord) throws(LedgerError) -> (request: AdvancedCommerceRequest, period: Int)? {
+    func signedCommerce(of record: TransactionRecord) throws(LedgerError) -> KeptCommerce? {
         if let own = try advancedCommerce(of: record.id, app: record.app) { return own }
         guard record.state == .restored, let originalID = record.originalID, originalID != record.id else { return nil }
         return try advancedCommerce(of: originalID, app: record.app)

@@ -189,6 +189,7 @@ extension PaymentQueueEngine {
         var deleted: UInt64 = 0
         for target in targets {
             let references = try commerceReferenceKeys(of: [target])
+            try keepRunningCommerce(of: target)
             guard var record = try store.deleteTransaction(id: target.id) else { continue }
             try forgetSettings(Self.transactionSettingKeys(record.id) + references)
             deleted += 1

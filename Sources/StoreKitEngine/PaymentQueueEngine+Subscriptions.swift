@@ -296,7 +296,7 @@ extension PaymentQueueEngine {
         var period = product.subscriptionPeriod ?? Self.defaultPeriod
         // An Advanced Commerce subscription renews in its request's period, into its next one.
         let commerce = productID == subscription.productID
-            ? try runningCommerce(of: subscription.originalID, app: subscription.app).map { (request: $0.request, period: $0.period + 1) } : nil
+            ? try runningCommerce(of: subscription.originalID, app: subscription.app).map { (request: $0.request, period: $0.period + 1, source: $0.source) } : nil
         if let requested = commerce?.request.period { period = requested }
         // A pay-as-you-go offer goes on for its periods: each renewal is at its price (a
         // promotional one in the product's period, an introductory one in its own).
@@ -332,7 +332,7 @@ extension PaymentQueueEngine {
         if let carried { try store.setSetting(Self.offerKey(record.id), carried.stored) }
         try continueCommitment(running, plan: plan, originalID: subscription.originalID, transactionID: record.id, start: start,
                                periodEnd: end)
-        if let commerce { try recordCommerce(commerce.request, period: commerce.period, of: record.id, app: subscription.app) }
+        if let commerce { try recordCommerce(commerce, of: record.id) }
         try setRunningCommerce(commerce, of: subscription.originalID, app: subscription.app)
         // A promotional or win-back offer still running is kept with the subscription (a purchase
         // of the same product meanwhile does not end it); it goes with its last period.

@@ -360,4 +360,30 @@ import Testing
                 && refused.message.contains("monthly billing plan"), "\(refused.message)")
         #expect(try store.store.all(uid: Self.buyer, app: Self.app).isEmpty)
     }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func renewalsPointAtTheRequestInsteadOfStoringItAgain(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.pay(SampleCatalog.monthly, Self.subscription)
+        #expect(bought.code == .ok, "\(bought.message)")
+        let subscription = try #require(try store.store.subscriptions(uid: Self.buyer, app: Self.app).first)
+        #expect(try store.store.setting("commerce.running.\(subscription.originalID)") == "0\t@\(bought.value)")
+        func renew() throws -> TransactionRecord {
+            let renewal = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration("P1Y")!) }
+            return try #require(renewal.effects.compactMap { effect -> TransactionRecord? in
+                if case .updated(_, let records) = effect { return records.first } else { return nil }
+            }.first)
+        }
+        let renewed = try renew()
+        #expect(try store.store.setting("commerce.\(renewed.id)") == "1\t@\(bought.value)", "the period and where the request is")
+        #expect(try store.payload(renewed.id)["advancedCommerceInfo"]?["taxExclusivePrice"] == .int(15000))
+        // The purchase deleted (its renewals with it) while the subscription lives: it renews with the request still.
+        #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: bought.value) }.code == .ok)
+        #expect(try store.store.setting("commerce.running.\(subscription.originalID)")?.hasPrefix("1\t{\"operation\"") == true)
+        let later = try renew()
+        let payload = try store.payload(later.id)
+        #expect(payload["price"] == .int(35000) && payload["advancedCommerceInfo"]?["requestReferenceId"]?.string == "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                "\(payload)")
+        #expect(try store.store.setting("commerce.\(later.id)")?.hasPrefix("2\t{") == true, "no row to point at: the request itself")
+    }
 }
