@@ -25,18 +25,34 @@ extension PaymentQueueEngine {
         let generations = (store.generation, store.externalGeneration)
         if commerceAppsGenerations.map({ $0 != generations }) ?? true {
             commerceApps = Set(try store.settings(prefix: Self.commerceAppPrefix).map { String($0.key.dropFirst(Self.commerceAppPrefix.count)) })
+            // No mark: no request kept (an empty answer), or requests kept before apps were marked.
+            commerceUnmarked = commerceApps.isEmpty ? try !store.settings(prefix: "commerce.").isEmpty : false
             commerceAppsGenerations = generations
         }
-        return commerceApps.contains(app)
+        return commerceUnmarked || commerceApps.contains(app)
+    }
+
+    /// Marks `app`; on a ledger that kept requests before apps were marked, first the apps of
+    /// every transaction kept with one.
+    private func markCommerceApp(_ app: String) throws(LedgerError) {
+        if commerceUnmarked {
+            var apps: Set<String> = []
+            for setting in try store.settings(prefix: "commerce.") {
+                guard let id = UInt64(setting.key.dropFirst("commerce.".count)), let record = try store.transaction(id: id) else { continue }
+                apps.insert(record.app)
+            }
+            for marked in apps.subtracting([app]) { try store.setSetting(Self.commerceAppPrefix + marked, "1") }
+            commerceApps.formUnion(apps)
+            commerceUnmarked = false
+        }
+        try store.setSetting(Self.commerceAppPrefix + app, "1")
+        commerceApps.insert(app)
     }
 
     /// Keeps the request transaction `transactionID` of `app` was bought with, of its
     /// `period`th period; marks the app at its first.
     func recordCommerce(_ request: AdvancedCommerceRequest, period: Int, of transactionID: UInt64, app: String) throws(LedgerError) {
-        if try !mayHaveCommerce(app: app) {
-            try store.setSetting(Self.commerceAppPrefix + app, "1")
-            commerceApps.insert(app)
-        }
+        if try !mayHaveCommerce(app: app) || commerceUnmarked { try markCommerceApp(app) }
         try store.setSetting(Self.commerceKey(transactionID), Self.storedCommerce(request, period: period))
     }
 

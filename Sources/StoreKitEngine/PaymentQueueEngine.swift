@@ -29,6 +29,9 @@ public final class PaymentQueueEngine {
     /// The apps the ledger marks as having bought with an Advanced Commerce request
     /// (`commerce.app.<app>`), and the store generations they were read at (nil: not yet).
     var commerceApps: Set<String> = []
+    /// The ledger keeps requests but marks no app (kept before apps were marked): every app may
+    /// have them, until the first mark marks theirs.
+    var commerceUnmarked = false
     var commerceAppsGenerations: (UInt64, UInt64)?
     public let store: any Ledger
     public private(set) var catalogs: [String: Catalog]

@@ -152,10 +152,25 @@ import Testing
         let record = try #require(try store.store.transaction(id: outcome.value))
         #expect(try PaymentQueueEngine(store: store.store, catalogs: catalogs)
             .transactionPayload(record, environment: "Xcode", signedDate: 0)?["advancedCommerceInfo"] != nil)
-        try store.store.inUnit { try store.store.setSetting("commerce.app.\(Self.app)", nil) }
+        // Another app marked, this one not: its transactions are not looked up.
+        try store.store.inUnit {
+            try store.store.setSetting("commerce.app.\(Self.app)", nil)
+            try store.store.setSetting("commerce.app.com.example.other", "1")
+        }
         #expect(try PaymentQueueEngine(store: store.store, catalogs: catalogs)
             .transactionPayload(record, environment: "Xcode", signedDate: 0)?["advancedCommerceInfo"] == nil)
-        try store.store.inUnit { try store.store.setSetting("commerce.app.\(Self.app)", "1") }
+        // A ledger that kept requests before apps were marked (no mark at all): every app is looked
+        // up, and the first purchase with a request marks the apps of those kept before.
+        try store.store.inUnit { try store.store.setSetting("commerce.app.com.example.other", nil) }
+        let unmarked = PaymentQueueEngine(store: store.store, catalogs: catalogs)
+        #expect(try unmarked.transactionPayload(record, environment: "Xcode", signedDate: 0)?["advancedCommerceInfo"] != nil)
+        guard case .success(let book) = AdvancedCommerceRequest.parse(Self.json(Self.charge.replacingOccurrences(of: "9E01", with: "9E05"))) else {
+            Issue.record("refused")
+            return
+        }
+        let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: SampleCatalog.coins, quantity: 1)
+        #expect(try store.store.inUnit { try unmarked.addPayment(uid: Self.buyer, app: Self.app, payment: payment, advancedCommerce: book) }.code == .ok)
+        #expect(try store.store.setting("commerce.app.\(Self.app)") == "1")
         // The request goes with its transaction.
         #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: outcome.value) }.code == .ok)
         #expect(try store.store.setting("commerce.\(outcome.value)") == nil)
