@@ -87,9 +87,6 @@ public struct DaemonConfiguration: Sendable, Equatable {
     /// App registrations from apps.d, sorted by id.
     public var apps: [AppRegistration]
 
-    /// The apps that may buy with Advanced Commerce requests: those with an `[OfferKey]`, the keys
-    /// such a request is checked with.
-    public var advancedCommerceApps: Set<String> { Set(apps.filter { !$0.offerKeys.isEmpty }.map(\.id)) }
     /// Every file read, in the order read.
     public var sourceFiles: [String]
 

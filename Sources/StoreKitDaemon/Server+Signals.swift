@@ -36,7 +36,6 @@ extension Server {
             configuration = newConfiguration
             observerUIDs = newConfiguration.observerUIDs()
             engine.limits = Self.engineLimits(newConfiguration)
-            engine.advancedCommerceApps = newConfiguration.advancedCommerceApps
             if newConfiguration.familyGroups != engine.families {
                 engine.families = newConfiguration.familyGroups
                 familiesDueAt = Monotonic.milliseconds()

@@ -176,7 +176,6 @@ public final class Server {
         self.ledger = LedgerDriver(store: engine.store, logger: logger)
         engine.limits = Self.engineLimits(configuration)
         engine.families = configuration.familyGroups
-        engine.advancedCommerceApps = configuration.advancedCommerceApps
         self.configuration = configuration
         self.observerUIDs = configuration.observerUIDs()
         self.logger = logger

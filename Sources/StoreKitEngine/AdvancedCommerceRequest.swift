@@ -54,6 +54,12 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
     public static let skuLength = 128
     public static let displayNameLength = 30
     public static let descriptionLength = 45
+    /// The most items a subscription request may list (Apple documents none; this bounds what the
+    /// ledger keeps of a request, with the texts' bytes).
+    public static let itemLimit = 100
+    /// The most UTF-8 bytes per character a text may take: a character is counted as Apple counts
+    /// it, but one of many combining marks would be kilobytes.
+    public static let bytesPerCharacter = 4
     /// A subscription's periods, and an offer's.
     public static let periods: Set<String> = ["P1W", "P1M", "P2M", "P3M", "P6M", "P1Y"]
     public static let offerPeriods: Set<String> = ["P3D", "P1W", "P2W", "P1M", "P2M", "P3M", "P6M", "P9M", "P1Y"]
@@ -103,6 +109,7 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
             items = [try Self.item(item, "item", offerAllowed: false)]
         case .subscription:
             guard case .array(let list)? = json["items"], !list.isEmpty else { throw Invalid("a subscription has no items") }
+            guard list.count <= Self.itemLimit else { throw Invalid("a subscription lists \(list.count) items, more than \(Self.itemLimit)") }
             var items: [Item] = []
             for (index, value) in list.enumerated() { items.append(try Self.item(value, "items[\(index)]", offerAllowed: true)) }
             guard Set(items.map(\.sku)).count == items.count else { throw Invalid("two items have the same SKU") }
@@ -120,6 +127,9 @@ public struct AdvancedCommerceRequest: Sendable, Equatable {
     private static func text(_ value: JSONValue?, _ name: String, limit: Int) throws(Invalid) -> String {
         guard let text = value?.string, !text.isEmpty else { throw Invalid("\(name) is \(value?.kindDescription ?? "missing"), not a string") }
         guard text.count <= limit else { throw Invalid("\(name) is longer than \(limit) characters") }
+        guard text.utf8.count <= limit * bytesPerCharacter else {
+            throw Invalid("\(name) is longer than \(limit * bytesPerCharacter) bytes of UTF-8 (\(limit) characters of at most \(bytesPerCharacter))")
+        }
         return text
     }
 

@@ -124,7 +124,10 @@ extension PaymentQueueEngine {
         var latest: [String: TransactionRecord] = [:]
         for record in history where (record.state == .purchased || record.state == .restored) && record.revocationDate == nil {
             guard let kind = catalog.product(record.productID)?.kind, kind == .nonConsumable || kind == .nonRenewing else { continue }
-            latest[record.productID] = record
+            // Each purchase with an Advanced Commerce request entitles on its own (its restored
+            // copies are of it).
+            let commerce = try signedCommerce(of: record) != nil
+            latest[commerce ? "\(record.productID)#\(record.originalID ?? record.id)" : record.productID] = record
         }
         var result = Array(latest.values)
         for subscription in try store.subscriptions(uid: uid, app: app) where subscription.status.isEntitled {
@@ -185,8 +188,10 @@ extension PaymentQueueEngine {
         var order: [QueueKey] = []
         var deleted: UInt64 = 0
         for target in targets {
+            let references = try commerceReferenceKeys(of: [target])
+            try keepRunningCommerce(of: target)
             guard var record = try store.deleteTransaction(id: target.id) else { continue }
-            try forgetSettings(Self.transactionSettingKeys(record.id))
+            try forgetSettings(Self.transactionSettingKeys(record.id) + references)
             deleted += 1
             guard !record.finished else { continue }
             let queue = QueueKey(uid: record.uid, app: record.app)
@@ -203,7 +208,8 @@ extension PaymentQueueEngine {
         synchronize()
         let ids = try historyIDs(uid: uid, app: app)
         let (deleted, unfinished) = try store.deleteHistory(uid: uid, app: app)
-        try forgetSettings(ids.transactions.flatMap(Self.transactionSettingKeys) + ids.subscriptions.flatMap(Self.subscriptionSettingKeys))
+        try forgetSettings(ids.transactions.flatMap(Self.transactionSettingKeys) + ids.subscriptions.flatMap(Self.subscriptionSettingKeys)
+                           + ids.references)
         scheduleChanged()
         var removed: [QueueKey: [TransactionRecord]] = [:]
         var order: [QueueKey] = []

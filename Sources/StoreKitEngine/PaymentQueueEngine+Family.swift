@@ -124,7 +124,8 @@ extension PaymentQueueEngine {
     func shareWithFamily(_ record: TransactionRecord, startsPeriod: Bool = true) throws(LedgerError) -> [Effect] {
         let members = families.others(of: record.uid)
         guard !members.isEmpty, record.state == .purchased, record.revocationDate == nil,
-              let product = catalogs[record.app]?.product(record.productID), isShareable(product) else { return [] }
+              let product = catalogs[record.app]?.product(record.productID), isShareable(product),
+              try !hasCommerce(record) else { return [] }
         let root = try familyRoot(of: record, product: product)
         // A period that starts now is shared: a purchase, an upgrade, a renewal. A downgrade
         // bought now starts at the next renewal, shared then; buying the running product again
@@ -169,13 +170,13 @@ extension PaymentQueueEngine {
             where record.state == .purchased && record.revocationDate == nil {
                 // One holding per non-consumable: buying it again holds nothing more.
                 guard let product = catalog.product(record.productID), isShareable(product),
-                      product.kind == .nonConsumable, products.insert(product.id).inserted else { continue }
+                      product.kind == .nonConsumable, try !hasCommerce(record), products.insert(product.id).inserted else { continue }
                 result.append((record.id, record, nil))
             }
             for subscription in try store.subscriptions(uid: member, app: app) where subscription.status.isEntitled {
                 guard isShareable(catalog.product(subscription.productID)),
                       let current = try store.transaction(id: subscription.lastTransactionID),
-                      current.revocationDate == nil else { continue }
+                      current.revocationDate == nil, try !hasCommerce(current) else { continue }
                 result.append((subscription.originalID, current, subscription.expiresDate))
             }
         }

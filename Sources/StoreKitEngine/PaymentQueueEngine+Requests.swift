@@ -18,6 +18,10 @@ extension PaymentQueueEngine {
             let now = clock.now()
             record.state = .purchased
             record.date = now
+            if let refusal = try approvalCommerceRefusal(record) {
+                // Approved, but the request cannot buy now: it fails, and nothing is charged.
+                return .ok(value: record.id, try fail(record, code: .paymentInvalid, message: refusal.message, at: now))
+            }
             var startsPeriod = true
             if let catalog = catalogs[record.app], let product = catalog.product(record.productID), product.kind == .autoRenewable {
                 let plan: BillingPlan?
@@ -86,7 +90,7 @@ extension PaymentQueueEngine {
     private func fail(_ record: TransactionRecord, code: StoreKitErrorCode, message: String, at time: Int64) throws(LedgerError) -> [Effect] {
         try dropWaitingOffer(of: record.id)
         if try store.setting(Self.waitingPlanKey(record.id)) != nil { try store.setSetting(Self.waitingPlanKey(record.id), nil) }
-        try dropCommerce(of: record.id, app: record.app)
+        try dropCommerce(of: record)
         var failed = record
         failed.state = .failed
         failed.date = time
@@ -124,10 +128,13 @@ extension PaymentQueueEngine {
                     try dropWaitingOffer(of: record.id)
                     return refusal.outcome
                 }
+                try moveCommerce(of: record, to: purchase.id)
                 let asked = try takeWaitingOffer(of: record.id, product: product.billed(with: plan))
                 startsPeriod = try applySubscriptionPurchase(&purchase, product: product, catalog: catalog, at: now, promotion: asked.promotion,
                                                              promotionKind: asked.kind, introductoryOfferAllowed: asked.introductoryOfferAllowed,
                                                              plan: plan)
+            } else {
+                try moveCommerce(of: record, to: purchase.id)
             }
             purchase.sequence = try store.nextSequence(uid: record.uid, app: record.app)
             try store.insert(purchase)

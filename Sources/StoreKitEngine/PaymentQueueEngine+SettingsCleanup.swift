@@ -24,16 +24,19 @@ extension PaymentQueueEngine {
     }
 
     /// What `clear(uid:app:)` is about to delete, for the settings to go with it: the ids of the
-    /// matching queues' transactions and the original ids of their subscriptions.
-    func historyIDs(uid: UInt32?, app: String?) throws(LedgerError) -> (transactions: [UInt64], subscriptions: [UInt64]) {
+    /// matching queues' transactions, the original ids of their subscriptions and the reference
+    /// settings of the Advanced Commerce requests their purchases used.
+    func historyIDs(uid: UInt32?, app: String?) throws(LedgerError) -> (transactions: [UInt64], subscriptions: [UInt64], references: [String]) {
         var transactions: [UInt64] = []
+        var references: [String] = []
         var after: UInt64 = 0
         while true {
             let page = try store.list(uid: uid, app: app, unfinishedOnly: false, afterID: after, limit: 1000)
             transactions += page.map(\.id)
+            references += try commerceReferenceKeys(of: page)
             guard page.count == 1000, let last = page.last?.id else { break }
             after = last
         }
-        return (transactions, try store.subscriptions(uid: uid, app: app).map(\.originalID))
+        return (transactions, try store.subscriptions(uid: uid, app: app).map(\.originalID), references)
     }
 }

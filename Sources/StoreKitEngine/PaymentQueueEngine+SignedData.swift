@@ -43,6 +43,8 @@ extension PaymentQueueEngine {
         // The original, read once: its date, and (for a restored copy) whose purchase it was.
         let original = try record.originalID.flatMap { id throws(LedgerError) in id == record.id ? nil : try store.transaction(id: id) }
         let familyShared = record.state == .restored && original.map { $0.uid != record.uid } == true
+        // An Advanced Commerce purchase's price is its request's, in its currency (the store levies no tax).
+        let commerce = try signedCommerce(of: record)
         var members: [(String, JSONValue)] = [
             ("transactionId", .string(String(record.id))),
             ("originalTransactionId", .string(String(record.originalID ?? record.id))),
@@ -58,15 +60,13 @@ extension PaymentQueueEngine {
             ("transactionReason", .string(try isRenewal(record, kind: product?.kind) ? "RENEWAL" : "PURCHASE")),
             ("storefront", .string(storefront)),
             ("storefrontId", .string(Storefronts.identifier(for: storefront))),
-            ("currency", .string(currencyCode)),
+            ("currency", .string(commerce?.request.currency ?? currencyCode)),
         ]
         // The offer the period was bought or renewed with, and its price (a restored or family
         // copy, made later, names none).
         let offer = product?.kind == .autoRenewable && record.state == .purchased ? try offer(of: record.id) : nil
         // The billing period of a commitment it is (monthly billing), at the plan's price.
         let commitment = product?.kind == .autoRenewable && record.state == .purchased ? try commitment(of: record.id) : nil
-        // An Advanced Commerce purchase's price is its request's (the store levies no tax).
-        let commerce = try signedCommerce(of: record)
         if let product {
             members.append(("price", .int(commerce.map { $0.request.taxExclusivePriceMillis(period: $0.period) }
                                           ?? offer?.priceMillis ?? commitment?.priceMillis ?? product.priceCents * 10)))

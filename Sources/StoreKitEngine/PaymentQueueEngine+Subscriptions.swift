@@ -43,7 +43,7 @@ extension PaymentQueueEngine {
         let product = catalogProduct.billed(with: plan)
         let groupID = product.subscriptionGroupID ?? product.id
         // An Advanced Commerce purchase's period is its request's.
-        let commerce = try advancedCommerce(of: record.id)
+        let commerce = try advancedCommerce(of: record.id, app: record.app)
         let period = commerce?.request.period ?? product.subscriptionPeriod ?? Self.defaultPeriod
         let existing = try store.subscription(uid: record.uid, app: record.app, groupID: groupID)
         if var current = existing, current.status.isLive {
@@ -70,7 +70,7 @@ extension PaymentQueueEngine {
                 // Upgrade, or crossgrade to the same period: the new subscription starts now, at
                 // its own price (a price increase of the product left is over).
                 try setPriceIncrease(nil, of: current.originalID)
-                try setRunningCommerce(nil, of: current.originalID)
+                try setRunningCommerce(nil, of: current.originalID, app: record.app)
                 let end = promotion.flatMap { offerEnd($0, from: now) } ?? clock.rate.end(of: period, from: now)
                 current.productID = product.id
                 current.quantity = record.quantity
@@ -112,7 +112,7 @@ extension PaymentQueueEngine {
         try setRunningOffer(promotion.flatMap { offerPeriodsLeft > 0 ? TransactionOffer($0, kind: promotionKind) : nil }, of: originalID)
         if let promotion { try recordOffer(promotion, type: promotionKind, of: record.id) }
         // An Advanced Commerce subscription renews with its request (an ordinary one with none).
-        try setRunningCommerce(commerce, of: originalID)
+        try setRunningCommerce(commerce, of: originalID, app: record.app)
         // Introductory offers: once per group, for a buyer who never subscribed in it, unless the
         // app's server said otherwise (a signed eligibility, either way); an Advanced Commerce
         // request sets its own offers.
@@ -296,7 +296,7 @@ extension PaymentQueueEngine {
         var period = product.subscriptionPeriod ?? Self.defaultPeriod
         // An Advanced Commerce subscription renews in its request's period, into its next one.
         let commerce = productID == subscription.productID
-            ? try runningCommerce(of: subscription.originalID).map { (request: $0.request, period: $0.period + 1) } : nil
+            ? try runningCommerce(of: subscription.originalID, app: subscription.app).map { (request: $0.request, period: $0.period + 1, source: $0.source) } : nil
         if let requested = commerce?.request.period { period = requested }
         // A pay-as-you-go offer goes on for its periods: each renewal is at its price (a
         // promotional one in the product's period, an introductory one in its own).
@@ -332,8 +332,8 @@ extension PaymentQueueEngine {
         if let carried { try store.setSetting(Self.offerKey(record.id), carried.stored) }
         try continueCommitment(running, plan: plan, originalID: subscription.originalID, transactionID: record.id, start: start,
                                periodEnd: end)
-        if let commerce { try recordCommerce(commerce.request, period: commerce.period, of: record.id) }
-        try setRunningCommerce(commerce, of: subscription.originalID)
+        if let commerce { try recordCommerce(commerce, of: record.id) }
+        try setRunningCommerce(commerce, of: subscription.originalID, app: subscription.app)
         // A promotional or win-back offer still running is kept with the subscription (a purchase
         // of the same product meanwhile does not end it); it goes with its last period.
         try setRunningOffer(carried?.kind != .introductory && subscription.offerPeriodsLeft > 0 ? carried : nil,

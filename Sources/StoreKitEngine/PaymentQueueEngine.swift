@@ -26,9 +26,13 @@ public final class PaymentQueueEngine {
     /// The families of the configuration (`[Family]`); `applyFamilies()` brings the ledger's
     /// family copies in line after they change.
     public var families = FamilyGroups()
-    /// The apps that may buy with Advanced Commerce requests (the daemon's: those with offer
-    /// keys); nil: any. Another app's transactions are never looked up for a request.
-    public var advancedCommerceApps: Set<String>?
+    /// The apps the ledger marks as having bought with an Advanced Commerce request
+    /// (`commerce.app.<app>`), and the store generations they were read at (nil: not yet).
+    var commerceApps: Set<String> = []
+    /// The ledger keeps requests but marks no app (kept before apps were marked): every app may
+    /// have them, until the first mark marks theirs.
+    var commerceUnmarked = false
+    var commerceAppsGenerations: (UInt64, UInt64)?
     public let store: any Ledger
     public private(set) var catalogs: [String: Catalog]
     public var clock: StoreClock
@@ -158,6 +162,7 @@ public final class PaymentQueueEngine {
         }
         var applicationUsername = payment.applicationUsername
         if let advancedCommerce {
+            if let reused = try reusedCommerce(advancedCommerce, uid: uid, app: app) { return reused }
             if let refusal = try advancedCommerceRefusal(advancedCommerce, payment: payment, product: product, uid: uid, app: app) {
                 return refusal
             }
@@ -245,9 +250,12 @@ public final class PaymentQueueEngine {
         let askToBuy = simulatesAskToBuy || askToBuyEnabled(uid: uid, catalog: catalog)
         let failure = try takeFailure(catalog: catalog)
 
-        if failure == nil, askToBuy,
+        // A purchase with an Advanced Commerce request is its own: the request says what it buys
+        // under the generic SKU, so it is neither merged into nor merges a waiting one.
+        if failure == nil, askToBuy, advancedCommerce == nil,
            let open = try store.openPurchaseRequest(uid: uid, app: app, productID: productID, kind: .askToBuy),
-           var pending = try store.transaction(id: open.transactionID), pending.state == .deferred, !pending.finished {
+           var pending = try store.transaction(id: open.transactionID), pending.state == .deferred, !pending.finished,
+           try !hasCommerce(pending) {
             // "Duplicate requests are consolidated": the parent sees one request; the app sees it again.
             pending.sequence = try store.nextSequence(uid: uid, app: app)
             _ = try store.touch(id: pending.id, sequence: pending.sequence)
@@ -261,7 +269,10 @@ public final class PaymentQueueEngine {
             applicationUsername: applicationUsername)
         let purchasing = record
         // Kept before the purchase completes (a subscription's period is the request's).
-        if failure == nil, let advancedCommerce { try recordCommerce(advancedCommerce, period: 0, of: record.id) }
+        if failure == nil, let advancedCommerce {
+            try recordCommerce(advancedCommerce, period: 0, of: record.id, app: app)
+            try recordCommerceReference(advancedCommerce, uid: uid, app: app, transactionID: record.id)
+        }
         if let failure {
             record.state = .failed
             record.errorCode = failure
@@ -375,22 +386,26 @@ public final class PaymentQueueEngine {
             guard let product = catalog.product(record.productID),
                   product.kind == .nonConsumable || product.kind == .autoRenewable else { continue }
             if let username = applicationUsername, record.applicationUsername != username { continue }
-            if originals[record.productID] == nil { order.append(record.productID) }
+            // Each non-consumable bought with an Advanced Commerce request is its own purchase (its
+            // request's items), not a purchase again of the generic SKU.
+            let ownPurchase = product.kind == .nonConsumable ? try hasCommerce(record) : false
+            let key = ownPurchase ? "\(record.productID)#\(record.id)" : record.productID
+            if originals[key] == nil { order.append(key) }
             // The first purchase is the original of every later one (renewals link back to it).
             let root = record.originalID.flatMap { id in history.first { $0.id == id } } ?? record
-            if originals[record.productID] == nil { originals[record.productID] = root }
-            if let expires = record.expiresDate { latestExpiry[record.productID] = max(latestExpiry[record.productID] ?? expires, expires) }
+            if originals[key] == nil { originals[key] = root }
+            if let expires = record.expiresDate { latestExpiry[key] = max(latestExpiry[key] ?? expires, expires) }
         }
         let now = clock.now()
         var restored: [TransactionRecord] = []
-        for productID in order {
-            guard let original = originals[productID], !pendingRestores.contains(original.id) else { continue }
+        for key in order {
+            guard let original = originals[key], !pendingRestores.contains(original.id) else { continue }
             let record = TransactionRecord(
                 id: try store.allocateTransactionID(), originalID: original.id, uid: uid, app: app,
-                productID: productID, quantity: original.quantity, state: .restored,
+                productID: original.productID, quantity: original.quantity, state: .restored,
                 sequence: try store.nextSequence(uid: uid, app: app), date: now,
                 applicationUsername: original.applicationUsername,
-                expiresDate: latestExpiry[productID] ?? original.expiresDate)
+                expiresDate: latestExpiry[key] ?? original.expiresDate)
             try store.insert(record)
             restored.append(record)
         }

@@ -39,7 +39,8 @@ struct AdvancedCommerceClientTests {
         let store = try Store()
         let product = try await AdvancedCommerceProduct(id: "com.example.game.level_pack")
         #expect(product.id == "com.example.game.level_pack" && product.type == .nonConsumable)
-        guard case .success(let verification) = try await product.purchase(compactJWS: try Self.sign(Self.book, store),
+        let jws = try Self.sign(Self.book, store)
+        guard case .success(let verification) = try await product.purchase(compactJWS: jws,
                                                                            options: [.custom(key: "note", value: "kept, without effect")]) else {
             Issue.record("the request was not bought")
             return
@@ -56,6 +57,28 @@ struct AdvancedCommerceClientTests {
         #expect(transaction.price == Decimal(string: "12.99"))
         await transaction.finish()
         #expect(await product.latestTransaction.map { (try? $0.payloadValue.id) == transaction.id } == true)
+
+        // The same request again (a retry after a timeout) is the purchase it made: nothing charged again.
+        guard case .success(let retried) = try await product.purchase(compactJWS: jws) else {
+            Issue.record("the retry did not give the purchase back")
+            return
+        }
+        #expect(try retried.payloadValue.id == transaction.id)
+        #expect((try store.daemon.ctlJSON(["transactions"]) as? [Any])?.count == 1, "charged once")
+        // Another book through the same generic SKU entitles on its own, beside the first.
+        var another = Self.book
+        another["requestInfo"] = ["requestReferenceId": "3e9a4d0c-62f5-4d61-9d1c-6d3b3f0b7a22"]
+        another["item"] = ["SKU": "BOOK-43", "displayName": "Another book", "description": "Its second volume", "price": 990]
+        guard case .success(let second) = try await product.purchase(compactJWS: try Self.sign(another, store)) else {
+            Issue.record("the second request was not bought")
+            return
+        }
+        await (try second.payloadValue).finish()
+        var owned: [String] = []
+        for await entitlement in product.currentEntitlements {
+            owned += (try entitlement.payloadValue.advancedCommerceInfo?.items ?? []).map(\.details.sku)
+        }
+        #expect(owned.sorted() == ["BOOK-42", "BOOK-43"], "\(owned)")
 
         let coins = try #require(try await Product.products(for: ["com.example.game.coins100"]).first)
         guard case .success(let plain) = try await coins.purchase() else { throw CancellationError() }

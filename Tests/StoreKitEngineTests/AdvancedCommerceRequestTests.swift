@@ -24,7 +24,7 @@ import Testing
          "appAccountToken":"9c4ac6a2-5f1e-4a77-8e5c-3a1d1b7c2e10"},"currency":"USD","taxCode":"C003-00-2","period":"P1Y",
          "descriptors":{"displayName":"News","description":"Daily news"},
          "items":[{"SKU":"A","displayName":"The Daily","description":"Mornings","price":30000,
-                   "offer":{"period":"P1M","periodCount":2,"price":10000,"reason":"RETENTION"}},
+                   "offer":{"period":"P1Y","periodCount":2,"price":10000,"reason":"RETENTION"}},
                   {"SKU":"B","displayName":"The Weekly","description":"Sundays","price":5000}]}
         """
 
@@ -43,7 +43,7 @@ import Testing
         #expect(subscription.appAccountToken == "9c4ac6a2-5f1e-4a77-8e5c-3a1d1b7c2e10")
         #expect(subscription.displayName == "News" && subscription.description == "Daily news" && subscription.items.count == 2)
         let offer = try #require(subscription.items[0].offer)
-        #expect(offer.period == "P1M" && offer.periodCount == 2 && offer.priceMillis == 10000 && offer.reason == "RETENTION")
+        #expect(offer.period == "P1Y" && offer.periodCount == 2 && offer.priceMillis == 10000 && offer.reason == "RETENTION")
         // The offer lasts its two periods.
         #expect([0, 1, 2].map { subscription.taxExclusivePriceMillis(period: $0) } == [15000, 15000, 35000])
         for request in [charge, subscription] {
@@ -80,6 +80,12 @@ import Testing
         list.append((subscription.replacingOccurrences(of: "\"price\":10000", with: "\"price\":40000"), "more than the item's price"))
         list.append((subscription.replacingOccurrences(of: "\"SKU\":\"B\"", with: "\"SKU\":\"A\""), "same SKU"))
         list.append((subscription.replacingOccurrences(of: "\"descriptors\":{\"displayName\":\"News\",\"description\":\"Daily news\"},", with: ""), "descriptors"))
+        // One character of many combining marks counts once, but its bytes are bounded.
+        list.append((charge.replacingOccurrences(of: "\"A book\"", with: "\"a\(String(repeating: "\u{301}", count: 200))\""),
+                     "item.displayName is longer than 120 bytes"))
+        let items = (0...AdvancedCommerceRequest.itemLimit).map { "{\"SKU\":\"S\($0)\",\"displayName\":\"n\",\"description\":\"d\",\"price\":1}" }
+        list.append((subscription.replacingOccurrences(of: "{\"SKU\":\"B\",\"displayName\":\"The Weekly\",\"description\":\"Sundays\",\"price\":5000}",
+                                                       with: items.joined(separator: ",")), "102 items, more than 100"))
         return list
     }
 
@@ -107,12 +113,12 @@ import Testing
             directory.remove()
         }
 
-        func pay(_ productID: String, _ text: String, askingParent: Bool = false) throws -> Outcome {
+        func pay(_ productID: String, _ text: String, askingParent: Bool = false, uid: UInt32 = buyer) throws -> Outcome {
             guard case .success(let request) = AdvancedCommerceRequest.parse(AdvancedCommerceRequestTests.json(text)) else {
                 throw IntegrationError()
             }
             let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: productID, quantity: 1, simulatesAskToBuy: askingParent)
-            return try store.inUnit { try engine.addPayment(uid: buyer, app: app, payment: payment, advancedCommerce: request) }
+            return try store.inUnit { try engine.addPayment(uid: uid, app: app, payment: payment, advancedCommerce: request) }
         }
 
         func payload(_ id: UInt64) throws -> JSONValue {
@@ -138,11 +144,33 @@ import Testing
             if case .updated(_, let records) = effect { return records.first { $0.state == .restored } } else { return nil }
         }.first)
         #expect(try store.payload(copy.id)["advancedCommerceInfo"]?["requestReferenceId"]?.string == "7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01")
-        // An app the daemon says cannot buy so (no offer keys) is not looked up: its JWS tell no request.
-        store.engine.advancedCommerceApps = []
-        #expect(try store.payload(outcome.value)["advancedCommerceInfo"] == nil)
-        store.engine.advancedCommerceApps = [Self.app]
-        #expect(try store.payload(outcome.value)["advancedCommerceInfo"] != nil)
+        // The app is marked in the ledger at its first purchase with a request: an engine started
+        // on the ledger later (a restart, another host) signs the same; one on a ledger that does
+        // not mark the app looks nothing up.
+        #expect(try store.store.setting("commerce.app.\(Self.app)") == "1")
+        let catalogs = [Self.app: try Catalog.load(path: SampleCatalog.path)]
+        let record = try #require(try store.store.transaction(id: outcome.value))
+        #expect(try PaymentQueueEngine(store: store.store, catalogs: catalogs)
+            .transactionPayload(record, environment: "Xcode", signedDate: 0)?["advancedCommerceInfo"] != nil)
+        // Another app marked, this one not: its transactions are not looked up.
+        try store.store.inUnit {
+            try store.store.setSetting("commerce.app.\(Self.app)", nil)
+            try store.store.setSetting("commerce.app.com.example.other", "1")
+        }
+        #expect(try PaymentQueueEngine(store: store.store, catalogs: catalogs)
+            .transactionPayload(record, environment: "Xcode", signedDate: 0)?["advancedCommerceInfo"] == nil)
+        // A ledger that kept requests before apps were marked (no mark at all): every app is looked
+        // up, and the first purchase with a request marks the apps of those kept before.
+        try store.store.inUnit { try store.store.setSetting("commerce.app.com.example.other", nil) }
+        let unmarked = PaymentQueueEngine(store: store.store, catalogs: catalogs)
+        #expect(try unmarked.transactionPayload(record, environment: "Xcode", signedDate: 0)?["advancedCommerceInfo"] != nil)
+        guard case .success(let book) = AdvancedCommerceRequest.parse(Self.json(Self.charge.replacingOccurrences(of: "9E01", with: "9E05"))) else {
+            Issue.record("refused")
+            return
+        }
+        let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: SampleCatalog.coins, quantity: 1)
+        #expect(try store.store.inUnit { try unmarked.addPayment(uid: Self.buyer, app: Self.app, payment: payment, advancedCommerce: book) }.code == .ok)
+        #expect(try store.store.setting("commerce.app.\(Self.app)") == "1")
         // The request goes with its transaction.
         #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: outcome.value) }.code == .ok)
         #expect(try store.store.setting("commerce.\(outcome.value)") == nil)
@@ -188,5 +216,189 @@ import Testing
         #expect(try store.store.setting("commerce.\(declined.value)") != nil)
         #expect(try store.store.inUnit { try store.engine.decline(transactionID: declined.value) }.code == .ok)
         #expect(try store.store.setting("commerce.\(declined.value)") == nil)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aRequestBuysOnceARetryGetsItsTransactionBackAndAnotherBuyerIsRefused(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.pay(SampleCatalog.coins, Self.charge)
+        #expect(bought.code == .ok, "\(bought.message)")
+        let reference = "commerce.ref.\(Self.app).7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01"
+        #expect(try store.store.setting(reference) == "\(Self.buyer)\t\(bought.value)")
+        // A retry (a new payment key, the same request) is the purchase made: nothing charged again.
+        let retried = try store.pay(SampleCatalog.coins, Self.charge)
+        #expect(retried.code == .ok && retried.value == bought.value && retried.effects.isEmpty, "\(retried.message)")
+        // Another buyer replaying the request is refused.
+        let replayed = try store.pay(SampleCatalog.coins, Self.charge, uid: Self.buyer + 1)
+        #expect(replayed.code == .storeKit && replayed.detail == StoreKitErrorCode.paymentInvalid.rawValue
+                && replayed.message.contains("another buyer"), "\(replayed.message)")
+        #expect(try store.store.all(uid: Self.buyer, app: Self.app).count == 1)
+        #expect(try store.store.all(uid: Self.buyer + 1, app: Self.app).isEmpty)
+        // The reference goes with its transaction; a declined request's too (nothing was charged).
+        #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: bought.value) }.code == .ok)
+        #expect(try store.store.setting(reference) == nil)
+        let asked = try store.pay(SampleCatalog.coins, Self.charge, askingParent: true)
+        #expect(asked.code == .ok && asked.value != bought.value)
+        #expect(try store.store.inUnit { try store.engine.decline(transactionID: asked.value) }.code == .ok)
+        #expect(try store.store.setting(reference) == nil)
+        let again = try store.pay(SampleCatalog.coins, Self.charge)
+        #expect(again.code == .ok && again.value != asked.value)
+        #expect(try store.store.inUnit { try store.engine.clear(uid: nil, app: nil) }.code == .ok)
+        #expect(try store.store.setting(reference) == nil, "clear forgets it")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aResolvedInterruptedPurchaseKeepsItsRequest(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        _ = try store.store.inUnit { try store.engine.updateSwitches { $0.interrupted = true } }
+        let charge = try store.pay(SampleCatalog.coins, Self.charge)
+        let subscribing = try store.pay(SampleCatalog.monthly, Self.subscription)
+        #expect(charge.code == .ok && subscribing.code == .ok)
+        #expect(try store.store.transaction(id: charge.value)?.state == .failed)
+        _ = try store.store.inUnit { try store.engine.updateSwitches { $0.interrupted = false } }
+
+        let resolved = try store.store.inUnit { try store.engine.resolve(transactionID: charge.value) }
+        #expect(resolved.code == .ok && resolved.value != charge.value, "\(resolved.message)")
+        let payload = try store.payload(resolved.value)
+        #expect(payload["price"] == .int(4990) && payload["advancedCommerceInfo"]?["taxExclusivePrice"] == .int(4990), "the request's price")
+        #expect(try store.store.setting("commerce.\(charge.value)") == nil, "the failed transaction keeps no request")
+        #expect(try store.store.setting("commerce.ref.\(Self.app).7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01") == "\(Self.buyer)\t\(resolved.value)")
+
+        let started = try store.store.inUnit { try store.engine.resolve(transactionID: subscribing.value) }
+        #expect(started.code == .ok, "\(started.message)")
+        let purchase = try #require(try store.store.transaction(id: started.value))
+        let expires = try #require(purchase.expiresDate)
+        #expect(expires - purchase.date >= 365 * 86_400_000, "the request's year, not the product's month or free trial")
+        #expect(try store.payload(purchase.id)["price"] == .int(15000))
+        let subscription = try #require(try store.store.subscriptions(uid: Self.buyer, app: Self.app).first)
+        #expect(try store.engine.renewalCommerceInfo(of: subscription)?["period"]?.string == "P1Y", "it renews with the request")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func anOfferOfAnotherPeriodThanItsSubscriptionsIsRefused(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        for period in ["P1M", "P3D", "P9M"] {
+            let refused = try store.pay(SampleCatalog.monthly, Self.subscription.replacingOccurrences(of: "\"period\":\"P1Y\",\"periodCount\"",
+                                                                                                      with: "\"period\":\"\(period)\",\"periodCount\""))
+            #expect(refused.code == .storeKit && refused.detail == StoreKitErrorCode.paymentInvalid.rawValue
+                    && refused.message.contains("items[0].offer.period \(period)"), "\(period): \(refused.message)")
+        }
+        #expect(try store.store.all(uid: Self.buyer, app: Self.app).isEmpty, "nothing recorded")
+        #expect(try store.pay(SampleCatalog.monthly, Self.subscription).code == .ok, "an offer in the subscription's period buys")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func askToBuyKeepsEachRequestAndAnApprovalRechecksIt(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let second = Self.charge.replacingOccurrences(of: "7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E01", with: "7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E02")
+            .replacingOccurrences(of: "BOOK-1", with: "BOOK-2").replacingOccurrences(of: "4990", with: "2990")
+        let first = try store.pay(SampleCatalog.coins, Self.charge, askingParent: true)
+        let other = try store.pay(SampleCatalog.coins, second, askingParent: true)
+        #expect(first.code == .ok && other.code == .ok && first.value != other.value, "the second request is its own purchase")
+        let plain = ClientMessage.AddPayment(requestID: 1, key: "", productID: SampleCatalog.coins, quantity: 1, simulatesAskToBuy: true)
+        let ordinary = try store.store.inUnit { try store.engine.addPayment(uid: Self.buyer, app: Self.app, payment: plain) }
+        #expect(ordinary.code == .ok && ![first.value, other.value].contains(ordinary.value), "an ordinary payment does not join a request")
+        for id in [first.value, other.value] {
+            #expect(try store.store.inUnit { try store.engine.approve(transactionID: id) }.code == .ok)
+        }
+        #expect(try store.payload(first.value)["price"] == .int(4990) && store.payload(other.value)["price"] == .int(2990))
+        guard case .array(let items)? = try store.payload(other.value)["advancedCommerceInfo"]?["items"] else { Issue.record("no items"); return }
+        #expect(items.first?["SKU"]?.string == "BOOK-2")
+
+        // A subscription asked for, then another bought directly in the group: the approval fails it.
+        let asked = try store.pay(SampleCatalog.monthly, Self.subscription, askingParent: true)
+        let direct = try store.pay(SampleCatalog.monthly, Self.subscription.replacingOccurrences(of: "1b4e28ba-2fa1", with: "2b4e28ba-2fa1"))
+        #expect(asked.code == .ok && direct.code == .ok, "\(direct.message)")
+        let approved = try store.store.inUnit { try store.engine.approve(transactionID: asked.value) }
+        #expect(approved.code == .ok)
+        let failed = try #require(try store.store.transaction(id: asked.value))
+        #expect(failed.state == .failed && failed.errorCode == StoreKitErrorCode.paymentInvalid.rawValue
+                && failed.errorMessage?.contains("subscribed in group") == true, "\(failed)")
+        #expect(try store.store.setting("commerce.\(asked.value)") == nil)
+        let subscriptions = try store.store.subscriptions(uid: Self.buyer, app: Self.app)
+        #expect(subscriptions.count == 1 && subscriptions.first?.originalID == direct.value)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aPurchaseIsSignedInItsRequestsCurrencyAfterTheStorefrontChanges(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.pay(SampleCatalog.coins, Self.charge.replacingOccurrences(of: "\"storefront\":\"USA\",", with: ""))
+        #expect(bought.code == .ok, "\(bought.message)")
+        try store.store.inUnit { store.engine.storefront = "FRA" }
+        let payload = try store.payload(bought.value)
+        #expect(payload["currency"]?.string == "USD" && payload["price"] == .int(4990), "the request's currency beside its price")
+        let plain = ClientMessage.AddPayment(requestID: 1, key: "", productID: SampleCatalog.coins, quantity: 1)
+        let ordinary = try store.store.inUnit { try store.engine.addPayment(uid: Self.buyer, app: Self.app, payment: plain) }
+        #expect(try store.payload(ordinary.value)["currency"]?.string == "EUR", "an ordinary purchase says the storefront's")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func eachChargeOfANonConsumableIsItsOwnInRestoreAndEntitlementsAndIsNotFamilyShared(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let member: UInt32 = Self.buyer + 1
+        store.engine.families = FamilyGroups([[Self.buyer, member]])
+        _ = try store.store.inUnit { try store.engine.applyFamilies() }
+        let second = Self.charge.replacingOccurrences(of: "7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E01", with: "7F0C5D8E-0D9A-4D3B-9D49-2C3F1B6A9E02")
+            .replacingOccurrences(of: "BOOK-1", with: "BOOK-2")
+        let first = try store.pay(SampleCatalog.levelPack, Self.charge)
+        let other = try store.pay(SampleCatalog.levelPack, second)
+        #expect(first.code == .ok && other.code == .ok && first.value != other.value)
+        #expect(first.effects.count == 2 && other.effects.count == 2, "purchasing and purchased, no family copy")
+        #expect(try store.store.all(uid: member, app: Self.app).isEmpty, "not shared with the family")
+        for id in [first.value, other.value] {
+            #expect(try store.store.inUnit { try store.engine.finish(uid: Self.buyer, app: Self.app, transactionID: id) }.code == .ok)
+        }
+        func skus(_ records: [TransactionRecord]) throws -> [String] {
+            try records.map { record in
+                guard case .array(let items)? = try store.payload(record.id)["advancedCommerceInfo"]?["items"] else { return "" }
+                return items.first?["SKU"]?.string ?? ""
+            }.sorted()
+        }
+        #expect(try skus(try store.engine.entitlements(uid: Self.buyer, app: Self.app)) == ["BOOK-1", "BOOK-2"])
+        let restored = try store.store.inUnit { try store.engine.restore(uid: Self.buyer, app: Self.app, applicationUsername: nil) }
+        let copies = restored.effects.flatMap { effect -> [TransactionRecord] in
+            if case .updated(let queue, let records) = effect, queue.uid == Self.buyer { return records } else { return [] }
+        }
+        #expect(Set(copies.compactMap(\.originalID)) == [first.value, other.value], "a copy of each purchase")
+        #expect(try skus(copies) == ["BOOK-1", "BOOK-2"])
+        #expect(try skus(try store.engine.entitlements(uid: Self.buyer, app: Self.app)) == ["BOOK-1", "BOOK-2"])
+        #expect(try store.store.all(uid: member, app: Self.app).isEmpty, "nor restored to the family")
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func aMonthlyBillingPlanIsRefused(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        guard case .success(let request) = AdvancedCommerceRequest.parse(Self.json(Self.subscription)) else { Issue.record("refused"); return }
+        let payment = ClientMessage.AddPayment(requestID: 1, key: "", productID: SampleCatalog.monthly, quantity: 1, billingPlanType: .monthly)
+        let refused = try store.store.inUnit { try store.engine.addPayment(uid: Self.buyer, app: Self.app, payment: payment, advancedCommerce: request) }
+        #expect(refused.code == .storeKit && refused.detail == StoreKitErrorCode.paymentInvalid.rawValue
+                && refused.message.contains("monthly billing plan"), "\(refused.message)")
+        #expect(try store.store.all(uid: Self.buyer, app: Self.app).isEmpty)
+    }
+
+    @Test(arguments: LedgerBackend.allCases)
+    func renewalsPointAtTheRequestInsteadOfStoringItAgain(backend: LedgerBackend) throws {
+        let store = try Store(backend)
+        let bought = try store.pay(SampleCatalog.monthly, Self.subscription)
+        #expect(bought.code == .ok, "\(bought.message)")
+        let subscription = try #require(try store.store.subscriptions(uid: Self.buyer, app: Self.app).first)
+        #expect(try store.store.setting("commerce.running.\(subscription.originalID)") == "0\t@\(bought.value)")
+        func renew() throws -> TransactionRecord {
+            let renewal = try store.store.inUnit { try store.engine.advanceClock(by: ClockDuration("P1Y")!) }
+            return try #require(renewal.effects.compactMap { effect -> TransactionRecord? in
+                if case .updated(_, let records) = effect { return records.first } else { return nil }
+            }.first)
+        }
+        let renewed = try renew()
+        #expect(try store.store.setting("commerce.\(renewed.id)") == "1\t@\(bought.value)", "the period and where the request is")
+        #expect(try store.payload(renewed.id)["advancedCommerceInfo"]?["taxExclusivePrice"] == .int(15000))
+        // The purchase deleted (its renewals with it) while the subscription lives: it renews with the request still.
+        #expect(try store.store.inUnit { try store.engine.deleteTransaction(id: bought.value) }.code == .ok)
+        #expect(try store.store.setting("commerce.running.\(subscription.originalID)")?.hasPrefix("1\t{\"operation\"") == true)
+        let later = try renew()
+        let payload = try store.payload(later.id)
+        #expect(payload["price"] == .int(35000) && payload["advancedCommerceInfo"]?["requestReferenceId"]?.string == "1b4e28ba-2fa1-11d2-883f-0016d3cca427",
+                "\(payload)")
+        #expect(try store.store.setting("commerce.\(later.id)")?.hasPrefix("2\t{") == true, "no row to point at: the request itself")
     }
 }

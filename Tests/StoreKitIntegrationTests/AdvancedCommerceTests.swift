@@ -66,6 +66,20 @@ import Testing
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
 
+    /// Expects `record`'s verified JWS to tell the default one-time charge, at its price.
+    static func expectTellsCharge(_ record: TransactionRecord, _ daemon: DaemonProcess) throws {
+        let payload = try verifiedPayload(record, daemon)
+        #expect((payload["advancedCommerceInfo"] as? [String: Any])?["requestReferenceId"] as? String == "7f0c5d8e-0d9a-4d3b-9d49-2c3f1b6a9e01"
+                && payload["price"] as? Int == 4990, "\(payload)")
+    }
+
+    /// Starts `daemon` on `server`'s PostgreSQL, as the fleet host `host` when given.
+    static func start(_ daemon: DaemonProcess, on server: PostgresServer, host: String? = nil) throws {
+        try daemon.directory.write("config/storekitd.conf.d/ledger.conf",
+                                   "[Store]\nDatabase=\(server.connectionString())\n" + (host.map { "HostName=\($0)\n" } ?? ""))
+        try daemon.start()
+    }
+
     static func started() throws -> (DaemonProcess, String, Client) {
         let (daemon, key) = try PromotionalOfferTests.daemonWithOfferKey()
         try daemon.start()
@@ -140,9 +154,13 @@ import Testing
         let nextItems = try #require(renewalInfo["items"] as? [[String: Any]])
         #expect(nextItems.map { $0["price"] as? Int } == [3000, 1500] && nextItems.allSatisfy { $0["offer"] == nil }, "\(nextItems)")
 
-        // Subscribed: another CREATE_SUBSCRIPTION in the group is refused, and records nothing.
+        // Subscribed: another CREATE_SUBSCRIPTION in the group is refused, and records nothing; the
+        // same request again is a retry, answered with the purchase it made.
         let before = try daemon.transactions(["--uid", String(client.uid)]).count
-        let again = try Self.pay(client, product: Sample.monthly, jws: signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let retried = try Self.pay(client, product: Sample.monthly, jws: signed.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(retried.code == .ok && retried.value == bought.id, "\(retried.message)")
+        let another = try SignedRequestTests.pyjwt(try Self.claims(Self.subscription(reference: UUID().uuidString.lowercased())), keyFile: key)
+        let again = try Self.pay(client, product: Sample.monthly, jws: another)
         #expect(again.code == .storeKit && again.detail == StoreKitErrorCode.paymentInvalid.rawValue, "\(again.message)")
         #expect(try daemon.transactions(["--uid", String(client.uid)]).count == before)
 
@@ -167,6 +185,70 @@ import Testing
         #expect(try Self.verifiedPayload(kept, daemon)["advancedCommerceInfo"] as? [String: Any] != nil)
     }
 
+    @Test("a signed request buys once: a retry with the same JWS gets its transaction back, another uid replaying it is refused")
+    func requestBuysOnce() throws {
+        let (daemon, key, client) = try Self.started()
+        defer { daemon.remove() }
+        let jws = try SignedRequestTests.pyjwt(try Self.claims(Self.oneTimeCharge()), keyFile: key)
+        let first = try Self.pay(client, jws: jws)
+        #expect(first.code == .ok, "\(first.code.name) \(first.message)")
+        let retry = try Self.pay(client, jws: jws)
+        #expect(retry.code == .ok && retry.value == first.value && retry.updated.isEmpty, "\(retry.code.name) \(retry.message)")
+        #expect(try daemon.transactions(["--uid", String(client.uid)]).count == 1, "charged once")
+        daemon.openDirectoriesToOtherUsers()
+        let stranger = try Client(daemon, asUID: 4242)
+        let replay = try Self.pay(stranger, jws: jws)
+        #expect(replay.code == .storeKit && replay.detail == StoreKitErrorCode.paymentInvalid.rawValue, "\(replay.code.name) \(replay.message)")
+        #expect(try daemon.transactions(["--uid", "4242"]).isEmpty)
+        // Kept across a restart.
+        client.close()
+        stranger.close()
+        #expect(daemon.stop() == 0)
+        try daemon.start()
+        let client2 = try Client(daemon)
+        #expect(try Self.pay(client2, jws: jws).value == first.value)
+    }
+
+    @Test("a transaction bought with a request is signed with it after the app's last [OfferKey] is removed: the ledger says which apps bought so, not the configuration")
+    func signedAliveAfterTheKeysGo() throws {
+        let (daemon, key, client) = try Self.started()
+        defer { daemon.remove() }
+        let reply = try Self.pay(client, product: Sample.levelPack, jws: try SignedRequestTests.pyjwt(try Self.claims(Self.oneTimeCharge()), keyFile: key))
+        #expect(reply.code == .ok, "\(reply.code.name) \(reply.message)")
+        let bought = try #require(reply.updated.last)
+        client.close()
+        #expect(daemon.stop() == 0)
+        let registration = (daemon.configFile as NSString).deletingLastPathComponent + "/apps.d/com.example.game.conf"
+        let text = try String(contentsOfFile: registration, encoding: .utf8)
+        try (text.components(separatedBy: "\n[OfferKey]").first ?? text).write(toFile: registration, atomically: true, encoding: .utf8)
+        try daemon.start()
+        let back = try Client(daemon)
+        let kept = try #require(try back.unfinished().first { $0.id == bought.id })
+        try Self.expectTellsCharge(kept, daemon)
+    }
+
+    @Test("two hosts of a fleet sign a request's transaction alike though only one has the app's [OfferKey]",
+          .enabled(if: PostgresServer.unavailableReason == nil, Comment(rawValue: PostgresServer.unavailableReason ?? "")))
+    func fleetHostsSignAlike() throws {
+        let server = try PostgresServer()
+        defer { server.remove() }
+        let (a, key) = try PromotionalOfferTests.daemonWithOfferKey()
+        defer { a.remove() }
+        let b = try DaemonProcess()
+        defer { b.remove() }
+        try Self.start(a, on: server, host: "host-a")
+        try Self.start(b, on: server, host: "host-b")
+        let onB = try Client(b)
+        _ = try onB.subscribe()
+        // B's engine is up before A's first purchase with a request.
+        let onA = try Client(a)
+        _ = try onA.subscribe()
+        let reply = try Self.pay(onA, product: Sample.levelPack, jws: try SignedRequestTests.pyjwt(try Self.claims(Self.oneTimeCharge()), keyFile: key))
+        #expect(reply.code == .ok, "\(reply.code.name) \(reply.message)")
+        let restored = try #require(try onB.restore().updated.first { $0.state == .restored })
+        try Self.expectTellsCharge(restored, b)
+    }
+
     @Test("on PostgreSQL the request is kept in the ledger's settings and told again after a restart",
           .enabled(if: PostgresServer.unavailableReason == nil, Comment(rawValue: PostgresServer.unavailableReason ?? "")))
     func keptInPostgreSQL() throws {
@@ -174,8 +256,7 @@ import Testing
         defer { server.remove() }
         let (daemon, key) = try PromotionalOfferTests.daemonWithOfferKey()
         defer { daemon.remove() }
-        try daemon.directory.write("config/storekitd.conf.d/ledger.conf", "[Store]\nDatabase=\(server.connectionString())\n")
-        try daemon.start()
+        try Self.start(daemon, on: server)
         let client = try Client(daemon)
         _ = try client.subscribe()
         let reply = try Self.pay(client, jws: try SignedRequestTests.pyjwt(try Self.claims(Self.oneTimeCharge()), keyFile: key))

@@ -11,32 +11,34 @@ enum Entitlements {
         let bought = history.filter { $0.isTransaction && $0.revocationDate == nil }
         let products = await ProductCache.shared.records(for: Set(bought.map(\.productID)))
 
-        var entitled: [TransactionRecord] = []
-        var latestByProduct: [String: TransactionRecord] = [:]
+        // The latest of each non-consumable and non-renewing subscription; each purchase with an
+        // Advanced Commerce request on its own (its restored copies are of it).
+        var latest: [String: (id: UInt64, result: VerificationResult<Transaction>)] = [:]
         for record in bought {
             guard let kind = products[record.productID]?.kind, kind == .nonConsumable || kind == .nonRenewing else { continue }
-            if let current = latestByProduct[record.productID], current.id > record.id { continue }
-            latestByProduct[record.productID] = record
+            let result = await TransactionResults.result(for: record, product: products[record.productID])
+            let transaction = result.unsafePayloadValue
+            let key = transaction.advancedCommerceInfo == nil ? record.productID : "\(record.productID)#\(transaction.originalID)"
+            if let current = latest[key], current.id > record.id { continue }
+            latest[key] = (record.id, result)
         }
-        entitled += latestByProduct.values
+        var entitled = Array(latest.values)
 
         if bought.contains(where: { products[$0.productID]?.kind == .autoRenewable }) {
             do {
                 let reply = try await StoreConnection.shared.reply { .subscriptionStatus(requestID: $0, groupID: "") }
                 if case .subscriptionStatus(_, let statuses) = reply {
                     for status in statuses where status.state == .subscribed || status.state == .inGracePeriod {
-                        if status.transaction.revocationDate == nil { entitled.append(status.transaction) }
+                        guard status.transaction.revocationDate == nil else { continue }
+                        let record = status.transaction
+                        entitled.append((record.id, await TransactionResults.result(for: record, product: products[record.productID])))
                     }
                 }
             } catch {
                 reportStatusFailure(error)
             }
         }
-        var results: [VerificationResult<Transaction>] = []
-        for record in entitled.sorted(by: { $0.id < $1.id }) {
-            results.append(await TransactionResults.result(for: record, product: products[record.productID]))
-        }
-        return results
+        return entitled.sorted { $0.id < $1.id }.map(\.result)
     }
 
     private static let reported = Mutex(false)
