@@ -195,6 +195,13 @@ struct ControlCommands {
                                 + "nothing the old one signed verifiable")
         }
         let old = server.proof.identity.leaf
+        if revoke {
+            // Replies signed on the loop with the old leaf and waiting only for their commit to
+            // be durable leave first, before it is revoked; what signers are making with it is
+            // made again once it is (collectSignatures).
+            server.ledger.waitUntilDurable()
+            server.releaseDurable()
+        }
         do {
             try server.proof.rotateKey(chain: chain, revoke: revoke)
         } catch {

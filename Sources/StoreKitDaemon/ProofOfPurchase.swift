@@ -111,16 +111,22 @@ public final class ProofOfPurchase {
         } else {
             identity = try identity.rotatingLeaf(in: keyDirectory, revokingCurrent: revoke)
         }
-        if chain || revoke {
-            for path in rootPaths {
-                try identity.publishRoot(to: path)
-                try identity.publishRevocations(to: RootCertificateLocation.revocationsPath(besideRoot: path))
-            }
-        }
+        // What the old key signed is kept no more, whatever happens next: the new key is in use.
         cache.removeAll()
         cacheOrder.removeAll()
         cacheBytes = 0
         forgetReceipts()
+        if chain || revoke {
+            do {
+                for path in rootPaths {
+                    try identity.publishRoot(to: path)
+                    try identity.publishRevocations(to: RootCertificateLocation.revocationsPath(besideRoot: path))
+                }
+            } catch {
+                throw SigningError("The new key is in use, but what apps must now trust could not be published "
+                                   + "(it is published again at the next start): \(error)")
+            }
+        }
     }
 
     /// Drops every kept receipt: after what changes receipts without a queue's sequence number
@@ -410,9 +416,10 @@ public final class ProofOfPurchase {
         func originalDate(_ record: TransactionRecord) throws -> Int64 {
             guard let originalID = record.originalID, originalID != record.id else { return record.date }
             if let known = originalDates[originalID] { return known }
-            let found = try engine.originalPurchaseDate(of: record)
-            originalDates[originalID] = found
-            return found
+            // Kept only when the original is there (without it, each record's own date stands).
+            guard let original = try engine.store.transaction(id: originalID) else { return record.date }
+            originalDates[originalID] = original.date
+            return original.date
         }
         func entry(_ record: TransactionRecord) throws -> AppReceipt.Entry {
             AppReceipt.Entry(try purchase(record))

@@ -1,4 +1,5 @@
 import StoreKitPosix
+import StoreKitSigning
 import StoreKitEngine
 import StoreKitWire
 
@@ -65,15 +66,17 @@ extension Server {
 
     /// Puts the signer's finished jobs into their outputs in the gate, and releases what is
     /// now durable and signed.
-    func collectSignatures() {
+    /// True when a job went back to the signers (its leaf was revoked meanwhile).
+    @discardableResult
+    func collectSignatures() -> Bool {
+        var resubmitted = false
         for done in signer.takeDone() {
             if done.identity !== proof.identity, proof.identity.revocations.entry(revoking: done.identity.leaf) != nil {
                 // Signed with a leaf revoked meanwhile (`rotate-key --revoke` while the job was on
                 // a signer's thread): nothing it made would verify. The same job, the same ticket,
                 // signed again with the leaf in use now; the gate keeps waiting for it.
-                var again = done.job
-                again.identity = proof.identity
-                signer.submit(again)
+                signer.submit(resigning(done.job, revoked: done.identity))
+                resubmitted = true
                 continue
             }
             if done.isHeavy {
@@ -91,6 +94,30 @@ extension Server {
             }
             for output in ready { release(output) }
         }
+        return resubmitted
+    }
+
+    /// `job` to be signed again with the leaf in use now: its records whose JWS came from the
+    /// cache, made by the revoked leaf, are signed again as well.
+    func resigning(_ job: Signer.Job, revoked: SigningIdentity) -> Signer.Job {
+        var again = job
+        again.identity = proof.identity
+        let oldHeader = revoked.encodedHeader + "."
+        for push in again.pushes.indices {
+            guard let records = again.pushes[push].message.signableRecords else { continue }
+            let signing = Set(again.pushes[push].payloads.map(\.index))
+            for index in records.indices where !signing.contains(index) {
+                guard records[index].jwsRepresentation?.hasPrefix(oldHeader) == true else { continue }
+                do {
+                    if let payload = try proof.payload(for: records[index], engine: engine, configuration: configuration) {
+                        again.pushes[push].payloads.append((index, payload))
+                    }
+                } catch {
+                    logger.error("Failed to sign transaction \(records[index].id) again: \(error)", id: .signingKey)
+                }
+            }
+        }
+        return again
     }
 
     /// Puts a signed job's frames into `output` (the cache keeps its signatures); returns how

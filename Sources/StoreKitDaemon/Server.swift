@@ -412,8 +412,8 @@ public final class Server {
             ledger.save()
             if let summary = ledger.offLoopSaveSummary { logger.info(summary) }
             ledger.waitUntilDurable()
-            signer.waitUntilIdle()
-            collectSignatures()
+            // A job signed again (its leaf revoked meanwhile) is waited for too.
+            repeat { signer.waitUntilIdle() } while collectSignatures()
             releaseDurable()
             for session in sessions.values { queueForSending(session) }
             let deadline = Monotonic.milliseconds() + 2000

@@ -75,7 +75,6 @@ extension PaymentQueueEngine {
         try store.setSetting(Self.offerKey(transactionID), TransactionOffer(offer, kind: type).stored)
     }
 
-    /// The offer transaction `transactionID` was bought or renewed with, if any.
     /// The offers of `transactionIDs` (those that have one), read at once.
     public func offers(of transactionIDs: [UInt64]) throws(LedgerError) -> [UInt64: TransactionOffer] {
         let stored = try store.settings(keys: transactionIDs.map(Self.offerKey))
@@ -86,6 +85,7 @@ extension PaymentQueueEngine {
         return offers
     }
 
+    /// The offer transaction `transactionID` was bought or renewed with, if any.
     public func offer(of transactionID: UInt64) throws(LedgerError) -> TransactionOffer? {
         try store.setting(Self.offerKey(transactionID)).flatMap(TransactionOffer.init(stored:))
     }

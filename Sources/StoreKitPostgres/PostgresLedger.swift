@@ -537,9 +537,10 @@ public final class PostgresLedger: Ledger {
         for (index, key) in keys.enumerated() {
             if index > 0 { literal += "," }
             literal += "\""
-            for character in key {
-                if character == "\\" || character == "\"" { literal += "\\" }
-                literal.append(character)
+            // By scalar: a quote or backslash followed by a combining mark is one Character.
+            for scalar in key.unicodeScalars {
+                if scalar == "\\" || scalar == "\"" { literal += "\\" }
+                literal.unicodeScalars.append(scalar)
             }
             literal += "\""
         }

@@ -15,7 +15,9 @@ import StoreKitPosix
 ///
 /// Beside the root, wherever it was found, the daemon publishes the intermediate's list of
 /// revoked signing certificates (`revoked-certificates.pem`, `RevocationList`); a list there
-/// counts only if the intermediate signed it, so its place needs no further check.
+/// counts only if the intermediate signed it, so a forged one adds or hides nothing; an older
+/// genuine one put back hides later revocations from a process that never read them, so the list
+/// is taken from the same trusted place as the root.
 public enum RootCertificateLocation {
     public static let fileName = "root-certificate.pem"
     public static let revocationsFileName = "revoked-certificates.pem"

@@ -165,7 +165,8 @@ public final class SigningIdentity: @unchecked Sendable {
                 } catch {
                     throw refuse("cannot make \(path) private (0600): \(error)")
                 }
-                repairs.append(ModeRepair(path: path, found: info.st_mode & 0o7777, made: 0o600))
+                // The revocation list is public (published 0644): a looser mode exposes no key.
+                if name != "revoked.pem" { repairs.append(ModeRepair(path: path, found: info.st_mode & 0o7777, made: 0o600)) }
             }
             try? file.close()
         }

@@ -60,6 +60,9 @@ struct RevokedCertificateClientTests {
             return
         }
         #expect(receiptError.kind == .revokedCertificate)
+        // The list gone (or an older one put back) does not undo a revocation this process read.
+        try FileManager.default.removeItem(atPath: daemon.runtimeDirectory + "/revoked-certificates.pem")
+        #expect(checkSignedData(forged).failure == SignatureFailure.revokedCertificate)
 
         // The daemon signs with its new key: a new purchase, and the history it signs again, verify.
         guard case .success(.verified(let again)) = try await seasonPass.purchase() else {
@@ -76,6 +79,25 @@ struct RevokedCertificateClientTests {
             seen.insert(transaction.productID)
         }
         #expect(seen == [levelPack.id, seasonPass.id])
+
+        // A whole new chain: the new root is picked up without a restart, for JWS and receipts.
+        #expect(try daemon.ctl(["rotate-key", "--chain"]).status == 0)
+        var after = 0
+        for await result in Transaction.all {
+            guard case .verified = result else {
+                Issue.record("history after the new chain: \(result)")
+                continue
+            }
+            after += 1
+        }
+        #expect(after == 2)
+        let answer = try daemon.ctlJSON(["receipt", TestStoreBinding.appIdentifier]) as? [String: Any]
+        let text = try #require(answer?["receipt"] as? String)
+        let newReceipt = try #require(Data(base64Encoded: text))
+        guard case .success = try SignedDataTrust.receiptVerifier().verify([UInt8](newReceipt)) else {
+            Issue.record("the new chain's receipt did not verify")
+            return
+        }
     }
 }
 }

@@ -623,6 +623,44 @@ struct ProofOfPurchaseTests {
         }
     }
 
+    @Test("rotate-key --revoke while a history page of kept JWS waits on a signer's thread: the page arrives with every JWS made again by the new leaf")
+    func revocationWhileAPageIsEncoded() throws {
+        let daemon = try DaemonProcess()
+        defer { daemon.remove() }
+        daemon.extraArguments = ["--enable-test-hooks"]
+        try daemon.start()
+        let connection = try Self.observer(of: daemon, timeout: 20)
+        // Ten non-consumables bought one by one: each signed and kept (the cache) by the old leaf.
+        var bought = 0
+        for index in 0..<10 {
+            try connection.send(.addPayment(.init(requestID: UInt32(100 + index), key: "page-\(index)",
+                                                  productID: index % 2 == 0 ? Sample.levelPack : Sample.seasonPass, quantity: 1)))
+            while true {
+                if case .result(let id, .ok, _, _, _) = try connection.receive(), id == UInt32(100 + index) { bought += 1; break }
+            }
+        }
+        #expect(bought == 10)
+        let hooks = try TestHooks(daemon)
+        #expect(try hooks.run("debug-slow-signing", ["1000"]) == .ok)
+        // A page of more than 8 records whose JWS are all kept is encoded on a signer's thread.
+        try connection.send(.history(requestID: 500, afterID: 0))
+        try #require(eventually { daemon.log().contains("waits 1000 ms first") },
+                     "the page did not reach the signer's thread:\n\(daemon.log(tail: 20))")
+        _ = try daemon.ctlObject(["rotate-key", "--revoke"])
+        var page: [TransactionRecord] = []
+        while true { if case .transactions(500, let records) = try connection.receive() { page = records; break } }
+        #expect(page.count >= 10)
+        let published = daemon.stateDirectory + "/root-certificate.pem"
+        let root = try Certificate(pem: Array(try Data(contentsOf: URL(fileURLWithPath: published))))
+        let list = try #require(try RootCertificateLocation.revocations(besideRoot: published))
+        let verifier = SignedDataVerifier(roots: [root], revocationLists: [list])
+        for record in page where record.state == .purchased {
+            if case .failure(let error) = verifier.verify(record.jwsRepresentation ?? "") {
+                Issue.record("transaction \(record.id): \(error)")
+            }
+        }
+    }
+
     static func base64(_ base64url: String) -> String {
         var text = base64url.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while text.count % 4 != 0 { text += "=" }

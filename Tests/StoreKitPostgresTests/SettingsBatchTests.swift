@@ -11,7 +11,7 @@ struct SettingsBatchTests {
     func oneRoundTrip() throws {
         let ledger = try PostgresLedger(conninfo: try PostgresServer.shared().freshConnectionString(label: "settingsbatch"))
         defer { ledger.close() }
-        let awkward = ["k \"quoted\"", "back\\slash", "{braces,comma}", "spaced key", "ünïcode", ""]
+        let awkward = ["k \"quoted\"", "back\\slash", "{braces,comma}", "spaced key", "ünïcode", "", "quote\"\u{301} and backslash\\\u{301}"]
         var written: [String: String] = [:]
         try ledger.begin()
         for index in 0..<500 where index % 3 != 0 {

@@ -403,7 +403,10 @@ static int load_revocations(const char *root_path, X509_CRL **out, char *message
     char path[4096];
     const char *slash = strrchr(root_path, '/');
     size_t length = slash ? (size_t)(slash - root_path) : 1;
-    if (length + sizeof "/" REVOCATIONS_FILE_NAME > sizeof path) return STOREKIT_OK;
+    if (length + sizeof "/" REVOCATIONS_FILE_NAME > sizeof path) {
+        sk_format(message, message_size, "the path of the revocation list beside %s is too long to read", root_path);
+        return STOREKIT_ERROR_INVALID_CHAIN;
+    }
     if (slash) {
         memcpy(path, root_path, length);
         path[length] = 0;

@@ -61,20 +61,22 @@ func checkDeviceVerification(_ payload: SignedPayload?, app: String) -> Bool {
 }
 
 /// The process's trust: the root certificate `RootCertificateLocation` finds for the socket the
-/// library connects to, and the revocation list published beside it. The root is found once
-/// (while none is found, looked for again at every check); the list is read again whenever its
-/// file changes (`storekitctl rotate-key --revoke` takes effect at the next check, not at the
-/// app's next start). A list that is there but cannot be read leaves nothing trusted.
+/// library connects to, and the revocation list published beside it. Both files are read again
+/// whenever they change (a new root after `storekitctl rotate-key --chain`, a list after
+/// `--revoke`: no restart of the app); while no root is found, it is looked for at every check.
+/// A list that is there but cannot be read leaves nothing trusted. A revocation once read is not
+/// undone by the file going away or by an older list put in its place: every list read counts.
 enum SignedDataTrust {
-    /// What was found: the root, where, and the list as of the file's `stamp`.
+    /// What was found: the root, where, and the list, as of the files' stamps.
     private struct Found {
         var root: Certificate
         var rootPath: String
-        var stamp: FileStamp?
+        var rootStamp: FileStamp?
+        var listStamp: FileStamp?
         var revocations: [RevocationList]
     }
 
-    /// What identifies one version of the list's file (nil: no file).
+    /// What identifies one version of a file (nil: no file).
     private struct FileStamp: Equatable {
         var device: UInt64, inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
 
@@ -126,27 +128,37 @@ enum SignedDataTrust {
     }
 
     private static func currentTrust() throws(SigningError) -> (root: Certificate, revocations: [RevocationList]) {
+        let known = found.withLock { $0 }
         var current: Found
-        if let known = found.withLock({ $0 }) {
+        if let known, FileStamp(path: known.rootPath) == known.rootStamp {
             current = known
         } else {
+            // First, or the root file changed: found again (where it is may differ too).
             let located = try RootCertificateLocation.locate(socketPath: StoreConnection.shared.resolvedSocketPath,
                                                              environment: ProcessInfo.processInfo.environment)
-            current = Found(root: located.certificate, rootPath: located.path, stamp: nil, revocations: [])
-            current.stamp = FileStamp(path: RootCertificateLocation.revocationsPath(besideRoot: located.path))
-            current.revocations = try RootCertificateLocation.revocations(besideRoot: located.path).map { [$0] } ?? []
-            let made = current
-            found.withLock { $0 = made }
+            current = Found(root: located.certificate, rootPath: located.path, rootStamp: FileStamp(path: located.path),
+                            listStamp: nil, revocations: known?.revocations ?? [])
             reported.withLock { $0 = nil }
-            return (current.root, current.revocations)
         }
-        let stamp = FileStamp(path: RootCertificateLocation.revocationsPath(besideRoot: current.rootPath))
-        if stamp != current.stamp {
-            current.stamp = stamp
-            current.revocations = try RootCertificateLocation.revocations(besideRoot: current.rootPath).map { [$0] } ?? []
-            let made = current
-            found.withLock { $0 = made }
+        let listPath = RootCertificateLocation.revocationsPath(besideRoot: current.rootPath)
+        let stamp = FileStamp(path: listPath)
+        if stamp != current.listStamp || known == nil {
+            current.listStamp = stamp
+            if let read = try RootCertificateLocation.revocations(besideRoot: current.rootPath) {
+                current.revocations = newest(current.revocations, adding: read)
+            }
         }
+        let made = current
+        found.withLock { $0 = made }
         return (current.root, current.revocations)
+    }
+
+    /// `lists` and `read`: every list read stays (a list only counts for the chain whose
+    /// intermediate signed it, so a forged one changes nothing, and a revocation once read holds
+    /// whatever list comes after); the same list is not kept twice, and the 16 newest are kept.
+    private static func newest(_ lists: [RevocationList], adding read: RevocationList) -> [RevocationList] {
+        let bytes = read.der
+        guard !lists.contains(where: { $0.der == bytes }) else { return lists }
+        return Array((lists + [read]).suffix(16))
     }
 }
